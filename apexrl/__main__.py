@@ -1,0 +1,3 @@
+from apexrl.cli.app import main
+
+main()

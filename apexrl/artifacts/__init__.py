@@ -1,0 +1,1 @@
+"""Artifact records (pydantic) and their JSONL / Parquet I/O."""

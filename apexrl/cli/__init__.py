@@ -1,0 +1,1 @@
+"""The apexrl command line: thin Typer modules that parse, call, render."""

@@ -1,0 +1,105 @@
+"""Root of the `apexrl` command: global options, error handling, command groups."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from apexrl import __version__
+from apexrl.cli import output
+from apexrl.errors import ApexError, ExitCode
+
+_state = {"debug": bool(os.environ.get("APEXRL_DEBUG"))}
+
+
+class ApexGroup(TyperGroup):
+    """Turns ApexError into a message + exit code (traceback only with --debug)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ApexError as e:
+            if _state["debug"]:
+                traceback.print_exc()
+            output.error(str(e))
+            ctx.exit(int(e.code))
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            output.error("interrupted")
+            ctx.exit(130)
+        except Exception as e:  # a bug, not a user error: say so, keep it short
+            if _state["debug"]:
+                traceback.print_exc()
+            output.error(f"internal error: {type(e).__name__}: {e} (rerun with --debug)")
+            ctx.exit(int(ExitCode.CHECK_FAILED))
+
+
+app = typer.Typer(
+    cls=ApexGroup,
+    name="apexrl",
+    help="Post-train knowledge-work agents with RL: tasks, worlds, images, TITO, train, eval, publish.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"apexrl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_version, is_eager=True, help="Print the version."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+) -> None:
+    if debug:
+        _state["debug"] = True
+
+
+def _register() -> None:
+    # Each group module is light: heavy libraries load inside the commands.
+    from apexrl.cli import doctor, schema, tasks
+
+    app.add_typer(tasks.app, name="tasks")
+    app.command("schema")(schema.schema)
+    app.command("doctor")(doctor.doctor)
+    for name in ("world", "image", "tito", "engine", "eval", "train", "publish"):
+        _register_optional(name)
+
+
+def _register_optional(name: str) -> None:
+    """Command groups added by later modules register here when present."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"apexrl.cli.{name}")
+    except ModuleNotFoundError as e:
+        if e.name == f"apexrl.cli.{name}":
+            return
+        raise
+    if hasattr(mod, "app"):
+        app.add_typer(mod.app, name=name)
+    elif hasattr(mod, "command"):
+        app.command(name)(mod.command)
+
+
+_register()
+
+
+def main() -> None:
+    app(prog_name="apexrl")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

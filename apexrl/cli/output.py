@@ -1,0 +1,129 @@
+"""Rendering conventions shared by every command.
+
+stdout carries data: NDJSON when piped or with --json, a Rich table on a
+terminal. stderr carries people-facing output: progress, warnings, errors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+    from pydantic import BaseModel
+
+
+@cache
+def err_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def _as_dict(record: BaseModel | dict) -> dict[str, Any]:
+    if isinstance(record, dict):
+        return record
+    return record.model_dump(mode="json")
+
+
+def emit_records(
+    records: Iterable[BaseModel | dict],
+    *,
+    json_out: bool = False,
+    columns: Sequence[str] | None = None,
+    title: str | None = None,
+) -> int:
+    """Write records to stdout; returns how many. NDJSON streams as records come."""
+    count = 0
+    if json_out or not stdout_is_terminal():
+        out = sys.stdout
+        for r in records:
+            out.write(orjson.dumps(_as_dict(r)).decode() + "\n")
+            count += 1
+        out.flush()
+        return count
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = [_as_dict(r) for r in records]
+    cols = list(columns or (rows[0].keys() if rows else []))
+    table = Table(title=title, show_lines=False)
+    for c in cols:
+        table.add_column(c)
+    for row in rows:
+        table.add_row(*(_cell(row.get(c)) for c in cols))
+    Console(no_color=bool(os.environ.get("NO_COLOR"))).print(table)
+    return len(rows)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | dict):
+        return orjson.dumps(value).decode()
+    return str(value)
+
+
+def emit_json(obj: BaseModel | dict) -> None:
+    sys.stdout.write(orjson.dumps(_as_dict(obj), option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def info(message: str) -> None:
+    err_console().print(message)
+
+
+def warn(message: str) -> None:
+    from rich.text import Text
+
+    err_console().print(Text.assemble(("warning: ", "yellow"), message))
+
+
+def error(message: str) -> None:
+    from rich.text import Text
+
+    err_console().print(Text.assemble(("error: ", "bold red"), message))
+
+
+@contextmanager
+def progress(label: str, total: int | None):
+    """A Rich progress bar on stderr; yields an `advance(n=1)` callable."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    prog: Progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console(),
+        transient=False,
+        disable=not err_console().is_terminal,
+    )
+    with prog:
+        task = prog.add_task(label, total=total)
+
+        def advance(n: int = 1) -> None:
+            prog.advance(task, n)
+
+        yield advance

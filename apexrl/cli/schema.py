@@ -1,0 +1,32 @@
+"""`apexrl schema NAME`: the JSON Schema of an artifact record."""
+
+from __future__ import annotations
+
+import typer
+
+from apexrl.cli import output
+from apexrl.errors import UsageError
+
+
+def schema(
+    name: str = typer.Argument(None, help="Record name; omit to list them."),
+) -> None:
+    """Print the JSON Schema of an artifact record (omit NAME to list names)."""
+    from apexrl.artifacts.models import SCHEMAS
+
+    if not name:
+        for key, model in SCHEMAS.items():
+            doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
+            typer.echo(f"{key}\t{doc}")
+        return
+    if name not in SCHEMAS:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(SCHEMAS), n=1)
+        raise UsageError(
+            f"unknown record {name!r}",
+            hint=(f"did you mean {close[0]!r}? " if close else "")
+            + "names: "
+            + ", ".join(SCHEMAS),
+        )
+    output.emit_json(SCHEMAS[name].model_json_schema())

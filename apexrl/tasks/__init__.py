@@ -1,0 +1,1 @@
+"""Expert task data: APEX reader, Harbor task writer, pack/unpack, validate, split."""
