@@ -11,8 +11,14 @@ app = typer.Typer(
 
 
 # Other modules add commands to this app (e.g. `world pack`).
-try:
-    from apexrl.cli import world_pack as _world_pack  # noqa: E402,F401
-except ModuleNotFoundError as _e:  # pragma: no cover - until that module lands
-    if _e.name != "apexrl.cli.world_pack":
-        raise
+def _load_extensions() -> None:
+    import importlib
+
+    try:
+        importlib.import_module("apexrl.cli.world_pack")
+    except ModuleNotFoundError as e:  # pragma: no cover - until that module lands
+        if e.name != "apexrl.cli.world_pack":
+            raise
+
+
+_load_extensions()
