@@ -5,15 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
 from apexrl.artifacts.atomic import atomic_path
 from apexrl.errors import BadRecordError
-
-M = TypeVar("M", bound=BaseModel)
 
 
 def dumps(obj: BaseModel | dict) -> bytes:
@@ -55,7 +52,7 @@ def iter_lines(source: str | Path) -> Iterator[tuple[int, bytes]]:
                 yield n, line
 
 
-def read_records(source: str | Path, model: type[M]) -> Iterator[M]:
+def read_records[M: BaseModel](source: str | Path, model: type[M]) -> Iterator[M]:
     """Read and validate records; errors name the file and line."""
     for n, line in iter_lines(source):
         where = f"{source}:{n}"

@@ -43,7 +43,7 @@ class ApexGroup(TyperGroup):
 app = typer.Typer(
     cls=ApexGroup,
     name="apexrl",
-    help="Post-train knowledge-work agents with RL: tasks, worlds, images, TITO, train, eval, publish.",
+    help="Post-train knowledge-work agents with RL: tasks, worlds, images, TITO, train, eval.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -8,7 +8,9 @@ import typer
 
 from apexrl.cli import output
 
-app = typer.Typer(help="Convert, pack, unpack, validate and split task datasets.", no_args_is_help=True)
+app = typer.Typer(
+    help="Convert, pack, unpack, validate and split task datasets.", no_args_is_help=True
+)
 
 
 @app.command("example")
@@ -22,3 +24,211 @@ def example(
     summary = write_example(out, seed=seed)
     output.info(f"wrote example dataset to {out}")
     output.emit_records([summary], json_out=True)
+
+
+def _fail_or_partial(errors: list, strict: bool) -> None:
+    """Report skipped bad records; exit 5 when some were skipped."""
+    import typer as _typer
+
+    from apexrl.errors import ExitCode
+
+    for e in errors:
+        output.error(str(e))
+    if errors:
+        output.warn(f"{len(errors)} bad record(s) skipped; the rest were written")
+        raise _typer.Exit(int(ExitCode.PARTIAL))
+
+
+@app.command("convert")
+def convert(
+    src: Path = typer.Argument(..., help="APEX-layout folder (tasks_and_rubrics.json, ...)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Folder for the Harbor task directories."),
+    images: Path = typer.Option(None, "--images", help="images.jsonl from `apexrl image push`."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first bad record."),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON output on a terminal too."),
+) -> None:
+    """Convert expert task data into Harbor task directories (one record per task)."""
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all, load_images
+
+    source = load_source(src, strict=strict)
+    image_map = load_images(images) if images else {}
+    errors = list(source.bad)
+    records = []
+    with output.progress("convert", total=len(source.tasks)) as advance:
+        for outcome in convert_all(source, out, image_map, strict=strict):
+            if outcome.error:
+                errors.append(outcome.error)
+            else:
+                records.append(outcome.record)
+            advance()
+    output.emit_records(
+        records, json_out=json_out, columns=["path", "task_id", "domain", "world_id", "n_criteria"]
+    )
+    output.info(f"converted {len(records)} task(s) into {out}")
+    _fail_or_partial(errors, strict)
+
+
+@app.command("pack")
+def pack(
+    tasks_dir: Path = typer.Argument(..., help="Folder of Harbor task directories."),
+    out: Path = typer.Option(..., "-o", "--out", help="Dataset folder to write."),
+    shard_size: float = typer.Option(256, "--shard-size", help="Target shard size in MB."),
+) -> None:
+    """Pack task directories into a sharded Parquet dataset (path, task_binary, metadata)."""
+    from apexrl.errors import UsageError
+    from apexrl.tasks.dataset import write_dataset
+    from apexrl.tasks.pack import find_task_dirs, packed_task
+
+    if not tasks_dir.is_dir():
+        raise UsageError(f"{tasks_dir} is not a directory")
+    dirs = find_task_dirs(tasks_dir)
+    if not dirs:
+        raise UsageError(f"no task directories (with task.toml) under {tasks_dir}")
+    with output.progress("pack", total=len(dirs)) as advance:
+
+        def rows():
+            for d in dirs:
+                yield packed_task(d)
+                advance()
+
+        manifest = write_dataset(rows(), out, shard_mb=shard_size)
+    output.info(f"packed {manifest.n_tasks} task(s) into {len(manifest.shards)} shard(s) at {out}")
+    output.emit_records([{"out": str(out), **manifest.model_dump(mode="json")}], json_out=True)
+
+
+@app.command("unpack")
+def unpack(
+    dataset: str = typer.Argument(
+        ..., help="Dataset folder, .parquet file, or hf://org/name[@rev]."
+    ),
+    out: Path = typer.Option(..., "-o", "--out", help="Folder for the task directories."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first bad row."),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON output on a terminal too."),
+) -> None:
+    """Extract a Parquet task dataset into task directories, safely and resumably."""
+    from apexrl.tasks.unpack import unpack_dataset
+
+    errors: list = []
+    with output.progress("unpack", total=None) as advance:
+        results = unpack_dataset(
+            dataset, out, strict=strict, on_row=lambda r: advance(), on_error=errors.append
+        )
+    output.emit_records(
+        [{"path": r.path, "status": r.status, "sha256": r.sha256} for r in results],
+        json_out=json_out,
+        columns=["path", "status", "sha256"],
+    )
+    written = sum(r.status == "written" for r in results)
+    output.info(
+        f"unpacked {len(results)} task(s) into {out} "
+        f"({written} written, {len(results) - written} unchanged)"
+    )
+    _fail_or_partial(errors, strict)
+
+
+@app.command("validate")
+def validate(
+    path: str = typer.Argument(
+        ..., help="Task dir(s) folder, or a dataset (folder of shards, .parquet, hf://)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON output on a terminal too."),
+) -> None:
+    """Check tasks: Harbor config, instruction, rubric, verifier entrypoint, metadata, env keys."""
+    import tempfile
+
+    from apexrl.errors import ExitCode, UsageError
+    from apexrl.tasks.pack import find_task_dirs
+    from apexrl.tasks.unpack import unpack_dataset
+    from apexrl.tasks.validate import validate_task_dir
+
+    with tempfile.TemporaryDirectory(prefix="apexrl-validate-") as tmp:
+        root = Path(path)
+        if (
+            path.startswith("hf://")
+            or root.is_file()
+            or (root.is_dir() and any(root.rglob("*.parquet")))
+        ):
+            unpack_dataset(path, Path(tmp), strict=True)
+            root = Path(tmp)
+        if not root.is_dir():
+            raise UsageError(f"{path} does not exist")
+        dirs = find_task_dirs(root)
+        if not dirs:
+            raise UsageError(f"no task directories (with task.toml) under {path}")
+        findings = [f for d in dirs for f in validate_task_dir(d)]
+    output.emit_records(
+        findings, json_out=json_out, columns=["where", "check", "severity", "message"]
+    )
+    n_err = sum(f.severity == "error" for f in findings)
+    output.info(
+        f"validated {len(dirs)} task(s): {n_err} error(s), {len(findings) - n_err} warning(s)"
+    )
+    if n_err:
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+@app.command("split")
+def split(
+    dataset: str = typer.Argument(..., help="Dataset folder, .parquet file, or hf://org/name."),
+    out: Path = typer.Option(..., "-o", "--out", help="Writes OUT/train and OUT/eval datasets."),
+    by: str = typer.Option("world", "--by", help="Grouping key; only 'world' is supported."),
+    eval_fraction: float = typer.Option(0.2, "--eval-fraction", help="Share of tasks for eval."),
+    seed: int = typer.Option(0, "--seed"),
+    shard_size: float = typer.Option(256, "--shard-size", help="Target shard size in MB."),
+) -> None:
+    """Split a dataset into train and eval sets that share no world."""
+    from apexrl.errors import UsageError
+    from apexrl.tasks.dataset import PackedTask, iter_rows, row_metadata, write_dataset
+    from apexrl.tasks.split import choose_eval_worlds
+
+    if by != "world":
+        raise UsageError(f"--by {by!r} is not supported", hint="use --by world")
+    rows = [row_metadata(r) for _, r in iter_rows(dataset)]
+    eval_worlds = choose_eval_worlds(rows, eval_fraction, seed)
+    world_of = {r.path: r.world_id for r in rows}
+
+    def side(is_eval: bool):
+        for _, r in iter_rows(dataset):
+            if (world_of[r["path"]] in eval_worlds) == is_eval:
+                yield PackedTask(row=row_metadata(r), task_binary=r["task_binary"])
+
+    summaries = []
+    for name, is_eval in (("train", False), ("eval", True)):
+        manifest = write_dataset(side(is_eval), out / name, shard_mb=shard_size)
+        summaries.append(
+            {
+                "split": name,
+                "out": str(out / name),
+                "n_tasks": manifest.n_tasks,
+                "worlds": sorted(manifest.worlds),
+            }
+        )
+    output.emit_records(summaries, json_out=True)
+
+
+@app.command("ls")
+def ls(
+    dataset: str = typer.Argument(..., help="Dataset folder, .parquet file, or hf://org/name."),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON output."),
+) -> None:
+    """List a dataset's tasks: path, task id, domain, world, size."""
+    from apexrl.artifacts.models import TaskRecord
+    from apexrl.tasks.dataset import iter_rows, row_metadata
+
+    def records():
+        for _, r in iter_rows(dataset):
+            meta = row_metadata(r)
+            yield TaskRecord(
+                path=meta.path,
+                task_id=meta.task_id or "",
+                domain=meta.domain or "",
+                world_id=meta.world_id or "",
+                size_bytes=meta.size_bytes,
+            )
+
+    output.emit_records(
+        records(),
+        json_out=json_out,
+        columns=["path", "task_id", "domain", "world_id", "size_bytes"],
+    )

@@ -1,0 +1,153 @@
+"""Reading expert task data in the APEX-Agents layout.
+
+SRC/tasks_and_rubrics.json, SRC/world_descriptions.json,
+SRC/world_files_zipped/<world_id>.zip, SRC/task_files/<task_id>/..., SRC/gold_files/<task_id>/...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from apexrl.artifacts.jsonl import read_json_file
+from apexrl.artifacts.models import ApexTask, ApexWorld
+from apexrl.errors import BadRecordError, UsageError
+
+TASKS_FILE = "tasks_and_rubrics.json"
+WORLDS_FILE = "world_descriptions.json"
+
+
+@dataclass
+class ApexSource:
+    root: Path
+    tasks: list[tuple[str, ApexTask]] = field(default_factory=list)  # (where, task)
+    worlds: dict[str, ApexWorld] = field(default_factory=dict)
+    bad: list[BadRecordError] = field(default_factory=list)
+
+    def world_zip(self, world_id: str) -> Path:
+        return self.root / "world_files_zipped" / f"{world_id}.zip"
+
+    def task_files_dir(self, task_id: str) -> Path:
+        return self.root / "task_files" / task_id
+
+    def gold_files_dir(self, task_id: str) -> Path:
+        return self.root / "gold_files" / task_id
+
+
+def load_source(root: Path, *, strict: bool = False) -> ApexSource:
+    """Parse and check every record. Bad records are collected (or raised with strict)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a directory", hint="pass the APEX-layout data folder")
+    tasks_path = root / TASKS_FILE
+    if not tasks_path.is_file():
+        raise UsageError(
+            f"{tasks_path} not found",
+            hint=f"SRC must hold {TASKS_FILE} (`apexrl tasks example -o DIR` shows the layout)",
+        )
+    src = ApexSource(root=root)
+    src.worlds = _load_worlds(root / WORLDS_FILE)
+    raw = read_json_file(tasks_path)
+    if not isinstance(raw, list):
+        raise BadRecordError(str(tasks_path), "expected a JSON list of task records")
+    seen: dict[str, str] = {}
+    for index, obj in enumerate(raw):
+        where = f"{TASKS_FILE}[{index}]"
+        try:
+            task = _parse_task(obj, where)
+            where = f"{where} ({task.task_id})"
+            _check_task(src, task, where, seen)
+        except BadRecordError as e:
+            if strict:
+                raise
+            src.bad.append(e)
+            continue
+        seen[task.task_id] = where
+        src.tasks.append((where, task))
+    return src
+
+
+def _load_worlds(path: Path) -> dict[str, ApexWorld]:
+    if not path.is_file():
+        return {}
+    raw = read_json_file(path)
+    if not isinstance(raw, list):
+        raise BadRecordError(str(path), "expected a JSON list of world records")
+    worlds: dict[str, ApexWorld] = {}
+    for index, obj in enumerate(raw):
+        try:
+            world = ApexWorld.model_validate(obj)
+        except ValidationError as e:
+            raise BadRecordError(f"{WORLDS_FILE}[{index}]", _describe(e)) from None
+        worlds[world.world_id] = world
+    return worlds
+
+
+def _parse_task(obj: object, where: str) -> ApexTask:
+    if isinstance(obj, dict) and obj.get("task_id"):
+        where = f"{where} ({obj['task_id']})"
+    try:
+        return ApexTask.model_validate(obj)
+    except ValidationError as e:
+        raise BadRecordError(where, _describe(e), hint="fix the record or drop it") from None
+
+
+def _check_task(src: ApexSource, task: ApexTask, where: str, seen: dict[str, str]) -> None:
+    if task.task_id in seen:
+        raise BadRecordError(
+            where,
+            f"duplicate task_id (first seen at {seen[task.task_id]})",
+            hint="task ids must be unique",
+        )
+    if not src.world_zip(task.world_id).is_file():
+        raise BadRecordError(
+            where,
+            f"world zip world_files_zipped/{task.world_id}.zip is missing",
+            hint="add the world's zip or drop the task",
+        )
+    for name in input_file_names(task):
+        if not _inside(src.task_files_dir(task.task_id), name).is_file():
+            raise BadRecordError(
+                where,
+                f"task_input_files names {name!r}, not found under task_files/{task.task_id}/",
+                hint="add the file or fix task_input_files",
+            )
+    if task.gold_response_type == "file" and not src.gold_files_dir(task.task_id).is_dir():
+        raise BadRecordError(
+            where,
+            f"gold_response_type is 'file' but gold_files/{task.task_id}/ is missing",
+            hint="add the golden files or set gold_response_type to 'text'",
+        )
+
+
+def input_file_names(task: ApexTask) -> list[str]:
+    """task_input_files may be null, one name, a comma/newline separated string, or a list."""
+    value = task.task_input_files
+    if not value:
+        return []
+    if isinstance(value, str):
+        value = [p for chunk in value.splitlines() for p in chunk.split(",")]
+    return [p.strip() for p in value if p and p.strip()]
+
+
+def _inside(base: Path, name: str) -> Path:
+    """Resolve `name` under `base`, refusing anything that would leave it."""
+    candidate = (base / name).resolve()
+    if not candidate.is_relative_to(base.resolve()):
+        raise BadRecordError(str(base), f"path {name!r} escapes its folder")
+    return candidate
+
+
+def domain_of(world: ApexWorld | None, task: ApexTask) -> str:
+    return task.domain or (world.world_name.split("-")[0] if world else "")
+
+
+def _describe(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "<record>"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"field {loc!r}: {msg}")
+    return "; ".join(parts)

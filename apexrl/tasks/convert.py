@@ -1,0 +1,251 @@
+"""APEX-layout expert data -> Harbor task directories.
+
+<out>/<slug>/
+  instruction.md            the prompt
+  task.toml                 Harbor TaskConfig; apexrl's TaskMetadata in [metadata]
+  environment/Dockerfile    placeholder: the real environment is the world's image
+  environment/task_files/   the task's input files, overlaid on the world
+  solution/solve.sh         oracle: writes the gold answer and gold files
+  solution/gold_files/
+  tests/test.sh             verifier entrypoint (never visible to the agent)
+  tests/grade.py            vendored deterministic grading runner
+  tests/verifiers.json      rubric criteria
+  tests/golden_responses.json
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from apexrl.artifacts.jsonl import read_records
+from apexrl.artifacts.models import ApexTask, ApexWorld, ImageRecord, TaskMetadata, TaskRecord
+from apexrl.errors import BadRecordError
+from apexrl.tasks.apex import ApexSource, input_file_names
+
+ANSWER_FILE = "/logs/agent/answer.txt"
+WORLD_FS = "/world/filesystem"
+AGENT_TIMEOUT_S = 3600.0
+VERIFIER_TIMEOUT_S = 600.0
+ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
+
+
+@dataclass
+class ConvertOutcome:
+    record: TaskRecord | None = None
+    error: BadRecordError | None = None
+
+
+def slugify(name: str, task_id: str) -> str:
+    """Directory name: the task name in [a-z0-9-] plus the last 8 chars of the id.
+
+    Names are never used as paths verbatim, so a name like '../../etc' cannot
+    escape the output directory."""
+    base = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48].strip("-")
+    suffix = re.sub(r"[^a-z0-9]+", "", task_id.lower())[-8:]
+    return f"{base}-{suffix}" if base else suffix or "task"
+
+
+def load_images(path: Path) -> dict[str, ImageRecord]:
+    return {r.world_id: r for r in read_records(path, ImageRecord)}
+
+
+def convert_all(
+    src: ApexSource, out: Path, images: dict[str, ImageRecord], *, strict: bool
+) -> Iterator[ConvertOutcome]:
+    """Write one task directory per good task; yield an outcome per task."""
+    out.mkdir(parents=True, exist_ok=True)
+    slugs: dict[str, str] = {}
+    for where, task in src.tasks:
+        slug = slugify(task.task_name, task.task_id)
+        if slug in slugs:
+            err = BadRecordError(
+                where,
+                f"task directory {slug!r} collides with {slugs[slug]}",
+                hint="rename one task",
+            )
+            if strict:
+                raise err
+            yield ConvertOutcome(error=err)
+            continue
+        slugs[slug] = where
+        world = src.worlds.get(task.world_id)
+        record = write_task_dir(src, task, world, images.get(task.world_id), out, slug)
+        yield ConvertOutcome(record=record)
+
+
+def write_task_dir(
+    src: ApexSource,
+    task: ApexTask,
+    world: ApexWorld | None,
+    image: ImageRecord | None,
+    out: Path,
+    slug: str,
+) -> TaskRecord:
+    """Build the task dir in a temp folder, then rename it into place."""
+    final = out / slug
+    tmp = out / f".{slug}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        meta = _metadata(task, world, image, slug)
+        (tmp / "instruction.md").write_text(_instruction(task), encoding="utf-8")
+        (tmp / "task.toml").write_text(render_task_toml(meta), encoding="utf-8")
+        _write_environment(src, task, meta, tmp / "environment")
+        _write_solution(src, task, tmp / "solution")
+        _write_tests(task, tmp / "tests")
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return TaskRecord(
+        path=slug,
+        task_id=task.task_id,
+        task_name=task.task_name,
+        domain=task.domain,
+        world_id=task.world_id,
+        image=meta.image,
+        n_criteria=len(task.rubric),
+        size_bytes=sum(p.stat().st_size for p in final.rglob("*") if p.is_file()),
+    )
+
+
+def _metadata(
+    task: ApexTask, world: ApexWorld | None, image: ImageRecord | None, slug: str
+) -> TaskMetadata:
+    extra = task.model_extra or {}
+    env_keys = extra.get("required_env_keys") or []
+    return TaskMetadata(
+        task_id=task.task_id,
+        task_name=task.task_name,
+        task_slug=slug,
+        domain=task.domain,
+        world_id=task.world_id,
+        world_name=world.world_name if world else None,
+        image=image.ref if image else None,
+        image_digest=image.digest if image else None,
+        required_env_keys=sorted(set(env_keys)),
+        needs_snapshot=bool(extra.get("needs_snapshot", task.gold_response_type == "file")),
+        expected_output=task.expected_output or "message_in_console",
+        gold_response_type=task.gold_response_type,
+        n_criteria=len(task.rubric),
+    )
+
+
+def render_task_toml(meta: TaskMetadata) -> str:
+    """Render task.toml through Harbor's own TaskConfig, so Harbor can load it."""
+    from harbor.models.task.config import TaskConfig
+
+    env = {key: "${" + key + "}" for key in meta.required_env_keys}
+    environment: dict = {"env": dict(env)}
+    if meta.image:
+        environment["docker_image"] = image_pin(meta.image, meta.image_digest)
+    config = TaskConfig.model_validate(
+        {
+            "metadata": meta.model_dump(mode="json", exclude_none=True),
+            "verifier": {"timeout_sec": VERIFIER_TIMEOUT_S, "env": env},
+            "agent": {"timeout_sec": AGENT_TIMEOUT_S},
+            "environment": environment,
+        }
+    )
+    return config.model_dump_toml()
+
+
+def image_pin(ref: str, digest: str | None) -> str:
+    """repo:tag -> repo@sha256:... when the digest is known."""
+    if not digest:
+        return ref
+    repo = ref.split("@", 1)[0]
+    last = repo.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo = repo[: len(repo) - len(last)] + last.split(":", 1)[0]
+    return f"{repo}@{digest}"
+
+
+def _instruction(task: ApexTask) -> str:
+    lines = [task.prompt.rstrip(), ""]
+    names = input_file_names(task)
+    if names:
+        lines += ["Input files for this task (in the world's filesystem):", ""]
+        lines += [f"- `{n}`" for n in names] + [""]
+    if task.expected_output and task.expected_output not in ("message_in_console",):
+        lines += [f"Expected output: {task.expected_output.replace('_', ' ')}.", ""]
+    lines += ["When you are done, give your final answer in your last message.", ""]
+    return "\n".join(lines)
+
+
+def _write_environment(src: ApexSource, task: ApexTask, meta: TaskMetadata, env_dir: Path) -> None:
+    env_dir.mkdir()
+    base = (
+        image_pin(meta.image, meta.image_digest) if meta.image else f"apexrl/world-{task.world_id}"
+    )
+    (env_dir / "Dockerfile").write_text(
+        "# Placeholder: the task runs in its world's prebuilt image (apexrl world pack).\n"
+        f"FROM {base}\n",
+        encoding="utf-8",
+    )
+    files = src.task_files_dir(task.task_id)
+    if files.is_dir():
+        _copy_tree(files, env_dir / "task_files")
+
+
+def _write_solution(src: ApexSource, task: ApexTask, sol_dir: Path) -> None:
+    sol_dir.mkdir()
+    gold = src.gold_files_dir(task.task_id)
+    has_files = gold.is_dir()
+    if has_files:
+        _copy_tree(gold, sol_dir / "gold_files")
+    answer = task.gold_response or ""
+    script = [
+        "#!/usr/bin/env bash",
+        "# Oracle: produce the golden output so the dataset is proven solvable.",
+        "set -euo pipefail",
+        'here="$(cd "$(dirname "$0")" && pwd)"',
+        f'mkdir -p "$(dirname "{ANSWER_FILE}")"',
+        f"cat > {ANSWER_FILE} <<'APEXRL_GOLD_EOF'",
+        answer,
+        "APEXRL_GOLD_EOF",
+    ]
+    if has_files:
+        script.append(f'mkdir -p {WORLD_FS} && cp -R "$here/gold_files/." {WORLD_FS}/')
+    (sol_dir / "solve.sh").write_text("\n".join(script) + "\n", encoding="utf-8")
+    (sol_dir / "solve.sh").chmod(0o755)
+
+
+def _write_tests(task: ApexTask, tests_dir: Path) -> None:
+    tests_dir.mkdir()
+    vendored = resources.files("apexrl.tasks.vendored")
+    for name in ("test.sh", "grade.py"):
+        target = tests_dir / name
+        target.write_bytes(vendored.joinpath(name).read_bytes())
+        target.chmod(0o755)
+    criteria = [c.model_dump(mode="json", exclude_none=True) for c in task.rubric]
+    _write_json(tests_dir / "verifiers.json", criteria)
+    _write_json(
+        tests_dir / "golden_responses.json",
+        {"gold_response": task.gold_response, "gold_response_type": task.gold_response_type},
+    )
+
+
+def _write_json(path: Path, obj: object) -> None:
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    """Copy regular files only; links and special files in input data are refused."""
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            raise BadRecordError(str(path), "links and special files are not allowed in task data")
+        target = dst / rel
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)

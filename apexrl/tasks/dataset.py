@@ -1,0 +1,228 @@
+"""Parquet task datasets: sharded writing, streaming reading, hf:// sources.
+
+Columns: path, task_binary (gzip tar of the task dir; the recipe's format),
+task_id, world_id, domain, sha256, size_bytes. Readers accept datasets that
+have only `path` and `task_binary`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from apexrl import __version__
+from apexrl.artifacts.atomic import atomic_dir
+from apexrl.artifacts.jsonl import dumps
+from apexrl.artifacts.models import DatasetManifest, DatasetRow
+from apexrl.errors import BadRecordError, RemoteError, UsageError
+
+MANIFEST = "dataset.json"
+SHARD_DIR = "data"
+META_COLUMNS = ("path", "task_id", "world_id", "domain", "sha256", "size_bytes")
+HF_PREFIX = "hf://"
+_HF_RE = re.compile(r"^hf://(?:datasets/)?(?P<repo>[\w.-]+/[\w.-]+)(?:@(?P<rev>[\w./-]+))?$")
+
+
+@dataclass
+class PackedTask:
+    row: DatasetRow
+    task_binary: bytes
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("path", pa.string()),
+            ("task_binary", pa.binary()),
+            ("task_id", pa.string()),
+            ("world_id", pa.string()),
+            ("domain", pa.string()),
+            ("sha256", pa.string()),
+            ("size_bytes", pa.int64()),
+        ]
+    )
+
+
+def write_dataset(
+    tasks: Iterable[PackedTask], out_dir: Path, *, shard_mb: float = 256
+) -> DatasetManifest:
+    """Write shards + dataset.json into `out_dir` atomically (old content replaced)."""
+    limit = max(1, int(shard_mb * 1024 * 1024))
+    with atomic_dir(Path(out_dir)) as tmp:
+        (tmp / SHARD_DIR).mkdir()
+        groups: list[list[PackedTask]] = [[]]
+        size = 0
+        rows: list[DatasetRow] = []
+        for task in tasks:
+            if groups[-1] and size + len(task.task_binary) > limit:
+                _write_shard(tmp, groups[-1], len(groups) - 1)
+                groups[-1] = []  # free memory; keep the count
+                groups.append([])
+                size = 0
+            groups[-1].append(task)
+            size += len(task.task_binary)
+            rows.append(task.row)
+        _write_shard(tmp, groups[-1], len(groups) - 1)
+        shards = _name_shards(tmp, len(groups))
+        manifest = make_manifest(rows, shards)
+        (tmp / MANIFEST).write_bytes(dumps(manifest) + b"\n")
+    return manifest
+
+
+def make_manifest(rows: list[DatasetRow], shards: list[str]) -> DatasetManifest:
+    return DatasetManifest(
+        n_tasks=len(rows),
+        shards=shards,
+        digest=dataset_digest(rows),
+        domains=dict(sorted(Counter(r.domain or "" for r in rows).items())),
+        worlds=dict(sorted(Counter(r.world_id or "" for r in rows).items())),
+        apexrl_version=__version__,
+    )
+
+
+def dataset_digest(rows: Iterable[DatasetRow]) -> str:
+    h = hashlib.sha256()
+    for path, sha in sorted((r.path, r.sha256 or "") for r in rows):
+        h.update(f"{path}\0{sha}\n".encode())
+    return "sha256:" + h.hexdigest()
+
+
+def _write_shard(tmp: Path, group: list[PackedTask], index: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = {name: [getattr(t.row, name) for t in group] for name in META_COLUMNS}
+    cols["task_binary"] = [t.task_binary for t in group]
+    table = pa.table(cols, schema=_schema())
+    # task_binary is already gzip: compressing it again only costs time.
+    pq.write_table(
+        table,
+        tmp / SHARD_DIR / f"part-{index:05d}.parquet",
+        compression={"task_binary": "none", **{c: "zstd" for c in META_COLUMNS}},
+        use_dictionary=["domain", "world_id"],
+        write_statistics=False,
+    )
+
+
+def _name_shards(tmp: Path, n: int) -> list[str]:
+    names = []
+    for i in range(n):
+        final = f"{SHARD_DIR}/tasks-{i:05d}-of-{n:05d}.parquet"
+        (tmp / SHARD_DIR / f"part-{i:05d}.parquet").rename(tmp / final)
+        names.append(final)
+    return names
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+def resolve_files(source: str | Path) -> list[Path]:
+    """Parquet files of a dataset: a directory, one file, or hf://org/name[@rev]."""
+    text = str(source)
+    if text.startswith(HF_PREFIX):
+        return resolve_files(download_hf(text))
+    path = Path(text)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.parquet") if not p.name.startswith("."))
+        if not files:
+            raise UsageError(
+                f"no .parquet files under {path}", hint="pass a dataset from `apexrl tasks pack`"
+            )
+        return files
+    raise UsageError(f"{path} does not exist")
+
+
+def download_hf(source: str) -> Path:
+    m = _HF_RE.match(source)
+    if not m:
+        raise UsageError(
+            f"bad dataset address {source!r}", hint="use hf://org/name or hf://org/name@revision"
+        )
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        return Path(
+            snapshot_download(
+                m["repo"],
+                repo_type="dataset",
+                revision=m["rev"],
+                allow_patterns=["*.parquet", "**/*.parquet", MANIFEST],
+                etag_timeout=30,
+            )
+        )
+    except RepositoryNotFoundError as e:
+        raise RemoteError(
+            f"dataset {m['repo']} not found on the Hub",
+            retryable=False,
+            hint="check the name and HF_TOKEN",
+        ) from e
+    except HfHubHTTPError as e:
+        status = e.response.status_code if e.response is not None else None
+        retryable = status is None or status == 429 or status >= 500
+        raise RemoteError(f"Hub download failed: {e}", retryable=retryable) from e
+
+
+def iter_rows(source: str | Path, *, with_binary: bool = True) -> Iterator[tuple[str, dict]]:
+    """Yield (where, row dict) for every row; `where` is 'file#row'."""
+    import pyarrow.parquet as pq
+
+    for file in resolve_files(source):
+        try:
+            pf = pq.ParquetFile(file)
+        except Exception as e:  # pyarrow raises several types for a corrupt file
+            raise BadRecordError(str(file), f"not a readable Parquet file: {e}") from None
+        names = set(pf.schema_arrow.names)
+        if "path" not in names or "task_binary" not in names:
+            raise BadRecordError(
+                str(file), "missing column 'path' or 'task_binary'", hint="is this a task dataset?"
+            )
+        wanted = [c for c in (*META_COLUMNS, "task_binary") if c in names]
+        if not with_binary:
+            wanted.remove("task_binary")
+        index = 0
+        for batch in pf.iter_batches(batch_size=64, columns=wanted):
+            for row in batch.to_pylist():
+                yield f"{file.name}#{index}", row
+                index += 1
+
+
+def row_metadata(row: dict) -> DatasetRow:
+    """A DatasetRow from a row; fills missing metadata from the tar's task.toml."""
+    have = {k: row.get(k) for k in META_COLUMNS if row.get(k) is not None}
+    if "task_id" not in have and row.get("task_binary") is not None:
+        have.update(_metadata_from_binary(row["task_binary"]))
+        have.setdefault("size_bytes", len(row["task_binary"]))
+        have.setdefault("sha256", hashlib.sha256(row["task_binary"]).hexdigest())
+    return DatasetRow.model_validate(
+        {k: v for k, v in have.items() if k in DatasetRow.model_fields}
+    )
+
+
+def _metadata_from_binary(blob: bytes) -> dict:
+    import io
+    import tarfile
+
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+            for member in tar:
+                if (
+                    member.isfile()
+                    and member.name.rsplit("/", 1)[-1] == "task.toml"
+                    and member.name.count("/") <= 1
+                ):
+                    data = tomllib.loads(tar.extractfile(member).read().decode("utf-8"))
+                    meta = data.get("metadata", {})
+                    return {k: meta[k] for k in ("task_id", "world_id", "domain") if k in meta}
+    except (tarfile.TarError, OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    return {}

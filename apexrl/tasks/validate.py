@@ -1,0 +1,108 @@
+"""Checks of Harbor task directories: one Finding per problem."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from apexrl.artifacts.models import Finding, TaskMetadata
+
+ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
+
+
+def validate_task_dir(task_dir: Path) -> Iterator[Finding]:
+    where = task_dir.name
+
+    def finding(check: str, message: str, severity: str = "error") -> Finding:
+        return Finding(where=where, check=check, message=message, severity=severity)
+
+    toml_path = task_dir / "task.toml"
+    raw: dict = {}
+    if not toml_path.is_file():
+        yield finding("harbor_config", "task.toml is missing")
+    else:
+        try:
+            text = toml_path.read_text(encoding="utf-8")
+            raw = tomllib.loads(text)
+            from harbor.models.task.config import TaskConfig
+
+            TaskConfig.model_validate(raw)
+        except UnicodeDecodeError:
+            yield finding("harbor_config", "task.toml is not UTF-8")
+        except tomllib.TOMLDecodeError as e:
+            yield finding("harbor_config", f"task.toml is not valid TOML: {e}")
+        except ValidationError as e:
+            yield finding("harbor_config", f"Harbor rejects task.toml: {_first(e)}")
+
+    instruction = task_dir / "instruction.md"
+    if not instruction.is_file():
+        yield finding("instruction", "instruction.md is missing")
+    else:
+        try:
+            if not instruction.read_text(encoding="utf-8").strip():
+                yield finding("instruction", "instruction.md is empty")
+        except UnicodeDecodeError:
+            yield finding("instruction", "instruction.md is not UTF-8")
+
+    yield from _check_rubric(task_dir / "tests" / "verifiers.json", finding)
+
+    entry = task_dir / "tests" / "test.sh"
+    if not entry.is_file():
+        yield finding("verifier_entrypoint", "tests/test.sh is missing")
+    elif not os.access(entry, os.X_OK):
+        yield finding("verifier_entrypoint", "tests/test.sh is not executable (chmod +x)")
+
+    meta = None
+    if raw:
+        try:
+            meta = TaskMetadata.model_validate(raw.get("metadata", {}))
+        except ValidationError as e:
+            yield finding("metadata", f"[metadata] incomplete: {_first(e)}")
+    if meta is not None:
+        declared = set(meta.required_env_keys)
+        referenced = set(ENV_REF.findall(json.dumps(raw)))
+        for key in sorted(referenced - declared):
+            yield finding(
+                "env_keys",
+                f"${{{key}}} is referenced but not in metadata.required_env_keys",
+            )
+        forwarded = set(raw.get("verifier", {}).get("env", {}))
+        for key in sorted(declared - forwarded):
+            yield finding(
+                "env_keys", f"required env key {key} is not forwarded in [verifier.env]", "warning"
+            )
+        if meta.task_slug != task_dir.name:
+            yield finding(
+                "metadata",
+                f"task_slug {meta.task_slug!r} differs from the directory name",
+                "warning",
+            )
+
+
+def _check_rubric(path: Path, finding) -> Iterator[Finding]:
+    if not path.is_file():
+        yield finding("rubric", "tests/verifiers.json is missing")
+        return
+    try:
+        criteria = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        yield finding("rubric", f"tests/verifiers.json is not valid JSON: {e}")
+        return
+    if not isinstance(criteria, list) or not criteria:
+        yield finding("rubric", "rubric is empty: at least one criterion is needed")
+        return
+    for i, c in enumerate(criteria):
+        if not isinstance(c, dict) or not str(c.get("criteria", "")).strip():
+            yield finding("rubric", f"criterion {i} has no text")
+
+
+def _first(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+    return f"{loc}: {err['msg']}"

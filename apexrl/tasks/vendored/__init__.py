@@ -1,0 +1,1 @@
+"""Files copied verbatim into every task directory (run inside the sandbox)."""
