@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from rich.console import Console
     from rich.progress import Progress
-    from pydantic import BaseModel
 
 
 @cache

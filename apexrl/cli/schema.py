@@ -25,8 +25,6 @@ def schema(
         close = difflib.get_close_matches(name, list(SCHEMAS), n=1)
         raise UsageError(
             f"unknown record {name!r}",
-            hint=(f"did you mean {close[0]!r}? " if close else "")
-            + "names: "
-            + ", ".join(SCHEMAS),
+            hint=(f"did you mean {close[0]!r}? " if close else "") + "names: " + ", ".join(SCHEMAS),
         )
     output.emit_json(SCHEMAS[name].model_json_schema())
