@@ -10,9 +10,24 @@ import pytest
 from typer.testing import CliRunner
 
 WORLDS = [
-    {"world_id": "world_a", "world_name": "law-alpha-llp", "world_description": "A law firm", "apps": ["files", "mail"]},
-    {"world_id": "world_b", "world_name": "investment-banking-beta", "world_description": "A bank", "apps": ["files"]},
-    {"world_id": "world_c", "world_name": "management-consulting-gamma", "world_description": "Consultants", "apps": ["files"]},
+    {
+        "world_id": "world_a",
+        "world_name": "law-alpha-llp",
+        "world_description": "A law firm",
+        "apps": ["files", "mail"],
+    },
+    {
+        "world_id": "world_b",
+        "world_name": "investment-banking-beta",
+        "world_description": "A bank",
+        "apps": ["files"],
+    },
+    {
+        "world_id": "world_c",
+        "world_name": "management-consulting-gamma",
+        "world_description": "Consultants",
+        "apps": ["files"],
+    },
 ]
 
 
@@ -25,7 +40,11 @@ def make_task(i: int, world: str, domain: str, **extra) -> dict:
         "prompt": f"What is the answer to question {i}?",
         "task_input_files": None,
         "rubric": [
-            {"verifier_id": f"v{i}-1", "criteria": "States the answer 42", "check": {"kind": "number", "value": 42}},
+            {
+                "verifier_id": f"v{i}-1",
+                "criteria": "States the answer 42",
+                "check": {"kind": "number", "value": 42},
+            },
             {"verifier_id": f"v{i}-2", "criteria": "Explains the reasoning"},
         ],
         "expected_output": None,

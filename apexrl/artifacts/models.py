@@ -170,7 +170,7 @@ class DatasetRow(Record):
 
 
 class DatasetManifest(Record):
-    """`dataset.json` beside the shards of a packed dataset."""
+    """`_dataset.json` beside the shards of a packed dataset."""
 
     n_tasks: int
     shards: list[str]

@@ -28,7 +28,7 @@ class ApexGroup(TyperGroup):
                 traceback.print_exc()
             output.error(str(e))
             ctx.exit(int(e.code))
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        except (click.exceptions.Exit, typer.Exit, click.ClickException, click.Abort):
             raise
         except KeyboardInterrupt:
             output.error("interrupted")

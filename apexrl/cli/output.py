@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 def err_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
+    return Console(
+        stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True
+    )
 
 
 def stdout_is_terminal() -> bool:

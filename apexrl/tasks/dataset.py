@@ -21,7 +21,7 @@ from apexrl.artifacts.jsonl import dumps
 from apexrl.artifacts.models import DatasetManifest, DatasetRow
 from apexrl.errors import BadRecordError, RemoteError, UsageError
 
-MANIFEST = "dataset.json"
+MANIFEST = "_dataset.json"  # "_" so pyarrow and datasets readers skip it
 SHARD_DIR = "data"
 META_COLUMNS = ("path", "task_id", "world_id", "domain", "sha256", "size_bytes")
 HF_PREFIX = "hf://"

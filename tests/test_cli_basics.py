@@ -1,0 +1,67 @@
+"""CLI conventions: version, schema, doctor, errors, exit codes, lazy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from apexrl import __version__
+from apexrl.cli.app import app
+
+
+def test_version(runner):
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"apexrl {__version__}"
+
+
+def test_schema_lists_and_prints(runner):
+    listing = runner.invoke(app, ["schema"])
+    assert listing.exit_code == 0
+    assert "task-metadata" in listing.stdout
+    result = runner.invoke(app, ["schema", "trial-result"])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert "reward" in schema["properties"]
+    assert "schema_version" in schema["properties"]
+
+
+def test_schema_unknown_name_is_usage_error_with_suggestion(runner):
+    result = runner.invoke(app, ["schema", "trial-reslt"])
+    assert result.exit_code == 2
+    assert "trial-result" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_doctor_reports_presence_never_values(runner, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_SECRETVALUE123456")
+    result = runner.invoke(app, ["doctor", "--json"])
+    assert result.exit_code == 0
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {r["section"] for r in rows} >= {"python", "extra", "gpu", "credentials", "tool"}
+    hf = next(r for r in rows if r["section"] == "credentials" and r["name"] == "hf")
+    assert hf["ok"] is True
+    assert "hf_SECRETVALUE123456" not in result.stdout + result.stderr
+
+
+def test_help_does_not_import_heavy_libraries():
+    code = (
+        "import sys\n"
+        "from apexrl.cli.app import app\n"
+        "from typer.testing import CliRunner\n"
+        "r = CliRunner().invoke(app, ['--help'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "heavy = {'torch','vllm','skyrl','ray','modal','transformers','pyarrow','harbor','mcp','boto3'}\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_missing_input_is_usage_error(runner, tmp_path):
+    result = runner.invoke(
+        app, ["tasks", "convert", str(tmp_path / "nope"), "-o", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2
+    assert "not a directory" in result.stderr
