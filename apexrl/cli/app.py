@@ -6,9 +6,9 @@ import os
 import sys
 import traceback
 
-import click
 import typer
 from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from apexrl import __version__
 from apexrl.cli import output
@@ -20,24 +20,24 @@ _state = {"debug": bool(os.environ.get("APEXRL_DEBUG"))}
 class ApexGroup(TyperGroup):
     """Turns ApexError into a message + exit code (traceback only with --debug)."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except ApexError as e:
             if _state["debug"]:
                 traceback.print_exc()
             output.error(str(e))
-            ctx.exit(int(e.code))
-        except (click.exceptions.Exit, typer.Exit, click.ClickException, click.Abort):
+            raise typer.Exit(int(e.code)) from None
+        except (typer.Exit, typer.Abort, TyperException):
             raise
         except KeyboardInterrupt:
             output.error("interrupted")
-            ctx.exit(130)
+            raise typer.Exit(130) from None
         except Exception as e:  # a bug, not a user error: say so, keep it short
             if _state["debug"]:
                 traceback.print_exc()
             output.error(f"internal error: {type(e).__name__}: {e} (rerun with --debug)")
-            ctx.exit(int(ExitCode.CHECK_FAILED))
+            raise typer.Exit(int(ExitCode.CHECK_FAILED)) from None
 
 
 app = typer.Typer(
@@ -46,6 +46,7 @@ app = typer.Typer(
     help="Post-train knowledge-work agents with RL: tasks, worlds, images, TITO, train, eval.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    add_completion=False,  # static scripts ship in completions/ (make completions)
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -70,7 +70,7 @@ def safe_members(
 
 def _check_member(m: tarfile.TarInfo, name: str, where: str, max_member: int) -> None:
     label = f"{where} member {m.name!r}"
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+    if name.startswith("/"):
         raise BadRecordError(label, "absolute path refused")
     norm = posixpath.normpath(name)
     if norm == ".." or norm.startswith("../") or ".." in name.split("/"):

@@ -1,0 +1,85 @@
+# apexrl developer tasks. `make test` and `make demo` each install what they
+# need first (idempotent), so either works alone on a fresh machine.
+
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+PIP   := $(VENV)/bin/pip
+DEMO  ?= demo-out
+
+# Python >= 3.12: python3.12 on PATH, else pyenv's 3.12 (FACTS: these machines have one).
+PYTHON312 ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | sort -V | tail -n1 || command -v python3)
+
+# Debian packages the integration tests use (real registry, image tools, sandbox, browser).
+APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc chromium
+
+.PHONY: help install sysdeps test test-fast bench lint format completions demo clean
+
+help:
+	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with dev extras"
+	@echo "make test         install, then run the test suite"
+	@echo "make demo         install, then run the pipeline on the embedded example data"
+	@echo "make bench        run benchmarks, write bench/results.json"
+	@echo "make lint         ruff check + format check"
+	@echo "make completions  regenerate completions/ from the CLI"
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
+	@$(PY) -c 'import sys; assert sys.version_info >= (3, 12), "need Python >= 3.12, set PYTHON312="'
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed
+
+# Installs only what is missing; needs root (CI and these machines run as root).
+sysdeps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+test: install sysdeps
+	HARBOR_TELEMETRY=0 $(VENV)/bin/pytest -q --ignore=tests/benchmarks
+
+test-fast: install
+	$(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not integration"
+
+bench: install sysdeps
+	mkdir -p bench
+	HARBOR_TELEMETRY=0 $(VENV)/bin/pytest -q -s tests/benchmarks
+
+lint: install
+	$(VENV)/bin/ruff check apexrl tests
+	$(VENV)/bin/ruff format --check apexrl tests
+
+format: install
+	$(VENV)/bin/ruff format apexrl tests
+	$(VENV)/bin/ruff check --fix apexrl tests
+
+completions: install
+	$(PY) -m apexrl.completions
+
+# The pipeline on embedded defaults: example -> convert -> pack -> unpack -> validate.
+demo: install
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)
+	@A=$(VENV)/bin/apexrl; set -eo pipefail; \
+	echo "== 1/5 tasks example  -> $(DEMO)/expert"; \
+	$$A tasks example -o $(DEMO)/expert --seed 0 > $(DEMO)/example.json; \
+	echo "== 2/5 tasks convert  -> $(DEMO)/tasks"; \
+	$$A tasks convert $(DEMO)/expert -o $(DEMO)/tasks > $(DEMO)/tasks.jsonl; \
+	echo "== 3/5 tasks pack     -> $(DEMO)/dataset"; \
+	$$A tasks pack $(DEMO)/tasks -o $(DEMO)/dataset > $(DEMO)/dataset.json; \
+	echo "== 4/5 tasks unpack   -> $(DEMO)/unpacked"; \
+	$$A tasks unpack $(DEMO)/dataset -o $(DEMO)/unpacked > $(DEMO)/unpacked.jsonl; \
+	echo "== 5/5 tasks validate + split"; \
+	$$A tasks validate $(DEMO)/dataset > $(DEMO)/findings.jsonl; \
+	$$A tasks split $(DEMO)/dataset --by world --eval-fraction 0.34 -o $(DEMO)/split > $(DEMO)/split.jsonl; \
+	diff -r -x .apexrl $(DEMO)/tasks $(DEMO)/unpacked && echo "round trip: unpack(pack(tasks)) is byte-identical"; \
+	echo; echo "== summary"; \
+	$$A tasks ls $(DEMO)/dataset
+
+clean:
+	rm -rf $(DEMO) build dist *.egg-info .pytest_cache .ruff_cache
