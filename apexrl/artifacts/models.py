@@ -208,6 +208,16 @@ class ImageRecord(Record):
     platform: str = "linux/amd64"
 
 
+class PackedImageRecord(Record):
+    """One line of `world pack` output: a world's OCI image archive on disk."""
+
+    world_id: str
+    archive: str  # path of the OCI image archive (oci-archive tar)
+    digest: str  # sha256:... manifest digest (the same after `image push`)
+    size_bytes: int = 0  # archive size
+    platform: str = "linux/amd64"
+
+
 class TrialResult(Record):
     """One trial (one task attempted once): the row of results.parquet."""
 
@@ -241,5 +251,6 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "finding": Finding,
     "world": WorldRecord,
     "image": ImageRecord,
+    "packed-image": PackedImageRecord,
     "trial-result": TrialResult,
 }

@@ -1,0 +1,128 @@
+"""`apexrl image ...`: push world image archives to ECR or any OCI registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from apexrl.cli import output
+
+app = typer.Typer(help="Push world images to ECR or any OCI registry.", no_args_is_help=True)
+
+
+def _archives(items: list[str]) -> list[tuple[Path, str | None]]:
+    """ARCHIVE paths, or `world pack` record files (.jsonl, `-` for stdin)."""
+    from apexrl.artifacts.jsonl import read_records
+    from apexrl.artifacts.models import PackedImageRecord
+    from apexrl.errors import UsageError
+
+    out: list[tuple[Path, str | None]] = []
+    for item in items:
+        if item == "-" or item.endswith((".jsonl", ".ndjson")):
+            for rec in read_records(item, PackedImageRecord):
+                out.append((Path(rec.archive), rec.world_id))
+        else:
+            p = Path(item)
+            if not p.exists():
+                raise UsageError(
+                    f"{item}: no such archive", hint="build it with `apexrl world pack`"
+                )
+            out.append((p, None))
+    if not out:
+        raise UsageError("nothing to push", hint="pass archives or `world pack` output")
+    return out
+
+
+@app.command("push")
+def push(
+    archives: list[str] = typer.Argument(
+        ..., help="OCI image archives (from `world pack`), or its JSONL output ('-' = stdin)."
+    ),
+    to: str = typer.Option(
+        ..., "--to", help="REGISTRY/REPO, e.g. <acct>.dkr.ecr.<region>.amazonaws.com/worlds."
+    ),
+    tag: str = typer.Option(
+        "{world_id}", "--tag", help="Tag; {world_id} and {digest12} are filled in per image."
+    ),
+    concurrency: int = typer.Option(
+        4, "-n", "--concurrency", min=1, max=64, help="Parallel blob uploads."
+    ),
+    retries: int | None = typer.Option(
+        None, "--retries", min=1, help="Attempts per call on 5xx/429/connection errors (default 5)."
+    ),
+    timeout: float = typer.Option(
+        30.0, "--timeout", help="Seconds per registry call (connect/read)."
+    ),
+    registry_endpoint: str | None = typer.Option(
+        None,
+        "--registry-endpoint",
+        envvar="APEXRL_REGISTRY_ENDPOINT",
+        help="Send registry API calls to this base URL (e.g. http://127.0.0.1:5000) while "
+        "records keep the --to reference. For tunnels, proxies and tests.",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; contact nothing."),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON on stdout even on a terminal."),
+) -> None:
+    """Push archives: skip blobs the registry has, upload the rest, then manifest and tag.
+
+    Prints one image record per line (world_id, ref, digest): the --images
+    input of `tasks convert`. Re-running finishes an interrupted push; an
+    unchanged image uploads nothing.
+    """
+    from apexrl.artifacts.models import ImageRecord
+    from apexrl.errors import ApexError, UsageError
+    from apexrl.registry.client import client_for, push_error_code, push_image
+    from apexrl.registry.refs import check_tag, parse_reference
+    from apexrl.worlds import oci
+
+    dest = parse_reference(to, require_repo_only=True)
+    items = _archives(archives)
+    if len(items) > 1 and "{" not in tag:
+        raise UsageError(
+            f"--tag {tag!r} would give every image the same tag", hint="use {world_id}"
+        )
+    plans = []
+    for path, wid in items:
+        src = oci.open_image(path)
+        world_id = wid or src.world_id or src.ref_name or path.name.split(".")[0]
+        t = check_tag(tag.format(world_id=world_id, digest12=src.manifest_digest[7:19]))
+        plans.append((path, src, world_id, t))
+    as_json = json_out or not output.stdout_is_terminal()
+    if dry_run:
+        for path, src, _wid, t in plans:
+            size = sum(b.size for b in src.blob_refs())
+            output.info(
+                f"would push {path} -> {dest.with_tag(t)} ({size} bytes, {src.manifest_digest})"
+            )
+        return
+    records: list[ImageRecord] = []
+    errors: list[BaseException] = []
+    client = client_for(
+        dest, endpoint=registry_endpoint, concurrency=concurrency, retries=retries, timeout=timeout
+    )
+    with client:
+        for path, src, world_id, t in plans:
+            total = sum(b.size for b in src.blob_refs())
+            try:
+                with output.progress(f"push {world_id}", total=total) as advance:
+                    res = push_image(client, src, t, concurrency=concurrency, on_bytes=advance)
+            except ApexError as e:
+                output.error(f"{path}: {e}")
+                errors.append(e)
+                continue
+            output.info(
+                f"{res.ref}: {res.uploaded_blobs} blobs uploaded ({res.uploaded_bytes} bytes), "
+                f"{res.skipped_blobs} already there"
+            )
+            rec = ImageRecord(
+                world_id=world_id, ref=str(res.ref), digest=res.digest, size_bytes=res.size
+            )
+            records.append(rec)
+            if as_json:
+                output.emit_records([rec], json_out=True)
+    if not as_json:
+        output.emit_records(records, title="pushed images")
+    code = push_error_code(errors, len(records))
+    if code:
+        raise typer.Exit(int(code))

@@ -1,0 +1,72 @@
+"""`apexrl world pack`: build reproducible OCI image archives of worlds, no daemon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from apexrl.cli import output
+from apexrl.cli.world import app
+
+
+@app.command("pack")
+def pack(
+    srcs: list[Path] = typer.Argument(
+        ..., help="World folders, world zips, or APEX dataset dirs (world_descriptions.json)."
+    ),
+    out: Path = typer.Option(..., "-o", "--out", help="Directory for <world_id>.oci.tar archives."),
+    base: str = typer.Option(
+        "scratch",
+        "--base",
+        help="Base image with Python >= 3.12: an OCI archive or layout path "
+        "(oci-archive:PATH[:REF], oci:DIR[:REF]) or a registry reference "
+        "(python:3.12-slim, HOST/REPO:TAG). 'scratch' = no base (the image cannot run alone).",
+    ),
+    deps: Path | None = typer.Option(
+        None,
+        "--deps",
+        help="A `pip install --target DIR` directory of the runtime's dependencies, "
+        "added as a shared layer at /opt/apexrl/deps.",
+    ),
+    port: int = typer.Option(8080, "--port", help="Port the gateway listens on in the image."),
+    level: int = typer.Option(6, "--level", min=1, max=9, help="gzip level of new layers."),
+    registry_endpoint: str | None = typer.Option(
+        None,
+        "--registry-endpoint",
+        envvar="APEXRL_REGISTRY_ENDPOINT",
+        help="Base URL for registry API calls when pulling --base (the reference stays as given).",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON on stdout even on a terminal."),
+) -> None:
+    """Build one OCI image archive per world: base layers + runtime layer + world layer.
+
+    Reproducible: the same inputs give byte-identical archives; the base and
+    runtime layers are shared by every world. Prints one record per world
+    (world_id, archive, digest, size_bytes).
+    """
+    from apexrl.artifacts.models import PackedImageRecord
+    from apexrl.worlds.pack import Packer, PackOptions, resolve_sources
+
+    worlds = resolve_sources(srcs)
+    if base == "scratch":
+        output.warn("no --base: the images hold no Python and cannot run by themselves")
+    opts = PackOptions(
+        out=out, base=base, deps=deps, port=port, level=level, endpoint=registry_endpoint
+    )
+    records = []
+    with Packer(opts) as packer:
+        for w in worlds:
+            with output.progress(f"pack {w.world_id}", total=w.data_size or None) as advance:
+                packed = packer.pack(w, on_bytes=advance)
+            rec = PackedImageRecord(
+                world_id=packed.world_id,
+                archive=str(packed.archive),
+                digest=packed.digest,
+                size_bytes=packed.size,
+            )
+            records.append(rec)
+            if json_out or not output.stdout_is_terminal():
+                output.emit_records([rec], json_out=True)
+    if not (json_out or not output.stdout_is_terminal()):
+        output.emit_records(records, title="world images")
