@@ -384,6 +384,8 @@ def test_world_documents_open_with_their_libraries(worlds_dir: Path) -> None:
                     "reactions",
                 }
                 assert set(m["creator"]) == {"name", "email"}
+                for r in m["reactions"]:
+                    assert r["emoji"]["unicode"] and r["reactor_emails"]
                 assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", m["created_date"])
         users = list((apps / "chat" / "Users").iterdir())
         assert users

@@ -292,7 +292,7 @@ def build(ctx: Ctx) -> WorldSpec:
                           "IOIs logged in the buyer list.", "t1"),
             F.ChatMessage(ctx.hex("chat", 2, n=16), md.pair, ctx.at(2, 17, 5),
                           f"{reviser} revised their IOI by email - see my forward.", "t2",
-                          [{"emoji": "eyes", "users": [vp.email]}]),
+                          [F.reaction("\N{EYES}", vp.email)]),
             F.ChatMessage(ctx.hex("chat", 3, n=16), vp.pair, ctx.at(2, 17, 20),
                           "Noted. We'll need a clean bid summary for the board.", "t2"),
         ],

@@ -99,6 +99,7 @@ def build(ctx: Ctx) -> WorldSpec:
             ("p", f"Main barrier to adoption of {market}: {barrier}."),
             ("bullet", f"Expects the {regions[i % 4]} region to move first."),
         ]
+    early_top = max(BARRIERS, key=lambda b: (int_barriers.count(b), -BARRIERS.index(b)))
     interviews = F.docx_bytes(int_blocks, title="Interview notes", author=consultant.name)
     report = F.pdf_bytes(
         [
@@ -123,7 +124,7 @@ def build(ctx: Ctx) -> WorldSpec:
             F.Slide("Executive summary", [
                 f"Addressable market of USD {fmt_money_m(total)} million across four regions",
                 f"{largest} is the largest region",
-                "Price is the barrier most often cited in interviews so far",
+                f"Most cited barrier in interviews so far: {early_top}",
             ]),
             F.Slide("Market size by region", table=[["Region", "Market size (USD m)"]] + [
                 [r, fmt_money_m(s)] for r, s in zip(regions, sizes, strict=True)]),
@@ -189,7 +190,7 @@ def build(ctx: Ctx) -> WorldSpec:
                           "Thanks. Total should tie to the SteerCo deck.", "t1"),
             F.ChatMessage(ctx.hex("chat", 3, n=16), partner.pair, ctx.at(1, 12, 30),
                           f"SteerCo confirmed in {steerco_room}.", "t2",
-                          [{"emoji": "tada", "users": [manager.email, analyst.email]}]),
+                          [F.reaction("\N{PARTY POPPER}", manager.email, analyst.email)]),
         ],
     )  # fmt: skip
     users = {f"user_{ctx.hex('user', p.email, n=12)}": p.pair for p in team}

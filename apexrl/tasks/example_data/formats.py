@@ -404,6 +404,11 @@ class ChatSpace:
     messages: list[ChatMessage]
 
 
+def reaction(emoji: str, *reactor_emails: str) -> dict[str, Any]:
+    """A chat reaction in the export's shape."""
+    return {"emoji": {"unicode": emoji}, "reactor_emails": list(reactor_emails)}
+
+
 def _person(pair: tuple[str, str]) -> dict[str, str]:
     return {"name": pair[0], "email": pair[1]}
 

@@ -213,7 +213,7 @@ def build(ctx: Ctx) -> WorldSpec:
                           "t1"),
             F.ChatMessage(ctx.hex("chat", 2, n=16), senior.pair, ctx.at(-2, 15, 30),
                           "Will do once their draft arrives.", "t1",
-                          [{"emoji": "thumbsup", "users": [partner.email]}]),
+                          [F.reaction("\N{THUMBS UP SIGN}", partner.email)]),
         ],
     )  # fmt: skip
     users = {f"user_{ctx.hex('user', p.email, n=12)}": p.pair for p in team}
