@@ -29,6 +29,11 @@ def pack(
         help="A `pip install --target DIR` directory of the runtime's dependencies, "
         "added as a shared layer at /opt/apexrl/deps.",
     ),
+    runtime: Path | None = typer.Option(
+        None,
+        "--runtime",
+        help="The apexrl package directory to put in the image (default: the running one).",
+    ),
     port: int = typer.Option(8080, "--port", help="Port the gateway listens on in the image."),
     level: int = typer.Option(6, "--level", min=1, max=9, help="gzip level of new layers."),
     registry_endpoint: str | None = typer.Option(
@@ -52,7 +57,13 @@ def pack(
     if base == "scratch":
         output.warn("no --base: the images hold no Python and cannot run by themselves")
     opts = PackOptions(
-        out=out, base=base, deps=deps, port=port, level=level, endpoint=registry_endpoint
+        out=out,
+        base=base,
+        deps=deps,
+        runtime=runtime,
+        port=port,
+        level=level,
+        endpoint=registry_endpoint,
     )
     records = []
     with Packer(opts) as packer:

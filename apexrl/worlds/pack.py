@@ -369,11 +369,16 @@ def _local_image(spec: str) -> oci.ImageSource | None:
 # --- runtime and deps layers --------------------------------------------------------
 
 
-def runtime_entries() -> list[oci.Entry]:
-    """apexrl's own package source (no bytecode) at /opt/apexrl plus the entrypoint."""
-    import apexrl
+def runtime_entries(pkg: Path | None = None) -> list[oci.Entry]:
+    """apexrl's package source (no bytecode) at /opt/apexrl/apexrl plus the entrypoint.
+    `pkg` is an `apexrl` package directory (default: the one running)."""
+    if pkg is None:
+        import apexrl
 
-    pkg = Path(apexrl.__file__).resolve().parent
+        pkg = Path(apexrl.__file__).resolve().parent
+    pkg = Path(pkg).resolve()
+    if pkg.name != "apexrl" or not (pkg / "__main__.py").is_file():
+        raise UsageError(f"--runtime {pkg}: not an apexrl package directory (no __main__.py)")
     out = [oci.bytes_entry(ENTRYPOINT, ENTRYPOINT_SCRIPT.encode(), executable=True)]
     for dirpath, dirs, files in os.walk(pkg):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_NAMES and not d.startswith("."))
@@ -405,6 +410,7 @@ class PackOptions:
     out: Path
     base: str | None = None
     deps: Path | None = None
+    runtime: Path | None = None
     port: int = DEFAULT_PORT
     level: int = oci.GZIP_LEVEL
     endpoint: str | None = None
@@ -432,7 +438,7 @@ class Packer:
         self.shared: list[tuple[oci.Layer, str]] = [
             (
                 oci.write_layer(
-                    runtime_entries(),
+                    runtime_entries(opts.runtime),
                     self.tmp / "runtime.tar.gz",
                     mtime=self.epoch,
                     level=opts.level,

@@ -274,3 +274,14 @@ def zip_dir(src: Path, dest: Path, *, prefix: str = "") -> Path:
             else:
                 zf.write(p, arc)
     return dest
+
+
+@pytest.fixture(scope="session")
+def runtime_pkg(tmp_path_factory) -> Path:
+    """A frozen copy of the apexrl package for --runtime: others edit the working tree
+    while tests run, and reproducibility checks need the same runtime layer twice."""
+    dest = tmp_path_factory.mktemp("runtime") / "apexrl"
+    shutil.copytree(
+        REPO_ROOT / "apexrl", dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    return dest
