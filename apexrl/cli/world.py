@@ -1,8 +1,12 @@
-"""`apexrl world ...`: serve a world's MCP tools, snapshot and diff its state, pack images."""
+"""`apexrl world ...`: serve a world's MCP tools, snapshot and diff world state, pack images."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from apexrl.cli import output
 
 app = typer.Typer(
     help="Serve a world's MCP tool servers, snapshot and diff world state, pack world images.",
@@ -10,8 +14,107 @@ app = typer.Typer(
 )
 
 
-# Other modules add commands to this app (e.g. `world pack`).
+@app.command("serve")
+def serve(
+    world: Path = typer.Argument(
+        ..., help="World folder or world zip (filesystem/ and .apps_data/)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8080, "--port", "-p", help="Port to listen on (0 = any free port)."),
+    apps: list[str] = typer.Option(
+        None,
+        "--apps",
+        help="Servers to mount (repeat or comma-separate): files, docs, sheets, slides, pdf, mail, "
+        "chat, calendar, code. Default: the world's apps, else all.",
+    ),
+    workdir: Path = typer.Option(
+        None, "--workdir", help="Extract a world zip here (kept) instead of a temp folder."
+    ),
+    world_id: str = typer.Option(None, "--world-id", help="World id (default: folder/zip name)."),
+    ready_timeout: float = typer.Option(
+        30.0, "--ready-timeout", help="Seconds to wait for readiness."
+    ),
+) -> None:
+    """Serve the world's MCP tools over streamable HTTP at /mcp/ (with /health).
+
+    Prints one JSON line (url, health_url, servers, n_tools) once every server answers,
+    then serves until Ctrl-C. A server that cannot come up fails the command (exit 1)."""
+    import asyncio
+
+    from apexrl.worlds.gateway import build_gateway, serve_forever
+    from apexrl.worlds.models import ServeRecord
+    from apexrl.worlds.world import open_world
+
+    w = open_world(world, workdir=workdir, apps=apps or None, world_id=world_id)
+    try:
+        gw = build_gateway(w, strict=True)
+
+        def on_ready(r) -> None:
+            rec = ServeRecord(
+                world_id=w.world_id,
+                url=r.url,
+                health_url=r.health_url,
+                host=r.host,
+                port=r.port,
+                world_dir=str(w.root),
+                servers=gw.servers,
+                n_tools=r.n_tools,
+            )
+            output.emit_records([rec], json_out=True)
+            output.info(f"serving {w.world_id} at {r.url} ({r.n_tools} tools); Ctrl-C to stop")
+
+        try:
+            asyncio.run(
+                serve_forever(
+                    gw, host=host, port=port, on_ready=on_ready, ready_timeout_s=ready_timeout
+                )
+            )
+        except KeyboardInterrupt:
+            output.info("stopped")
+    finally:
+        w.close()
+
+
+@app.command("snapshot")
+def snapshot_cmd(
+    world: Path = typer.Argument(..., help="World folder (or zip)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Snapshot tar to write (.tar or .tar.gz)."),
+    files: bool = typer.Option(False, "--files", help="Include the per-file list in the record."),
+) -> None:
+    """Snapshot a world's state (tar of filesystem/ and .apps_data/); prints one record."""
+    from apexrl.worlds.snapshot import snapshot
+    from apexrl.worlds.world import open_world
+
+    w = open_world(world)
+    try:
+        rec = snapshot(w, out)
+    finally:
+        w.close()
+    if not files:
+        rec.files = []
+    output.emit_records([rec], json_out=True)
+
+
+@app.command("diff")
+def diff_cmd(
+    before: Path = typer.Argument(..., help="Snapshot tar or world folder before the run."),
+    after: Path = typer.Argument(..., help="Snapshot tar or world folder after the run."),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON even on a terminal."),
+) -> None:
+    """List files created, modified and deleted between two snapshots (one record each)."""
+    from apexrl.worlds.snapshot import diff
+
+    d = diff(before, after)
+    output.emit_records(
+        [c.model_dump(mode="json") for c in d.changes],
+        json_out=json_out,
+        columns=["change", "path", "size_before", "size_after"],
+        title=f"{len(d.created)} created, {len(d.modified)} modified, {len(d.deleted)} deleted",
+    )
+
+
 def _load_extensions() -> None:
+    """Other modules add commands to this app (e.g. `world pack`)."""
     import importlib
 
     try:

@@ -1,0 +1,8 @@
+"""Worlds: the world model, MCP tool servers + gateway (runtime), snapshots and diffs.
+
+Heavy libraries (mcp, uvicorn, python-docx, openpyxl, ...) load inside functions.
+"""
+
+from apexrl.worlds.world import SERVERS, World, extract_zip_safely, open_world
+
+__all__ = ["SERVERS", "World", "extract_zip_safely", "open_world"]

@@ -1,0 +1,265 @@
+"""One gateway serving a world's MCP tool servers over streamable HTTP.
+
+    /mcp/    the MCP endpoint (streamable HTTP); `/mcp` works too
+    /health  200 {"status": "ok", ...} when every server came up, 503 naming the ones
+             that did not
+    /ready   the same check, for orchestrators that probe readiness separately
+
+With one server the tool names are the server's own (`read_range`); with several,
+each is prefixed with its server's name (`sheets_read_range`, `mail_send`).
+
+Readiness: each server's data is probed before it is mounted (a bad mbox, chat
+JSON or .ics fails loudly, naming the server and file), and `wait_ready` connects
+an MCP client to the running gateway and checks that every mounted tool is listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from apexrl.errors import ApexError, ExitCode
+from apexrl.worlds.models import ServerStatus
+from apexrl.worlds.servers import guard, server_module
+from apexrl.worlds.world import SERVERS, World
+
+MCP_PATH = "/mcp/"
+
+
+def tool_name(server: str, base: str, n_servers: int) -> str:
+    """FACTS.md section 2: with several servers, tool names carry the server's name."""
+    return f"{server}_{base}" if n_servers > 1 else base
+
+
+@dataclass
+class Gateway:
+    world: World
+    servers: list[str]
+    status: dict[str, ServerStatus] = field(default_factory=dict)
+    mcp: Any = None  # mcp.server.MCPServer
+    tool_names: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.status.values())
+
+    def failed(self) -> list[ServerStatus]:
+        return [s for s in self.status.values() if not s.ok]
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok" if self.ok else "failed",
+            "world_id": self.world.world_id,
+            "servers": {n: s.model_dump() for n, s in self.status.items()},
+            "n_tools": len(self.tool_names),
+        }
+
+    def starlette_app(self, host: str = "127.0.0.1"):
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        app = self.mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+        mcp_route = next(r for r in app.router.routes if getattr(r, "path", None) == MCP_PATH)
+
+        async def health(request: Request) -> JSONResponse:
+            return JSONResponse(self.health(), status_code=200 if self.ok else 503)
+
+        app.router.routes.extend(
+            [
+                Route("/mcp", endpoint=mcp_route.endpoint),
+                Route("/health", endpoint=health, methods=["GET"]),
+                Route("/ready", endpoint=health, methods=["GET"]),
+            ]
+        )
+        return app
+
+
+def build_gateway(world: World, *, apps: list[str] | None = None, strict: bool = True) -> Gateway:
+    """Probe each server's data and register its tools on one MCP server.
+
+    strict: raise (naming the servers and why) when any server does not come up;
+    otherwise serve the rest and report the failure on /health (503).
+    """
+    from mcp.server import MCPServer
+
+    chosen = list(apps or world.apps or SERVERS)
+    gw = Gateway(world=world, servers=chosen)
+    gw.mcp = MCPServer(
+        name=f"apexrl-world-{world.world_id}",
+        instructions=(
+            f"Tools over the world {world.world_id!r}: "
+            "its files, documents, mail, chat and calendar."
+        ),
+        log_level="WARNING",
+        warn_on_duplicate_tools=True,
+    )
+    for name in chosen:
+        try:
+            mod = server_module(name)
+            detail = mod.probe(world)
+            fns = mod.tools(world)
+            names = []
+            for fn in fns:
+                tname = tool_name(name, fn.__name__, len(chosen))
+                gw.mcp.add_tool(guard(fn), name=tname, structured_output=False)
+                names.append(tname)
+            gw.status[name] = ServerStatus(name=name, ok=True, detail=detail, tools=names)
+            gw.tool_names.extend(names)
+        except Exception as e:  # a server that cannot come up is reported, never dropped
+            gw.status[name] = ServerStatus(name=name, ok=False, detail=f"{type(e).__name__}: {e}")
+    if strict and not gw.ok:
+        lines = "; ".join(f"{s.name}: {s.detail}" for s in gw.failed())
+        raise ApexError(
+            f"world {world.world_id}: {len(gw.failed())} server(s) did not come up: {lines}",
+            hint="fix the world data named above, or leave the server out with --apps",
+            code=ExitCode.CHECK_FAILED,
+        )
+    return gw
+
+
+# --- running --------------------------------------------------------------------------
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(fam, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ApexError(
+            f"cannot listen on {host}:{port}: {e}", hint="pick another --port (0 = any free port)"
+        ) from e
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def urls(host: str, port: int) -> tuple[str, str]:
+    h = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
+    base = f"http://{h}:{port}"
+    return base + MCP_PATH, base + "/health"
+
+
+async def wait_ready(
+    url: str, health_url: str, expected_tools: list[str], *, timeout_s: float = 30.0
+) -> int:
+    """Connect an MCP client to the gateway and check every expected tool is listed.
+
+    Returns the number of tools; raises ApexError naming what is missing."""
+    import httpx
+    from mcp import Client
+
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            async with httpx.AsyncClient(timeout=5) as hc:
+                r = await hc.get(health_url)
+            if r.status_code != 200:
+                raise ApexError(f"gateway health check failed ({r.status_code}): {r.text[:500]}")
+            async with asyncio.timeout(max(1.0, deadline - time.monotonic())):
+                async with Client(url) as c:
+                    listed = {t.name for t in (await c.list_tools()).tools}
+            missing = [t for t in expected_tools if t not in listed]
+            if missing:
+                raise ApexError(
+                    f"gateway is up but {len(missing)} tools are missing: {', '.join(missing[:20])}"
+                )
+            return len(listed)
+        except ApexError:
+            raise
+        except Exception as e:  # not up yet
+            last = e
+            await asyncio.sleep(0.1)
+    raise ApexError(
+        f"gateway at {url} did not become ready within {timeout_s:.0f}s: {last}",
+        code=ExitCode.REMOTE,
+    )
+
+
+@dataclass
+class RunningGateway:
+    gateway: Gateway
+    host: str
+    port: int
+    url: str
+    health_url: str
+    n_tools: int = 0
+
+
+@contextlib.contextmanager
+def serve_in_thread(
+    gateway: Gateway, *, host: str = "127.0.0.1", port: int = 0, ready_timeout_s: float = 30.0
+) -> Iterator[RunningGateway]:
+    """Run the gateway in a background thread (tests, in-process agents); stops on exit."""
+    import uvicorn
+
+    sock = bind_socket(host, port)
+    port = sock.getsockname()[1]
+    url, health_url = urls(host, port)
+    config = uvicorn.Config(gateway.starlette_app(host=host), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="apexrl-gateway", daemon=True
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise ApexError(
+                    f"gateway on {host}:{port} did not start within {ready_timeout_s:.0f}s"
+                )
+            time.sleep(0.02)
+        running = RunningGateway(gateway, host, port, url, health_url)
+        if gateway.ok:
+            running.n_tools = asyncio.run(
+                wait_ready(url, health_url, gateway.tool_names, timeout_s=ready_timeout_s)
+            )
+        yield running
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+async def serve_forever(
+    gateway: Gateway, *, host: str, port: int, on_ready, ready_timeout_s: float = 30.0
+) -> None:
+    """Serve until cancelled (Ctrl-C); call `on_ready(RunningGateway)` once tools answer."""
+    import uvicorn
+
+    sock = bind_socket(host, port)
+    port = sock.getsockname()[1]
+    url, health_url = urls(host, port)
+    config = uvicorn.Config(gateway.starlette_app(host=host), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while not server.started:
+            if task.done():
+                task.result()
+                raise ApexError(f"gateway on {host}:{port} stopped while starting")
+            if time.monotonic() > deadline:
+                raise ApexError(
+                    f"gateway on {host}:{port} did not start within {ready_timeout_s:.0f}s"
+                )
+            await asyncio.sleep(0.02)
+        n = await wait_ready(url, health_url, gateway.tool_names, timeout_s=ready_timeout_s)
+        on_ready(RunningGateway(gateway, host, port, url, health_url, n))
+        await task
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, timeout=10)
+        sock.close()

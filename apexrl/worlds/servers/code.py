@@ -1,0 +1,107 @@
+"""Code execution: one shell command with cwd = the world's filesystem/, a time limit
+and an output cap (head 2/3, tail 1/3).
+
+This is not a sandbox: isolation comes from the environment the gateway runs in
+(a container or the `local` bubblewrap environment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from typing import Any
+
+from apexrl.worlds.servers import cap_text
+from apexrl.worlds.world import World
+
+DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 600.0
+OUTPUT_CAP = 20_000
+_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
+
+
+def _env(world: World) -> dict[str, str]:
+    env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["HOME"] = str(world.fs_root)
+    env["PWD"] = str(world.fs_root)
+    return env
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def run_command(
+    world: World, command: str, timeout_s: float, output_cap: int
+) -> dict[str, Any]:
+    timeout_s = max(0.1, min(float(timeout_s), MAX_TIMEOUT_S))
+    t0 = time.monotonic()
+    proc = await asyncio.create_subprocess_shell(
+        command,
+        cwd=str(world.fs_root),
+        env=_env(world),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # its own process group: a timeout kills all of it
+    )
+    bufs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
+    limit = max(4 * output_cap, 1 << 20)  # keep memory bounded; the cap cuts further
+
+    async def pump(stream: asyncio.StreamReader | None, buf: bytearray) -> None:
+        if stream is None:
+            return
+        while chunk := await stream.read(65536):
+            if len(buf) < limit:
+                buf.extend(chunk[: limit - len(buf)])
+
+    readers = asyncio.gather(pump(proc.stdout, bufs["out"]), pump(proc.stderr, bufs["err"]))
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+    except TimeoutError:
+        timed_out = True
+        _kill(proc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), timeout=5)
+    except asyncio.CancelledError:
+        _kill(proc)
+        readers.cancel()
+        raise
+    finally:
+        if proc.returncode is None:
+            _kill(proc)
+    try:
+        # Grandchildren may hold the pipes open; output is complete once they go.
+        await asyncio.wait_for(readers, timeout=2)
+    except TimeoutError:
+        readers.cancel()
+    out, err = bytes(bufs["out"]), bytes(bufs["err"])
+    return {
+        "exit_code": None if timed_out else proc.returncode,
+        "timed_out": timed_out,
+        "seconds": round(time.monotonic() - t0, 3),
+        "stdout": cap_text(out.decode("utf-8", "replace"), output_cap),
+        "stderr": cap_text(err.decode("utf-8", "replace"), output_cap),
+    }
+
+
+def tools(world: World) -> list:
+    async def run(command: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+        """Run a shell command (/bin/sh -c) in the world's files folder.
+        Python 3 is available. Returns exit_code, stdout and stderr (long output is cut in
+        the middle). The command is killed after `timeout_s` seconds (max 600)."""
+        return await run_command(world, command, timeout_s, OUTPUT_CAP)
+
+    return [run]
+
+
+def probe(world: World) -> str:
+    if not world.fs_root.is_dir():
+        raise NotADirectoryError(str(world.fs_root))
+    return "shell ready"

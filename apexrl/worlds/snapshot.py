@@ -1,0 +1,168 @@
+"""Snapshots of world state (a tar of `filesystem/` and `.apps_data/`) and diffs.
+
+A snapshot before and after a run feeds diff-based grading: `diff` lists the files
+created, modified and deleted. Either side may be a snapshot tar or a live world
+folder. Tars are written deterministically (sorted, uid/gid 0, no owner names) and
+atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+from pathlib import Path
+
+from apexrl.artifacts.atomic import atomic_path
+from apexrl.errors import BadRecordError, UsageError
+from apexrl.worlds.models import FileChange, SnapshotFile, SnapshotRecord, WorldDiff
+from apexrl.worlds.world import APPS_DIR, FS_DIR, World
+
+TOP = (FS_DIR, APPS_DIR)
+_CHUNK = 1 << 20
+
+
+def _sha256_file(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _walk(root: Path) -> list[tuple[str, Path]]:
+    """(archive name, path) of every file and folder under the world's top folders, sorted."""
+    out: list[tuple[str, Path]] = []
+    for top in TOP:
+        base = root / top
+        if not base.is_dir():
+            continue
+        out.append((top, base))
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames.sort()
+            for name in sorted(dirnames + filenames):
+                p = Path(dirpath) / name
+                out.append((p.relative_to(root).as_posix(), p))
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+def manifest_of_dir(root: Path) -> dict[str, SnapshotFile]:
+    files: dict[str, SnapshotFile] = {}
+    for name, p in _walk(root):
+        if p.is_symlink() or not p.is_file():
+            continue
+        files[name] = SnapshotFile(path=name, size=p.stat().st_size, sha256=_sha256_file(p))
+    return files
+
+
+def manifest_of_tar(tar_path: Path) -> dict[str, SnapshotFile]:
+    files: dict[str, SnapshotFile] = {}
+    try:
+        with tarfile.open(tar_path) as tf:
+            for m in tf:
+                if not m.isfile():
+                    continue
+                h = hashlib.sha256()
+                f = tf.extractfile(m)
+                assert f is not None
+                while chunk := f.read(_CHUNK):
+                    h.update(chunk)
+                name = m.name.removeprefix("./")
+                files[name] = SnapshotFile(path=name, size=m.size, sha256=h.hexdigest())
+    except (tarfile.TarError, OSError) as e:
+        raise BadRecordError(str(tar_path), f"not a readable snapshot tar: {e}") from e
+    return files
+
+
+def state_digest(files: dict[str, SnapshotFile]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(f"{name}\0{files[name].sha256}\n".encode())
+    return "sha256:" + h.hexdigest()
+
+
+def snapshot(world: World | Path, out: Path) -> SnapshotRecord:
+    """Write a tar (gzip when `out` ends in .gz/.tgz) of the world's state."""
+    root = world.root if isinstance(world, World) else Path(world)
+    wid = world.world_id if isinstance(world, World) else root.name
+    if not any((root / t).is_dir() for t in TOP):
+        raise UsageError(f"{root} is not a world folder (no {FS_DIR}/ or {APPS_DIR}/)")
+    out = Path(out)
+    mode = "w:gz" if out.name.endswith((".gz", ".tgz")) else "w"
+    files: dict[str, SnapshotFile] = {}
+    with atomic_path(out) as tmp:
+        kw = {"compresslevel": 6} if mode == "w:gz" else {}
+        with tarfile.open(tmp, mode, format=tarfile.PAX_FORMAT, **kw) as tf:
+            for name, p in _walk(root):
+                ti = tf.gettarinfo(str(p), arcname=name)
+                ti.uid = ti.gid = 0
+                ti.uname = ti.gname = ""
+                if ti.issym():
+                    tf.addfile(ti)
+                elif ti.isdir():
+                    ti.mode = 0o755
+                    tf.addfile(ti)
+                elif ti.isfile():
+                    h = hashlib.sha256()
+                    with open(p, "rb") as f:
+                        tf.addfile(ti, _HashingReader(f, h))
+                    files[name] = SnapshotFile(path=name, size=ti.size, sha256=h.hexdigest())
+    return SnapshotRecord(
+        world_id=wid,
+        tar_path=str(out),
+        n_files=len(files),
+        size_bytes=sum(f.size for f in files.values()),
+        sha256=state_digest(files),
+        files=list(files.values()),
+    )
+
+
+class _HashingReader:
+    def __init__(self, f, h) -> None:
+        self.f, self.h = f, h
+
+    def read(self, n: int = -1) -> bytes:
+        b = self.f.read(n)
+        self.h.update(b)
+        return b
+
+
+def load_manifest(src: World | Path) -> dict[str, SnapshotFile]:
+    if isinstance(src, World):
+        return manifest_of_dir(src.root)
+    src = Path(src)
+    if src.is_dir():
+        return manifest_of_dir(src)
+    if src.is_file():
+        return manifest_of_tar(src)
+    raise UsageError(f"{src} does not exist", hint="pass a snapshot tar or a world folder")
+
+
+def diff(before: World | Path, after: World | Path) -> WorldDiff:
+    a, b = load_manifest(before), load_manifest(after)
+    d = WorldDiff(
+        before=str(getattr(before, "root", before)), after=str(getattr(after, "root", after))
+    )
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if x is None and y is not None:
+            d.created.append(
+                FileChange(path=name, change="created", size_after=y.size, sha256_after=y.sha256)
+            )
+        elif y is None and x is not None:
+            d.deleted.append(
+                FileChange(path=name, change="deleted", size_before=x.size, sha256_before=x.sha256)
+            )
+        elif x is not None and y is not None and x.sha256 != y.sha256:
+            d.modified.append(
+                FileChange(
+                    path=name,
+                    change="modified",
+                    size_before=x.size,
+                    size_after=y.size,
+                    sha256_before=x.sha256,
+                    sha256_after=y.sha256,
+                )
+            )
+    return d

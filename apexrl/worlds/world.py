@@ -1,0 +1,314 @@
+"""A world on disk: `filesystem/` (the company's files) and `.apps_data/` (mail,
+chat, calendar), from a folder or a zip extracted safely.
+
+Every path a tool receives goes through `World.fs_path` / `World.apps_path`, which
+refuse anything that resolves outside the world (`..`, absolute escapes, symlinks
+pointing out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from apexrl.errors import ApexError, BadRecordError, UsageError
+
+FS_DIR = "filesystem"
+APPS_DIR = ".apps_data"
+
+# Server names, in the order the gateway mounts them.
+SERVERS: tuple[str, ...] = (
+    "files",
+    "docs",
+    "sheets",
+    "slides",
+    "pdf",
+    "mail",
+    "chat",
+    "calendar",
+    "code",
+)
+
+# Names a world's `apps` list may use for each server (lower-cased, '-'/' ' -> '_').
+APP_ALIASES: dict[str, str] = {
+    "files": "files",
+    "filesystem": "files",
+    "file_system": "files",
+    "file_browser": "files",
+    "docs": "docs",
+    "documents": "docs",
+    "document": "docs",
+    "word": "docs",
+    "docx": "docs",
+    "sheets": "sheets",
+    "spreadsheets": "sheets",
+    "spreadsheet": "sheets",
+    "excel": "sheets",
+    "xlsx": "sheets",
+    "slides": "slides",
+    "presentations": "slides",
+    "powerpoint": "slides",
+    "pptx": "slides",
+    "pdf": "pdf",
+    "pdfs": "pdf",
+    "mail": "mail",
+    "email": "mail",
+    "e_mail": "mail",
+    "chat": "chat",
+    "messaging": "chat",
+    "calendar": "calendar",
+    "code": "code",
+    "code_execution": "code",
+    "terminal": "code",
+    "shell": "code",
+}
+
+
+def normalize_app(name: str) -> str | None:
+    """The server name for an app name, or None when unknown."""
+    key = name.strip().lower().replace("-", "_").replace(" ", "_")
+    return APP_ALIASES.get(key)
+
+
+class PathEscapeError(ApexError):
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"path {path!r} is outside the world",
+            hint="use a path relative to the world's filesystem/ (e.g. 'Reports/q3.xlsx')",
+        )
+
+
+@dataclass
+class World:
+    """A world folder. `lock` serialises writes made by tool calls."""
+
+    root: Path
+    world_id: str
+    apps: list[str] = field(default_factory=list)  # server names, empty = all that apply
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    cache: dict = field(default_factory=dict, repr=False)  # facts read once (e.g. the user)
+    _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+
+    @property
+    def fs_root(self) -> Path:
+        return self.root / FS_DIR
+
+    @property
+    def apps_root(self) -> Path:
+        return self.root / APPS_DIR
+
+    def fs_path(self, rel: str, *, must_exist: bool = False) -> Path:
+        return _inside(self.fs_root, rel, must_exist=must_exist)
+
+    def apps_path(self, rel: str, *, must_exist: bool = False) -> Path:
+        return _inside(self.apps_root, rel, must_exist=must_exist)
+
+    def rel(self, p: Path) -> str:
+        """A path shown to the agent: relative to filesystem/, '/'-separated."""
+        try:
+            return p.resolve().relative_to(self.fs_root.resolve()).as_posix() or "."
+        except ValueError:
+            return p.as_posix()
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def _inside(base: Path, rel: str, *, must_exist: bool) -> Path:
+    rel = (rel or "").strip()
+    if "\x00" in rel:
+        raise PathEscapeError(rel)
+    # Agents often write '/Reports/x.docx' meaning the world root: treat a leading
+    # slash as relative to the base, then check where it really lands.
+    cleaned = rel.replace("\\", "/").lstrip("/")
+    base_r = base.resolve()
+    target = (base_r / cleaned).resolve()
+    if target != base_r and not target.is_relative_to(base_r):
+        raise PathEscapeError(rel)
+    if must_exist and not target.exists():
+        raise ApexError(
+            f"no such file or folder: {rel!r}",
+            hint="list the folder first to see what exists",
+        )
+    return target
+
+
+# --- opening worlds ------------------------------------------------------------------
+
+
+def open_world(
+    src: Path,
+    *,
+    workdir: Path | None = None,
+    apps: list[str] | None = None,
+    world_id: str | None = None,
+) -> World:
+    """Open a world folder, or extract a world zip (into `workdir` or a temp dir)."""
+    src = Path(src)
+    if not src.exists():
+        raise UsageError(f"world {src} does not exist", hint="pass a world folder or a .zip")
+    tmp = None
+    if src.is_file():
+        if not zipfile.is_zipfile(src):
+            raise UsageError(f"world {src} is neither a folder nor a zip file")
+        if workdir is None:
+            tmp = tempfile.TemporaryDirectory(prefix="apexrl-world-")
+            dest = Path(tmp.name)
+        else:
+            dest = Path(workdir)
+            dest.mkdir(parents=True, exist_ok=True)
+        extract_zip_safely(src, dest)
+        root = _find_root(dest, src)
+        wid = world_id or src.stem
+    else:
+        root = _find_root(src, src)
+        wid = world_id or src.name
+    resolved_apps = resolve_apps(apps) if apps else _apps_from_descriptions(src, wid)
+    w = World(root=root.resolve(), world_id=wid, apps=resolved_apps, _tmp=tmp)
+    w.fs_root.mkdir(exist_ok=True)
+    return w
+
+
+def _find_root(d: Path, src: Path) -> Path:
+    if (d / FS_DIR).is_dir() or (d / APPS_DIR).is_dir():
+        return d
+    kids = [k for k in d.iterdir() if not k.name.startswith("__MACOSX")]
+    if (
+        len(kids) == 1
+        and kids[0].is_dir()
+        and ((kids[0] / FS_DIR).is_dir() or (kids[0] / APPS_DIR).is_dir())
+    ):
+        return kids[0]
+    raise BadRecordError(
+        str(src),
+        f"not a world: no {FS_DIR}/ or {APPS_DIR}/ at the top",
+        hint="a world has top folders filesystem/ and .apps_data/",
+    )
+
+
+def resolve_apps(apps: list[str]) -> list[str]:
+    out: list[str] = []
+    for a in apps:
+        for part in a.split(","):
+            if not part.strip():
+                continue
+            name = normalize_app(part)
+            if name is None:
+                raise UsageError(
+                    f"unknown app {part.strip()!r}",
+                    hint=f"known apps: {', '.join(SERVERS)}",
+                )
+            if name not in out:
+                out.append(name)
+    return [s for s in SERVERS if s in out]
+
+
+def _apps_from_descriptions(src: Path, world_id: str) -> list[str]:
+    """Apps from `world_descriptions.json` when the world sits in an APEX dataset
+    (DIR/world_files_zipped/<id>.zip); empty (= all servers) otherwise."""
+    for cand in (
+        src.parent.parent / "world_descriptions.json",
+        src.parent / "world_descriptions.json",
+    ):
+        if not cand.is_file():
+            continue
+        try:
+            data = json.loads(cand.read_text("utf-8"))
+        except (OSError, ValueError):
+            return []
+        rows = data if isinstance(data, list) else data.get("worlds", [])
+        for row in rows:
+            if isinstance(row, dict) and row.get("world_id") == world_id:
+                names = [normalize_app(str(a)) for a in row.get("apps") or []]
+                known = {n for n in names if n}
+                return [s for s in SERVERS if s in known]
+    return []
+
+
+# --- safe zip extraction --------------------------------------------------------------
+
+
+def _is_link(info: zipfile.ZipInfo) -> bool:
+    return stat.S_ISLNK(info.external_attr >> 16)
+
+
+def check_member_name(name: str) -> PurePosixPath:
+    """The member's relative path, or a ValueError saying why it is unsafe."""
+    n = name.replace("\\", "/")
+    if n.startswith("/") or (len(n) > 1 and n[1] == ":"):
+        raise ValueError("absolute path")
+    p = PurePosixPath(n)
+    if any(part == ".." for part in p.parts):
+        raise ValueError("path traversal ('..')")
+    if "\x00" in n:
+        raise ValueError("NUL in name")
+    return p
+
+
+def extract_zip_safely(zpath: Path, dest: Path, *, max_bytes: int = 50 * 2**30) -> int:
+    """Extract `zpath` under `dest`; refuse absolute paths, '..', links out and devices.
+
+    Nothing is written when a member is refused. Returns the number of files.
+    """
+    dest = Path(dest)
+    dest_r = dest.resolve()
+    with zipfile.ZipFile(zpath) as zf:
+        infos = zf.infolist()
+        total = 0
+        links: dict[str, str] = {}
+        for info in infos:
+            try:
+                rel = check_member_name(info.filename)
+            except ValueError as e:
+                raise BadRecordError(
+                    f"{zpath}: member {info.filename!r}",
+                    f"refused: {e}",
+                    hint="rebuild the zip with paths relative to the world root",
+                ) from None
+            mode = info.external_attr >> 16
+            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                raise BadRecordError(
+                    f"{zpath}: member {info.filename!r}", "refused: not a file, folder or link"
+                )
+            if _is_link(info):
+                target = zf.read(info).decode("utf-8", "replace")
+                where = (
+                    (dest_r / rel.parent / target).resolve() if not target.startswith("/") else None
+                )
+                if where is None or not where.is_relative_to(dest_r):
+                    raise BadRecordError(
+                        f"{zpath}: member {info.filename!r}",
+                        f"refused: link to {target!r} points outside the world",
+                    )
+                links[str(rel)] = target
+            total += info.file_size
+            if total > max_bytes:
+                raise BadRecordError(str(zpath), f"refused: expands to more than {max_bytes} bytes")
+        n = 0
+        for info in infos:
+            rel = check_member_name(info.filename)
+            out = dest_r / rel
+            if not out.resolve().is_relative_to(dest_r):  # a link extracted earlier
+                raise BadRecordError(
+                    f"{zpath}: member {info.filename!r}", "refused: path goes through a link"
+                )
+            if info.is_dir():
+                out.mkdir(parents=True, exist_ok=True)
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if str(rel) in links:
+                os.symlink(links[str(rel)], out)
+                continue
+            with zf.open(info) as fsrc, open(out, "wb") as fdst:
+                shutil.copyfileobj(fsrc, fdst, 1 << 20)
+            n += 1
+    return n
