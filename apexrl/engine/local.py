@@ -1,0 +1,454 @@
+"""A local CPU inference engine for small Hugging Face checkpoints.
+
+It speaks the slice of vLLM's OpenAI-compatible HTTP contract that TITO uses:
+`POST /v1/completions` with a token-id prompt, `max_tokens`, `temperature`,
+`top_p`, `seed`, `stop_token_ids`, `logprobs`, `return_token_ids` and
+`prompt_logprobs`; plus `GET /v1/models` and `GET /health`. The model runs with
+transformers on torch (extra `local`: `pip install 'apexrl[local]'`), one request
+at a time. It listens on 127.0.0.1 unless told otherwise.
+
+`make_tiny_checkpoint` writes a random-weight Qwen3-architecture checkpoint with
+a given tokenizer: enough to exercise the whole token-in/token-out path on CPU.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from apexrl.errors import UsageError
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+)
+
+
+def _torch():
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise UsageError(
+            "the local engine needs torch and transformers",
+            hint="pip install 'apexrl[local]'",
+        ) from e
+    return torch
+
+
+def _tokenizer_dir(spec: str) -> Path:
+    from apexrl.tito.tokenizer import bundled_qwen3_dir
+
+    if spec == "qwen3":
+        return bundled_qwen3_dir()
+    p = Path(spec)
+    if p.is_file():
+        return p.parent
+    if p.is_dir():
+        return p
+    raise UsageError(f"tokenizer {spec!r}: pass a directory with tokenizer.json or 'qwen3'")
+
+
+def make_tiny_checkpoint(
+    out_dir: str | Path,
+    *,
+    tokenizer: str = "qwen3",
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    intermediate_size: int = 128,
+    max_position_embeddings: int = 4096,
+) -> Path:
+    """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files)."""
+    torch = _torch()
+    from tokenizers import Tokenizer as TK
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from apexrl.artifacts.atomic import atomic_dir
+
+    tdir = _tokenizer_dir(tokenizer)
+    vocab = TK.from_file(str(tdir / "tokenizer.json")).get_vocab_size(with_added_tokens=True)
+    cfg_json = (
+        json.loads((tdir / "tokenizer_config.json").read_text())
+        if (tdir / "tokenizer_config.json").is_file()
+        else {}
+    )
+    tk = TK.from_file(str(tdir / "tokenizer.json"))
+    eos = cfg_json.get("eos_token")
+    eos = eos.get("content") if isinstance(eos, dict) else eos
+    eos_id = tk.token_to_id(eos) if eos else None
+    config = Qwen3Config(
+        vocab_size=vocab,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        head_dim=hidden_size // num_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-6,
+        rope_theta=1_000_000.0,
+        eos_token_id=eos_id,
+        bos_token_id=None,
+        pad_token_id=tk.token_to_id("<|endoftext|>"),
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(config).to(torch.float32).eval()
+    out = Path(out_dir)
+    with atomic_dir(out) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        for name in TOKENIZER_FILES:
+            if (tdir / name).is_file():
+                shutil.copyfile(tdir / name, tmp / name)
+    return out
+
+
+class LocalEngine:
+    """A transformers causal LM on CPU with a token-in/token-out generate()."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        served_model_name: str | None = None,
+        max_model_len: int | None = None,
+        threads: int | None = None,
+    ) -> None:
+        torch = _torch()
+        from tokenizers import Tokenizer as TK
+        from transformers import AutoModelForCausalLM
+
+        self.torch = torch
+        self.model_dir = Path(model_dir)
+        if not (self.model_dir / "config.json").is_file():
+            raise UsageError(f"{self.model_dir}: not a model directory (no config.json)")
+        if threads:
+            torch.set_num_threads(threads)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            str(self.model_dir), dtype=torch.float32
+        ).eval()
+        self.config = self.model.config
+        self.max_model_len = max_model_len or int(
+            getattr(self.config, "max_position_embeddings", 4096)
+        )
+        self.vocab_size = int(self.config.vocab_size)
+        self.name = served_model_name or self.model_dir.name
+        tj = self.model_dir / "tokenizer.json"
+        self.tokenizer = TK.from_file(str(tj)) if tj.is_file() else None
+        self.lock = threading.Lock()
+        # transformers >= 5.x renamed past_key_values to cache (in and out).
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+
+    def _cache(self, res):
+        cache = getattr(res, "cache", None)
+        return cache if cache is not None else getattr(res, "past_key_values", None)
+
+    def _decode(self, ids: list[int]) -> str:
+        if self.tokenizer is None:
+            return ""
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def _piece(self, i: int) -> str:
+        return self._decode([i])
+
+    def generate(
+        self,
+        prompt: list[int],
+        *,
+        max_tokens: int = 16,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop_token_ids: list[int] | None = None,
+        prompt_logprobs: int | None = None,
+    ) -> dict[str, Any]:
+        torch = self.torch
+        stops = set(stop_token_ids or [])
+        if getattr(self.config, "eos_token_id", None) is not None:
+            eos = self.config.eos_token_id
+            stops.update(eos if isinstance(eos, list) else [eos])
+        gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
+        out_ids: list[int] = []
+        out_lps: list[float] = []
+        finish = "length"
+        stop_reason = None
+        plp = None
+        with self.lock, torch.inference_mode():
+            ids = torch.tensor([prompt], dtype=torch.long)
+            res = self.model(input_ids=ids, use_cache=True)
+            logits = res.logits[0].float()
+            if prompt_logprobs is not None:
+                lp = torch.log_softmax(logits[:-1], dim=-1)
+                tgt = torch.tensor(prompt[1:], dtype=torch.long)
+                chosen = lp.gather(1, tgt[:, None])[:, 0]
+                ranks = (lp > chosen[:, None]).sum(dim=1) + 1
+                plp = [None]
+                for k in range(len(prompt) - 1):
+                    entry = {
+                        str(prompt[k + 1]): {
+                            "logprob": float(chosen[k]),
+                            "rank": int(ranks[k]),
+                            "decoded_token": self._piece(prompt[k + 1]),
+                        }
+                    }
+                    if prompt_logprobs > 0:
+                        top = torch.topk(lp[k], prompt_logprobs)
+                        for r, (v, t) in enumerate(zip(top.values, top.indices, strict=True)):
+                            entry.setdefault(
+                                str(int(t)),
+                                {
+                                    "logprob": float(v),
+                                    "rank": r + 1,
+                                    "decoded_token": self._piece(int(t)),
+                                },
+                            )
+                    plp.append(entry)
+            past = self._cache(res)
+            nxt = logits[-1]
+            for _ in range(max_tokens):
+                logp = torch.log_softmax(nxt, dim=-1)
+                if temperature <= 0:
+                    t = int(torch.argmax(nxt))
+                else:
+                    probs = torch.softmax(nxt / temperature, dim=-1)
+                    if top_p < 1.0:
+                        sp, si = torch.sort(probs, descending=True)
+                        keep = torch.cumsum(sp, 0) - sp < top_p
+                        mask = torch.zeros_like(probs, dtype=torch.bool)
+                        mask[si[keep]] = True
+                        probs = torch.where(mask, probs, torch.zeros_like(probs))
+                        probs = probs / probs.sum()
+                    t = int(torch.multinomial(probs, 1, generator=gen))
+                out_ids.append(t)
+                out_lps.append(float(logp[t]))
+                if t in stops:
+                    finish, stop_reason = "stop", t
+                    break
+                res = self.model(
+                    input_ids=torch.tensor([[t]], dtype=torch.long),
+                    use_cache=True,
+                    **{self._cache_kw: past},
+                )
+                past = self._cache(res)
+                nxt = res.logits[0, -1].float()
+        return {
+            "token_ids": out_ids,
+            "logprobs": out_lps,
+            "finish_reason": finish,
+            "stop_reason": stop_reason,
+            "prompt_logprobs": plp,
+        }
+
+
+class _BadRequest(Exception):
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _completion_request(engine: LocalEngine, body: dict) -> dict:
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        if engine.tokenizer is None:
+            raise _BadRequest("text prompts need a tokenizer.json in the model directory")
+        prompt = engine.tokenizer.encode(prompt, add_special_tokens=False).ids
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list):
+        prompt = prompt[0]
+    if (
+        not isinstance(prompt, list)
+        or not prompt
+        or not all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    ):
+        raise _BadRequest("prompt must be a non-empty list of token ids (or a string)")
+    bad = [t for t in prompt if t < 0 or t >= engine.vocab_size]
+    if bad:
+        raise _BadRequest(f"token id {bad[0]} is out of vocabulary (size {engine.vocab_size})")
+    model = body.get("model")
+    if model is not None and model != engine.name:
+        raise _BadRequest(f"The model `{model}` does not exist.", status=404)
+    max_tokens = body.get("max_tokens", 16)
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise _BadRequest("max_tokens must be a positive integer")
+    if len(prompt) + max_tokens > engine.max_model_len:
+        raise _BadRequest(
+            f"This model's maximum context length is {engine.max_model_len} tokens. However, "
+            f"you requested {len(prompt) + max_tokens} tokens ({len(prompt)} in the messages, "
+            f"{max_tokens} in the completion). Please reduce the length of the messages or "
+            "completion."
+        )
+    try:
+        temperature = float(body.get("temperature", 1.0))
+        top_p = float(body.get("top_p", 1.0))
+    except (TypeError, ValueError) as e:
+        raise _BadRequest("temperature and top_p must be numbers") from e
+    seed = body.get("seed")
+    stop_ids = body.get("stop_token_ids") or []
+    logprobs = body.get("logprobs")
+    prompt_logprobs = body.get("prompt_logprobs")
+    r = engine.generate(
+        prompt,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        stop_token_ids=stop_ids,
+        prompt_logprobs=prompt_logprobs,
+    )
+    ids = r["token_ids"]
+    text = engine._decode(ids)
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": text,
+        "logprobs": None,
+        "finish_reason": r["finish_reason"],
+        "stop_reason": r["stop_reason"],
+        "prompt_logprobs": r["prompt_logprobs"],
+    }
+    if logprobs is not None:
+        pieces = [engine._piece(t) for t in ids]
+        offsets, pos = [], 0
+        for p in pieces:
+            offsets.append(pos)
+            pos += len(p)
+        choice["logprobs"] = {
+            "tokens": pieces,
+            "token_logprobs": r["logprobs"],
+            "top_logprobs": [{p: lp} for p, lp in zip(pieces, r["logprobs"], strict=True)],
+            "text_offset": offsets,
+        }
+    if body.get("return_token_ids"):
+        choice["token_ids"] = ids
+        choice["prompt_token_ids"] = prompt
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": engine.name,
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(ids),
+            "total_tokens": len(prompt) + len(ids),
+        },
+    }
+
+
+def _handler(engine: LocalEngine):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "apexrl-local-engine"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            return
+
+        def _send(self, status: int, obj: Any) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, message: str) -> None:
+            kind = "NotFoundError" if status == 404 else "BadRequestError"
+            self._send(status, {"error": {"message": message, "type": kind, "code": status}})
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self._send(200, {"status": "ok"})
+            elif self.path == "/v1/models":
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": engine.name,
+                                "object": "model",
+                                "owned_by": "apexrl",
+                                "max_model_len": engine.max_model_len,
+                            }
+                        ],
+                    },
+                )
+            else:
+                self._error(404, f"no route {self.path}")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if self.path != "/v1/completions":
+                self._error(404, f"no route {self.path}")
+                return
+            try:
+                body = json.loads(raw or b"{}")
+                if not isinstance(body, dict):
+                    raise _BadRequest("request body must be a JSON object")
+                self._send(200, _completion_request(engine, body))
+            except json.JSONDecodeError as e:
+                self._error(400, f"invalid JSON: {e}")
+            except _BadRequest as e:
+                self._error(e.status, str(e))
+            except Exception as e:  # a server bug: 500, the client retries
+                self._send(
+                    HTTPStatus.INTERNAL_SERVER_ERROR,
+                    {
+                        "error": {
+                            "message": f"{type(e).__name__}: {e}",
+                            "type": "InternalServerError",
+                        }
+                    },
+                )
+
+    return Handler
+
+
+class EngineServer:
+    """The HTTP server around a LocalEngine; start() runs it in a daemon thread."""
+
+    def __init__(self, engine: LocalEngine, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.engine = engine
+        self.httpd = ThreadingHTTPServer((host, port), _handler(engine))
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> EngineServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def __enter__(self) -> EngineServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

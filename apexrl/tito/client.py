@@ -1,0 +1,351 @@
+"""Client for OpenAI-compatible `/v1/completions` with token-id prompts (vLLM contract).
+
+The prompt is a list of token ids; the response carries the sampled token ids
+(`return_token_ids`), their logprobs and, on request, prompt logprobs.
+`max_tokens` is always explicit (the endpoint's default is 16) and never more
+than what is left of the context window.
+
+Failures are classified (FACTS section 5):
+  context_window_exceeded  not retried
+  bad_request              deterministic 4xx, not retried
+  timeout                  retried with exponential backoff
+  rate_limit               429, retried with a long backoff
+  transient                5xx / connection errors, exponential backoff
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from apexrl.errors import AuthError, RemoteError
+
+ErrorKind = Literal["context_window_exceeded", "bad_request", "timeout", "rate_limit", "transient"]
+RETRYABLE: frozenset[str] = frozenset({"timeout", "rate_limit", "transient"})
+
+_CONTEXT_MARKERS = (
+    "maximum context length",
+    "context length",
+    "context window",
+    "too many tokens",
+    "prompt is too long",
+    "exceeds the model",
+)
+
+
+class EngineError(RemoteError):
+    """A classified engine failure; `kind` is one of ErrorKind."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None) -> None:
+        hints = {
+            "context_window_exceeded": "the conversation is longer than the model's context window",
+            "bad_request": "the engine rejected the request; check the model name and parameters",
+            "timeout": "the engine did not answer in time; raise --timeout or check its load",
+            "rate_limit": "the engine is rate limiting; lower concurrency",
+            "transient": "is the engine running and reachable?",
+        }
+        super().__init__(message, retryable=kind in RETRYABLE, hint=hints[kind])
+        self.kind: ErrorKind = kind
+        self.status = status
+
+
+class ContextWindowExceeded(EngineError):
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__("context_window_exceeded", message, status=status)
+
+
+def classify_http(status: int, body: str) -> ErrorKind:
+    low = body.lower()
+    if status == 429:
+        return "rate_limit"
+    if status in (408, 504):
+        return "timeout"
+    if status >= 500:
+        return "transient"
+    if any(m in low for m in _CONTEXT_MARKERS):
+        return "context_window_exceeded"
+    return "bad_request"
+
+
+@dataclass
+class Completion:
+    token_ids: list[int]
+    logprobs: list[float] | None
+    text: str
+    finish_reason: str | None
+    prompt_token_ids: list[int] | None = None
+    prompt_logprobs: list[float | None] | None = None  # logprob of each prompt token
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def stopped(self) -> bool:
+        return self.finish_reason == "stop"
+
+
+@dataclass
+class RetryPolicy:
+    max_retries: int = 4
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    rate_limit_delay_s: float = 30.0  # long backoff for 429
+
+    def delay(self, kind: str, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.max_delay_s * 5)
+        base = self.rate_limit_delay_s if kind == "rate_limit" else self.base_delay_s
+        cap = self.max_delay_s * (5 if kind == "rate_limit" else 1)
+        return min(cap, base * (2**attempt)) * (0.5 + random.random() / 2)
+
+
+def _parse_prompt_logprobs(
+    entries: list | None, prompt_ids: Sequence[int]
+) -> list[float | None] | None:
+    """vLLM: a list aligned with the prompt, None first, then {id: {logprob,...}}."""
+    if entries is None:
+        return None
+    out: list[float | None] = []
+    for i, e in enumerate(entries):
+        if e is None:
+            out.append(None)
+            continue
+        tid = str(prompt_ids[i]) if i < len(prompt_ids) else None
+        info = e.get(tid) if tid is not None else None
+        if info is None and len(e) == 1:
+            info = next(iter(e.values()))
+        out.append(None if info is None else float(info.get("logprob", info)))
+    return out
+
+
+def parse_completion_response(data: dict, prompt_ids: Sequence[int]) -> Completion:
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError) as e:
+        raise EngineError("bad_request", f"engine answered without choices: {data!r:.300}") from e
+    token_ids = choice.get("token_ids")
+    if token_ids is None:
+        raise EngineError(
+            "bad_request",
+            "engine answered without token_ids; it must support return_token_ids (vLLM >= 0.10.2)",
+        )
+    lp = choice.get("logprobs")
+    logprobs = None
+    if isinstance(lp, dict) and lp.get("token_logprobs") is not None:
+        logprobs = [float(x) if x is not None else float("nan") for x in lp["token_logprobs"]]
+    elif isinstance(lp, dict) and lp.get("content") is not None:  # chat-style shape
+        logprobs = [float(c["logprob"]) for c in lp["content"]]
+    prompt_token_ids = choice.get("prompt_token_ids", data.get("prompt_token_ids"))
+    plp = choice.get("prompt_logprobs", data.get("prompt_logprobs"))
+    return Completion(
+        token_ids=[int(t) for t in token_ids],
+        logprobs=logprobs,
+        text=choice.get("text") or "",
+        finish_reason=choice.get("finish_reason"),
+        prompt_token_ids=prompt_token_ids,
+        prompt_logprobs=_parse_prompt_logprobs(plp, prompt_token_ids or prompt_ids),
+        raw=data,
+    )
+
+
+class EngineClient:
+    """Talks to one OpenAI-compatible engine. Use as a context manager or call close()."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        timeout_s: float = 1800.0,
+        connect_timeout_s: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_context: int | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[:-3]
+        self.model = model
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.retry = retry or RetryPolicy()
+        self.max_context = max_context
+        self.api_key = api_key if api_key is not None else os.environ.get("APEXRL_ENGINE_API_KEY")
+        self._client = None
+        self._aclient = None
+
+    # --- request building --------------------------------------------------------------
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _timeout(self):
+        import httpx
+
+        return httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s)
+
+    def build_request(
+        self,
+        prompt_ids: Sequence[int],
+        *,
+        max_tokens: int,
+        temperature: float = 1.0,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop_token_ids: Sequence[int] | None = None,
+        logprobs: int | None = 0,
+        prompt_logprobs: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        if self.max_context is not None:
+            left = self.max_context - len(prompt_ids)
+            if left <= 0:
+                raise ContextWindowExceeded(
+                    f"prompt has {len(prompt_ids)} tokens; the context window is {self.max_context}"
+                )
+            max_tokens = min(max_tokens, left)
+        if max_tokens < 1:
+            raise EngineError("bad_request", f"max_tokens must be >= 1 (got {max_tokens})")
+        body: dict[str, Any] = {
+            "prompt": [int(t) for t in prompt_ids],
+            "max_tokens": int(max_tokens),
+            "temperature": float(temperature),
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+            "include_stop_str_in_output": True,
+        }
+        if self.model:
+            body["model"] = self.model
+        if top_p is not None:
+            body["top_p"] = top_p
+        if seed is not None:
+            body["seed"] = int(seed)
+        if stop_token_ids:
+            body["stop_token_ids"] = [int(t) for t in stop_token_ids]
+        if logprobs is not None:
+            body["logprobs"] = int(logprobs)
+        if prompt_logprobs is not None:
+            body["prompt_logprobs"] = int(prompt_logprobs)
+        if extra:
+            body.update(extra)
+        return body
+
+    def _error_from_response(self, resp) -> EngineError | AuthError:
+        text = resp.text[:2000]
+        if resp.status_code in (401, 403):
+            return AuthError(
+                f"engine at {self.base_url} refused the credentials ({resp.status_code})",
+                hint="set APEXRL_ENGINE_API_KEY to the engine's API key",
+            )
+        kind = classify_http(resp.status_code, text)
+        err = EngineError(
+            kind, f"engine returned HTTP {resp.status_code}: {text}", status=resp.status_code
+        )
+        ra = resp.headers.get("retry-after")
+        err.retry_after = float(ra) if ra and ra.replace(".", "", 1).isdigit() else None
+        return err
+
+    @staticmethod
+    def _error_from_exc(e: Exception) -> EngineError:
+        import httpx
+
+        if isinstance(e, httpx.TimeoutException):
+            return EngineError("timeout", f"engine request timed out: {type(e).__name__}")
+        return EngineError("transient", f"engine unreachable: {type(e).__name__}: {e}")
+
+    # --- sync --------------------------------------------------------------------------
+    def __enter__(self) -> EngineClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _sync(self):
+        import httpx
+
+        if self._client is None:
+            self._client = httpx.Client(timeout=self._timeout(), headers=self._headers())
+        return self._client
+
+    def post(self, path: str, body: dict) -> dict:
+        import httpx
+
+        attempt = 0
+        while True:
+            try:
+                resp = self._sync().post(self.base_url + path, json=body)
+                if resp.status_code == 200:
+                    return resp.json()
+                err = self._error_from_response(resp)
+            except httpx.HTTPError as e:
+                err = self._error_from_exc(e)
+            except ValueError as e:  # bad JSON body
+                err = EngineError("transient", f"engine sent invalid JSON: {e}")
+            if (
+                not isinstance(err, EngineError)
+                or not err.retryable
+                or attempt >= self.retry.max_retries
+            ):
+                raise err
+            time.sleep(self.retry.delay(err.kind, attempt, getattr(err, "retry_after", None)))
+            attempt += 1
+
+    def complete(self, prompt_ids: Sequence[int], **kw: Any) -> Completion:
+        body = self.build_request(prompt_ids, **kw)
+        return parse_completion_response(self.post("/v1/completions", body), prompt_ids)
+
+    def models(self) -> list[str]:
+        import httpx
+
+        try:
+            resp = self._sync().get(self.base_url + "/v1/models")
+        except httpx.HTTPError as e:
+            raise self._error_from_exc(e) from e
+        if resp.status_code != 200:
+            raise self._error_from_response(resp)
+        return [m.get("id") for m in resp.json().get("data", [])]
+
+    # --- async -------------------------------------------------------------------------
+    async def apost(self, path: str, body: dict) -> dict:
+        import httpx
+
+        if self._aclient is None:
+            self._aclient = httpx.AsyncClient(timeout=self._timeout(), headers=self._headers())
+        attempt = 0
+        while True:
+            try:
+                resp = await self._aclient.post(self.base_url + path, json=body)
+                if resp.status_code == 200:
+                    return resp.json()
+                err = self._error_from_response(resp)
+            except httpx.HTTPError as e:
+                err = self._error_from_exc(e)
+            except ValueError as e:
+                err = EngineError("transient", f"engine sent invalid JSON: {e}")
+            if (
+                not isinstance(err, EngineError)
+                or not err.retryable
+                or attempt >= self.retry.max_retries
+            ):
+                raise err
+            await asyncio.sleep(
+                self.retry.delay(err.kind, attempt, getattr(err, "retry_after", None))
+            )
+            attempt += 1
+
+    async def acomplete(self, prompt_ids: Sequence[int], **kw: Any) -> Completion:
+        body = self.build_request(prompt_ids, **kw)
+        return parse_completion_response(await self.apost("/v1/completions", body), prompt_ids)
+
+    async def aclose(self) -> None:
+        if self._aclient is not None:
+            await self._aclient.aclose()
+            self._aclient = None
+        self.close()

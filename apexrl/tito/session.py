@@ -1,0 +1,117 @@
+"""One TITO conversation: render the prompt once, then only append tokens.
+
+sess = TitoSession(tok, chat_template=src)
+ids = sess.start(messages, tools=tools)             # initial prompt (mask 0)
+c = client.complete(sess.state.ids, max_tokens=...)  # engine samples
+parsed = sess.add_completion(c.token_ids, c.logprobs, finish_reason=c.finish_reason)
+sess.add_observations([{"role": "tool", ...}])       # fixed-base suffix (mask 0)
+traj = sess.to_trajectory("id")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from apexrl.tito.observation import ObservationTokenizer
+from apexrl.tito.parsing import ParsedCompletion, parse_completion
+from apexrl.tito.state import TokenState
+from apexrl.tito.tokenizer import Tokenizer
+from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+
+
+class TitoSession:
+    def __init__(
+        self,
+        tok: Tokenizer,
+        *,
+        chat_template: str | None = None,
+        template_name: str | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.tok = tok
+        self.chat_template = chat_template or tok.chat_template
+        self.template_name = template_name
+        self.kwargs = dict(template_kwargs or {})
+        self.obs = ObservationTokenizer(
+            tok, chat_template=self.chat_template, template_kwargs=self.kwargs
+        )
+        self.state = TokenState()
+        self.messages: list[dict] = []
+        self.tools: list[dict] | None = None
+        self.turns: list[TitoTurn] = []
+        self.n_prompt_messages = 0
+        self.model = model
+
+    @property
+    def stop_ids(self) -> set[int]:
+        return self.obs.stop_ids
+
+    def render(self, messages: list[dict], *, add_generation_prompt: bool) -> str:
+        return self.tok.apply_chat_template(
+            messages,
+            tools=self.tools,
+            add_generation_prompt=add_generation_prompt,
+            chat_template=self.chat_template,
+            **self.kwargs,
+        )
+
+    def start(self, messages: Sequence[dict], *, tools: list[dict] | None = None) -> list[int]:
+        self.tools = tools
+        self.messages = [dict(m) for m in messages]
+        self.n_prompt_messages = len(self.messages)
+        ids = self.tok.encode(self.render(self.messages, add_generation_prompt=True))
+        self.state.set_prompt(ids)
+        return ids
+
+    def add_completion(
+        self,
+        token_ids: Sequence[int],
+        logprobs: Sequence[float] | None,
+        *,
+        finish_reason: str | None = None,
+    ) -> ParsedCompletion:
+        self.state.append_sampled(token_ids, logprobs)
+        parsed = parse_completion(self.tok.decode(list(token_ids)))
+        self.messages.append(parsed.to_message())
+        self.turns.append(
+            TitoTurn(
+                kind="sampled",
+                token_ids=list(token_ids),
+                logprobs=list(logprobs or []),
+                message_index=len(self.messages) - 1,
+                finish_reason=finish_reason,
+            )
+        )
+        return parsed
+
+    def add_observations(self, messages: Sequence[dict]) -> list[int]:
+        msgs = [dict(m) for m in messages]
+        ids = self.obs.tokenize(msgs, last_token=self.state.last_token)
+        self.state.append_observation(ids)
+        self.turns.append(
+            TitoTurn(
+                kind="observation",
+                token_ids=ids,
+                message_index=len(self.messages),
+                n_messages=len(msgs),
+            )
+        )
+        self.messages.extend(msgs)
+        return ids
+
+    def to_trajectory(self, trajectory_id: str, **extra: Any) -> TitoTrajectory:
+        return TitoTrajectory(
+            trajectory_id=trajectory_id,
+            model=self.model,
+            tokenizer=self.tok.name,
+            chat_template=self.template_name,
+            template_kwargs=self.kwargs,
+            tools=self.tools,
+            messages=self.messages,
+            prompt_ids=self.state.prompt_ids,
+            n_prompt_messages=self.n_prompt_messages,
+            turns=self.turns,
+            extra=extra or None,
+        )
