@@ -156,6 +156,7 @@ def open_world(
     src = Path(src)
     if not src.exists():
         raise UsageError(f"world {src} does not exist", hint="pass a world folder or a .zip")
+    chosen_apps = resolve_apps(apps) if apps else None  # usage errors before any work
     tmp = None
     if src.is_file():
         if not zipfile.is_zipfile(src):
@@ -172,7 +173,7 @@ def open_world(
     else:
         root = _find_root(src, src)
         wid = world_id or src.name
-    resolved_apps = resolve_apps(apps) if apps else _apps_from_descriptions(src, wid)
+    resolved_apps = chosen_apps if chosen_apps else _apps_from_descriptions(src, wid)
     w = World(root=root.resolve(), world_id=wid, apps=resolved_apps, _tmp=tmp)
     w.fs_root.mkdir(exist_ok=True)
     return w
@@ -275,7 +276,8 @@ def extract_zip_safely(zpath: Path, dest: Path, *, max_bytes: int = 50 * 2**30) 
                     hint="rebuild the zip with paths relative to the world root",
                 ) from None
             mode = info.external_attr >> 16
-            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            kind = stat.S_IFMT(mode)
+            if kind and kind not in (stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK):
                 raise BadRecordError(
                     f"{zpath}: member {info.filename!r}", "refused: not a file, folder or link"
                 )

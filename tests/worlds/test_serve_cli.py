@@ -1,0 +1,178 @@
+"""`apexrl world serve|snapshot|diff` on the example worlds (`apexrl tasks example`),
+through a real MCP client session against the served gateway."""
+
+from __future__ import annotations
+
+import json
+import mailbox
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from apexrl.cli.app import app
+from tests.worlds.conftest import Session
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> tuple[Path, dict]:
+    from apexrl.tasks.example import write_example
+
+    out = tmp_path_factory.mktemp("example")
+    write_example(out, seed=0)
+    worlds = json.loads((out / "world_descriptions.json").read_text())
+    world = next(w for w in worlds if "code" in w["apps"])
+    return out, world
+
+
+def _read_line(proc: subprocess.Popen, timeout: float) -> str:
+    box: list[str] = []
+    t = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)
+    t.start()
+    t.join(timeout)
+    if not box or not box[0]:
+        proc.kill()
+        err = proc.stderr.read() if proc.stderr else ""
+        raise AssertionError(f"world serve printed no ready line within {timeout}s; stderr: {err}")
+    return box[0]
+
+
+@pytest.fixture(scope="module")
+def serving(example, tmp_path_factory):
+    out, world = example
+    workdir = tmp_path_factory.mktemp("served") / world["world_id"]
+    zpath = out / "world_files_zipped" / f"{world['world_id']}.zip"
+    env = {**os.environ, "NO_COLOR": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "apexrl",
+            "world",
+            "serve",
+            str(zpath),
+            "--port",
+            "0",
+            "--workdir",
+            str(workdir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        rec = json.loads(_read_line(proc, 60))
+        yield rec, Path(rec["world_dir"]), world
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rc = proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+            raise AssertionError("world serve did not stop on SIGINT") from None
+        assert rc in (0, 130), proc.stderr.read()
+
+
+def _run(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_serve_ready_line_and_health(serving):
+    rec, root, world = serving
+    assert rec["world_id"] == world["world_id"]
+    assert rec["url"].startswith("http://127.0.0.1:") and rec["url"].endswith("/mcp/")
+    assert rec["servers"] == world["apps"]
+    assert rec["n_tools"] == len(Session(rec["url"]).tools()) == 40
+    h = httpx.get(rec["health_url"], timeout=5)
+    assert h.status_code == 200 and h.json()["status"] == "ok"
+
+
+def test_example_world_tools_and_exact_diff(serving, tmp_path):
+    rec, root, _ = serving
+    s = Session(rec["url"])
+    r = _run("world", "snapshot", str(root), "-o", str(tmp_path / "before.tar"))
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["n_files"] > 10
+
+    # read the .xlsx formulas
+    xlsx = next(h["path"] for h in s.json("files_search", pattern="*.xlsx"))
+    cells = s.json("sheets_read_range", path=xlsx)["cells"]
+    formulas = [c for c in cells if "formula" in c]
+    assert formulas and all(c["formula"].startswith("=") for c in formulas)
+    # edit a .docx
+    docx_path = next(h["path"] for h in s.json("files_search", pattern="*.docx"))
+    s.text("docs_add_text", path=docx_path, text="Reviewed by the agent.")
+    assert "Reviewed by the agent." in s.text("docs_read", path=docx_path)
+    # send mail and find it in the mbox
+    sent = s.json("mail_send", to=["client@example.com"], subject="Status", body="All on track.")
+    mbox = next((root / ".apps_data" / "mail").glob("*.mbox"))
+    box = mailbox.mbox(str(mbox))
+    assert any(m["Message-ID"] == sent["message_id"] for m in box)
+    box.close()
+    # post in chat
+    space = s.json("chat_list_channels")[0]["space_id"]
+    s.json("chat_post", space_id=space, text="Draft is ready for review.")
+    assert (
+        s.json("chat_history", space_id=space)["messages"][-1]["text"]
+        == "Draft is ready for review."
+    )
+    # create a calendar event
+    ev = s.json("calendar_create", summary="Agent check-in", start="2025-10-01T09:00:00Z")
+    assert s.json("calendar_read", uid=ev["uid"])["summary"] == "Agent check-in"
+    # run code with a timeout
+    r = s.json("code_run", command="ls; sleep 20", timeout_s=1)
+    assert r["timed_out"] and r["stdout"]
+
+    r = _run("world", "snapshot", str(root), "-o", str(tmp_path / "after.tar"))
+    assert r.exit_code == 0, r.output
+    r = _run("world", "diff", str(tmp_path / "before.tar"), str(tmp_path / "after.tar"), "--json")
+    assert r.exit_code == 0, r.output
+    changes = {(c["change"], c["path"]) for c in map(json.loads, r.stdout.splitlines())}
+    cal = next((root / ".apps_data" / "calendar").glob("*.ics"))
+    assert changes == {
+        ("modified", f"filesystem/{docx_path}"),
+        ("modified", mbox.relative_to(root).as_posix()),
+        ("modified", f".apps_data/chat/Groups/{space}/messages.json"),
+        ("modified", cal.relative_to(root).as_posix()),
+    }
+
+
+def test_serve_fails_loudly_when_a_server_cannot_come_up(example, tmp_path):
+    out, world = example
+    zpath = out / "world_files_zipped" / f"{world['world_id']}.zip"
+    wd = tmp_path / "w"
+    from apexrl.worlds.world import open_world
+
+    open_world(zpath, workdir=wd)
+    next((wd / ".apps_data" / "calendar").glob("*.ics")).write_text(
+        "BEGIN:VCALENDAR\nthis is not ics"
+    )
+    r = runner.invoke(app, ["world", "serve", str(wd), "--port", "0"])
+    assert r.exit_code == 1
+    assert "calendar" in r.output and "did not come up" in r.output
+    # leaving the broken server out serves the rest
+    assert "--apps" in r.output
+
+
+def test_serve_refuses_traversal_zip(tmp_path):
+    import zipfile
+
+    z = tmp_path / "bad.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("filesystem/ok.txt", "ok")
+        zf.writestr("../../escape.txt", "x")
+    r = runner.invoke(app, ["world", "serve", str(z), "--port", "0"])
+    assert r.exit_code == 1
+    assert "../../escape.txt" in r.output and "traversal" in r.output
+    r = runner.invoke(app, ["world", "serve", str(tmp_path), "--apps", "fax"])
+    assert r.exit_code == 2
