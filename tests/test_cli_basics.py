@@ -52,7 +52,8 @@ def test_help_does_not_import_heavy_libraries():
         "from typer.testing import CliRunner\n"
         "r = CliRunner().invoke(app, ['--help'])\n"
         "assert r.exit_code == 0, r.output\n"
-        "heavy = {'torch','vllm','skyrl','ray','modal','transformers','pyarrow','harbor','mcp','boto3'}\n"
+        "heavy = {'torch', 'vllm', 'skyrl', 'ray', 'modal', 'transformers',\n"
+        "         'pyarrow', 'harbor', 'mcp', 'boto3'}\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -78,7 +78,7 @@ def pack(
     """Pack task directories into a sharded Parquet dataset (path, task_binary, metadata)."""
     from apexrl.errors import UsageError
     from apexrl.tasks.dataset import write_dataset
-    from apexrl.tasks.pack import find_task_dirs, packed_task
+    from apexrl.tasks.pack import find_task_dirs, pack_dirs
 
     if not tasks_dir.is_dir():
         raise UsageError(f"{tasks_dir} is not a directory")
@@ -86,13 +86,7 @@ def pack(
     if not dirs:
         raise UsageError(f"no task directories (with task.toml) under {tasks_dir}")
     with output.progress("pack", total=len(dirs)) as advance:
-
-        def rows():
-            for d in dirs:
-                yield packed_task(d)
-                advance()
-
-        manifest = write_dataset(rows(), out, shard_mb=shard_size)
+        manifest = write_dataset(pack_dirs(dirs, on_done=advance), out, shard_mb=shard_size)
     output.info(f"packed {manifest.n_tasks} task(s) into {len(manifest.shards)} shard(s) at {out}")
     output.emit_records([{"out": str(out), **manifest.model_dump(mode="json")}], json_out=True)
 

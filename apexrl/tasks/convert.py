@@ -173,7 +173,8 @@ def _instruction(task: ApexTask) -> str:
     names = input_file_names(task)
     if names:
         lines += ["Input files for this task (in the world's filesystem):", ""]
-        lines += [f"- `{n}`" for n in names] + [""]
+        # Input files overlay the world's root; the agent sees filesystem/ as its files.
+        lines += [f"- `{n.removeprefix('filesystem/')}`" for n in names] + [""]
     if task.expected_output and task.expected_output not in ("message_in_console",):
         lines += [f"Expected output: {task.expected_output.replace('_', ' ')}.", ""]
     lines += ["When you are done, give your final answer in your last message.", ""]

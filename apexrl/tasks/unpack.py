@@ -15,6 +15,7 @@ import os
 import posixpath
 import shutil
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,20 +106,20 @@ def unpack_row(
     if final.is_dir() and stamp.is_file() and stamp.read_text().strip() == sha:
         return UnpackResult(path, "unchanged", sha)
     tmp = out / f".{path}.unpack-tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp.exists():
+        shutil.rmtree(tmp)
     try:
-        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        raw = _gunzip(blob)
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
             members = safe_members(tar, path, where, max_member)
             tmp.mkdir(parents=True)
-            # filter="data" is a second line of defence behind our own checks.
-            tar.extractall(tmp, members=members, filter="data")
+            _extract(raw, members, tmp)
     except BadRecordError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadRecordError(where, f"task_binary is not a valid gzip tar: {e}") from None
-    _normalise_modes(tmp)
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -132,42 +133,90 @@ def _stamp_path(out: Path, path: str) -> Path:
     return out / ".apexrl" / f"{path}.sha256"
 
 
-def _normalise_modes(root: Path) -> None:
-    """tar filter 'data' keeps exec bits; make dirs 0755 and files 0644/0755."""
-    for dirpath, _dirs, filenames in os.walk(root):
-        os.chmod(dirpath, 0o755)
-        for f in filenames:
-            p = os.path.join(dirpath, f)
-            mode = os.stat(p, follow_symlinks=False).st_mode
-            if not os.path.islink(p):
-                os.chmod(p, 0o755 if mode & 0o100 else 0o644)
+def _gunzip(blob: bytes) -> bytes:
+    try:
+        return zlib.decompress(blob, 16 + zlib.MAX_WBITS)
+    except zlib.error:
+        import gzip  # multi-member gzip streams
+
+        return gzip.decompress(blob)
+
+
+def _extract(raw: bytes, members: list[tarfile.TarInfo], root: Path) -> None:
+    """Write members that safe_members already checked. Modes are normalised to
+    0755 (dirs, executables) / 0644, matching what pack writes."""
+    made = {str(root)}
+    for m in members:
+        target = os.path.join(root, m.name)
+        parent = os.path.dirname(target)
+        if parent not in made:
+            os.makedirs(parent, 0o755, exist_ok=True)
+            made.add(parent)
+        if m.isdir():
+            os.makedirs(target, 0o755, exist_ok=True)
+            made.add(target.rstrip("/"))
+        elif m.isfile():
+            mode = 0o755 if m.mode & 0o100 else 0o644
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            try:
+                os.write(fd, raw[m.offset_data : m.offset_data + m.size])
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+        elif m.issym():
+            os.symlink(m.linkname, target)
+        elif m.islnk():
+            os.link(os.path.join(root, m.linkname), target)
+
+
+def _unpack_job(job: tuple[str, object, bytes | None, Path]) -> UnpackResult | tuple:
+    """Worker: unpack one row; errors come back as (where, detail, hint) values."""
+    where, path, blob, out = job
+    try:
+        if not isinstance(blob, bytes | bytearray) or not blob:
+            raise BadRecordError(where, "task_binary is empty")
+        return unpack_row(path, bytes(blob), out, where)
+    except BadRecordError as e:
+        return (e.where, e.detail, e.hint)
 
 
 def unpack_dataset(
-    source, out: Path, *, strict: bool, on_row=None, on_error=None
+    source, out: Path, *, strict: bool, on_row=None, on_error=None, workers: int | None = None
 ) -> list[UnpackResult]:
-    """Unpack every row of a dataset into `out`. Bad rows raise with strict,
-    otherwise they go to `on_error` and the rest are written."""
-    from apexrl.tasks.dataset import iter_rows
+    """Unpack every row of a dataset into `out`, rows in parallel processes.
+
+    Bad rows raise with strict; otherwise they go to `on_error` and the rest are written."""
+    from apexrl.tasks.dataset import iter_rows, row_count
+    from apexrl.tasks.parallel import ordered_map
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results: list[UnpackResult] = []
     seen: dict[str, str] = {}
-    for where, row in iter_rows(source):
-        try:
-            path = check_task_path(row.get("path"), where)
-            if path in seen:
-                raise BadRecordError(where, f"duplicate task path {path!r} (first at {seen[path]})")
+
+    def fail(err: BadRecordError) -> None:
+        if strict or on_error is None:
+            raise err
+        on_error(err)
+
+    def jobs():
+        for where, row in iter_rows(source):
+            path = row.get("path")
+            try:
+                check_task_path(path, where)
+                if path in seen:
+                    raise BadRecordError(
+                        where, f"duplicate task path {path!r} (first at {seen[path]})"
+                    )
+            except BadRecordError as e:
+                fail(e)
+                continue
             seen[path] = where
-            blob = row.get("task_binary")
-            if not isinstance(blob, bytes | bytearray):
-                raise BadRecordError(where, "task_binary is empty")
-            result = unpack_row(path, bytes(blob), out, where)
-        except BadRecordError as e:
-            if strict or on_error is None:
-                raise
-            on_error(e)
+            yield where, path, row.get("task_binary"), out
+
+    for result in ordered_map(_unpack_job, jobs(), workers=workers, n_items=row_count(source)):
+        if isinstance(result, tuple):
+            fail(BadRecordError(*result[:2], hint=result[2]))
             continue
         results.append(result)
         if on_row:
