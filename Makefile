@@ -11,7 +11,7 @@ DEMO  ?= demo-out
 PYTHON312 ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | sort -V | tail -n1 || command -v python3)
 
 # Debian packages the integration tests use (real registry, image tools, sandbox, browser).
-APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc chromium
+APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc
 
 .PHONY: help install sysdeps test test-fast bench lint format completions demo clean
 

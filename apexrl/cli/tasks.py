@@ -207,22 +207,10 @@ def ls(
     json_out: bool = typer.Option(False, "--json", help="NDJSON output."),
 ) -> None:
     """List a dataset's tasks: path, task id, domain, world, size."""
-    from apexrl.artifacts.models import TaskRecord
     from apexrl.tasks.dataset import iter_rows, row_metadata
 
-    def records():
-        for _, r in iter_rows(dataset):
-            meta = row_metadata(r)
-            yield TaskRecord(
-                path=meta.path,
-                task_id=meta.task_id or "",
-                domain=meta.domain or "",
-                world_id=meta.world_id or "",
-                size_bytes=meta.size_bytes,
-            )
-
     output.emit_records(
-        records(),
+        (row_metadata(r) for _, r in iter_rows(dataset)),
         json_out=json_out,
         columns=["path", "task_id", "domain", "world_id", "size_bytes"],
     )
