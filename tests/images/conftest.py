@@ -188,7 +188,9 @@ def ecr(tmp_path, monkeypatch):
         log.close()
 
 
-def make_world(root: Path, *, n_files: int = 3, extra_bytes: int = 0, seed: int = 0) -> Path:
+def make_world(
+    root: Path, *, n_files: int = 3, extra_bytes: int = 0, seed: int = 0, random_share: float = 0.5
+) -> Path:
     """A small world folder: filesystem/ documents and .apps_data/ mail, chat, calendar."""
     import random
 
@@ -204,8 +206,9 @@ def make_world(root: Path, *, n_files: int = 3, extra_bytes: int = 0, seed: int 
         left, k = extra_bytes, 0
         while left > 0:
             n = min(chunk, left)
-            # half random, half repetitive text: like real documents, partly compressible
-            data = rng.randbytes(n // 2) + (b"revenue,cost,margin\n" * (n // 40 + 1))[: n - n // 2]
+            # random (like zipped docx/xlsx/pdf) + repetitive text: partly compressible
+            r = int(n * random_share)
+            data = rng.randbytes(r) + (b"revenue,cost,margin\n" * (n // 20 + 1))[: n - r]
             (fs / "data" / f"blob_{k:03d}.bin").write_bytes(data)
             left -= n
             k += 1

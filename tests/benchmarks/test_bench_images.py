@@ -1,0 +1,157 @@
+"""World images: `image push` of a >= 200 MB world image against `skopeo copy` of the
+same archive to the same kind of local registry, the no-op re-push, and `world pack`
+against `tar czf` of the same world folder.
+
+Measures only (no timing assertions); writes bench/results.json key "images".
+Targets (issue 3): push/skopeo <= 1.0, no-op re-push < 1 s, pack/tar czf <= 1.5.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.benchmarks.results import record
+from tests.images.conftest import Registry, apexrl, make_world, records
+
+WORLD_BYTES = 224 << 20
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _ok(p: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def test_bench_images(tmp_path):
+    # mostly incompressible, like a world of office documents and PDFs: the image is > 200 MB
+    world = make_world(tmp_path / "bigworld", extra_bytes=WORLD_BYTES, random_share=0.95)
+    world_bytes = sum(p.stat().st_size for p in world.rglob("*") if p.is_file())
+
+    # pack vs tar czf (best of 2 each, interleaved)
+    pack_t, tar_t = [], []
+    rec = None
+    for i in range(2):
+        out = tmp_path / f"pack{i}"
+        pack_t.append(_timed(lambda o=out: _ok(apexrl("world", "pack", str(world), "-o", str(o)))))
+        rec = (
+            records(apexrl("world", "pack", str(world), "-o", str(out)).stdout)[0]
+            if i == 0
+            else rec
+        )
+        tgz = tmp_path / f"world{i}.tar.gz"
+        tar_t.append(
+            _timed(
+                lambda t=tgz: subprocess.run(
+                    ["tar", "czf", str(t), "-C", str(world.parent), world.name],
+                    check=True,
+                    timeout=600,
+                )
+            )
+        )
+    assert recs[0]["digest"] == recs[1]["digest"]
+    archive = Path(recs[0]["archive"])
+    image_bytes = archive.stat().st_size
+
+    # push vs skopeo copy, each into a fresh registry
+    push_t, skopeo_t, noop_cli, noop_api = [], [], [], []
+    for i in range(2):
+        ra = Registry(tmp_path / f"reg-apexrl-{i}")
+        rb = Registry(tmp_path / f"reg-skopeo-{i}")
+        ra.start()
+        rb.start()
+        try:
+            push_t.append(
+                _timed(
+                    lambda r=ra: _ok(
+                        apexrl(
+                            "image",
+                            "push",
+                            str(archive),
+                            "--to",
+                            f"{r.host}/worlds",
+                            "--tag",
+                            "bench",
+                        )
+                    )
+                )
+            )
+            skopeo_t.append(
+                _timed(
+                    lambda r=rb: subprocess.run(
+                        [
+                            "skopeo",
+                            "copy",
+                            "--quiet",
+                            "--dest-tls-verify=false",
+                            f"oci-archive:{archive}",
+                            f"docker://{r.host}/worlds:bench",
+                        ],
+                        check=True,
+                        timeout=600,
+                        capture_output=True,
+                    )
+                )
+            )
+            p = None
+
+            def again(r=ra):
+                nonlocal p
+                p = _ok(
+                    apexrl(
+                        "image", "push", str(archive), "--to", f"{r.host}/worlds", "--tag", "bench"
+                    )
+                )
+
+            noop_cli.append(_timed(again))
+            assert "0 blobs uploaded (0 bytes)" in p.stderr
+            noop_api.append(_noop_in_process(archive, ra.host))
+        finally:
+            ra.stop()
+            rb.stop()
+        shutil.rmtree(tmp_path / f"reg-apexrl-{i}", ignore_errors=True)
+        shutil.rmtree(tmp_path / f"reg-skopeo-{i}", ignore_errors=True)
+
+    data = {
+        "world_bytes": world_bytes,
+        "image_archive_bytes": image_bytes,
+        "pack_s": round(min(pack_t), 3),
+        "tar_czf_s": round(min(tar_t), 3),
+        "pack_over_tar_czf": round(min(pack_t) / min(tar_t), 3),
+        "push_s": round(min(push_t), 3),
+        "skopeo_copy_s": round(min(skopeo_t), 3),
+        "push_over_skopeo": round(min(push_t) / min(skopeo_t), 3),
+        "noop_repush_cli_s": round(min(noop_cli), 3),
+        "noop_repush_in_process_s": round(min(noop_api), 4),
+        "targets": {"pack_over_tar_czf": 1.5, "push_over_skopeo": 1.0, "noop_repush_s": 1.0},
+        "command": "pytest tests/benchmarks/test_bench_images.py",
+        "peers": {
+            "pack": "tar czf of the same world folder (gzip -6)",
+            "push": "skopeo copy oci-archive:ARCHIVE docker://127.0.0.1:PORT/worlds:bench "
+            "(fresh docker-registry each)",
+        },
+        "python": sys.version.split()[0],
+    }
+    record("images", data)
+    print(data)
+
+
+def _noop_in_process(archive: Path, host: str) -> float:
+    from apexrl.registry.client import RegistryClient, push_image
+    from apexrl.registry.refs import parse_reference
+    from apexrl.worlds import oci
+
+    t0 = time.perf_counter()
+    with RegistryClient(parse_reference(f"{host}/worlds")) as c:
+        res = push_image(c, oci.open_image(archive), "bench")
+    dt = time.perf_counter() - t0
+    assert res.uploaded_blobs == 0
+    return dt
