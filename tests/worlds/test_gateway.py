@@ -60,6 +60,8 @@ def test_sheets_formulas_and_edits(served):
         for c in s.json("sheets_read_range", path="Reports/model.xlsx", range="A1:D4")["cells"]
     }
     assert cells["B4"]["formula"] == "=SUM(B2:B3)"
+    assert cells["B4"]["value"] == 150  # no cached value in the file: recomputed
+    assert cells["D4"]["value"] == pytest.approx(175 / 150 - 1)
     assert cells["D4"]["formula"] == "=C4/B4-1"
     assert cells["B2"]["value"] == 100
     s.text(
@@ -72,6 +74,7 @@ def test_sheets_formulas_and_edits(served):
         for c in s.json("sheets_read_range", path="Reports/model.xlsx", range="B2:E4")["cells"]
     }
     assert cells["B2"]["value"] == 110 and cells["E4"]["formula"] == "=B4*2"
+    assert cells["E4"]["value"] == 320
     s.text("sheets_add_tab", path="Reports/model.xlsx", tab="Scenario", rows=[["x", 1]])
     assert "Scenario" in [t["tab"] for t in s.json("sheets_list_tabs", path="Reports/model.xlsx")]
     s.text("sheets_create", path="Out/new.xlsx", rows=[["a", "b"], [1, 2]])

@@ -1,5 +1,8 @@
 """Spreadsheets (.xlsx via openpyxl, .csv via the csv module): list tabs, read a range
-(values and formulas), edit cells, add a tab, create a workbook."""
+(values and formulas), edit cells, add a tab, create a workbook.
+
+Formula cells show the value the spreadsheet app cached; when there is none (files
+written by openpyxl, or edited here) the value is recomputed by `formulas.Evaluator`."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from apexrl.errors import ApexError
+from apexrl.worlds.servers.formulas import Evaluator
 from apexrl.worlds.world import World
 
 MAX_CELLS = 5000
@@ -72,6 +76,7 @@ def _coerce(v: Any) -> Any:
 def workbook_text(p: Path) -> str:
     wb = _load(p, data_only=False)
     cached = _load(p, data_only=True)
+    ev = Evaluator(wb)
     out = []
     for ws in wb.worksheets:
         out.append(f"[tab {ws.title}] {ws.max_row} rows x {ws.max_column} columns")
@@ -83,7 +88,9 @@ def workbook_text(p: Path) -> str:
                     cells.append("")
                 elif isinstance(c.value, str) and c.value.startswith("="):
                     v = cws[c.coordinate].value
-                    cells.append(f"{c.value} -> {v}" if v is not None else str(c.value))
+                    if v is None:
+                        v = ev.value(ws.title, c.coordinate)
+                    cells.append(f"{c.value} -> {v}")
                 else:
                     cells.append(str(c.value))
             out.append(" | ".join(cells).rstrip(" |"))
@@ -117,7 +124,7 @@ def tools(world: World) -> list:
     def read_range(path: str, tab: str | None = None, range: str | None = None) -> dict[str, Any]:  # noqa: A002
         """Read cells of a .xlsx/.csv tab (default: the first tab, whole used range).
         `range` is A1 notation, e.g. 'A1:D20'. For each non-empty cell returns its value and,
-        for formula cells, the formula and the value last computed by the spreadsheet app."""
+        for formula cells, the formula and its value (recomputed when the file has none cached)."""
         from openpyxl.utils import range_boundaries
         from openpyxl.utils.cell import get_column_letter
 
@@ -144,6 +151,7 @@ def tools(world: World) -> list:
         cached = _load(p, data_only=True)
         ws = _sheet(wb, tab)
         cws = cached[ws.title]
+        ev = Evaluator(wb)
         rng = range or ws.dimensions
         min_col, min_row, max_col, max_row = range_boundaries(rng)
         cells = []
@@ -158,7 +166,10 @@ def tools(world: World) -> list:
                 entry: dict[str, Any] = {"cell": c.coordinate}
                 if isinstance(c.value, str) and c.value.startswith("="):
                     entry["formula"] = c.value
-                    entry["value"] = _plain(cws[c.coordinate].value)
+                    v = cws[c.coordinate].value
+                    if v is None:  # never computed by a spreadsheet app: compute it here
+                        v = ev.value(ws.title, c.coordinate)
+                    entry["value"] = _plain(v)
                 else:
                     entry["value"] = _plain(c.value)
                 cells.append(entry)
