@@ -7,8 +7,10 @@ PY    := $(VENV)/bin/python
 PIP   := $(VENV)/bin/pip
 DEMO  ?= demo-out
 
-# Python >= 3.12: python3.12 on PATH, else pyenv's 3.12 (FACTS: these machines have one).
-PYTHON312 ?= $(shell command -v python3.12 2>/dev/null || ls -d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | sort -V | tail -n1 || command -v python3)
+# Python >= 3.12: pyenv's 3.12+ (these machines have one), else python3.12/3.13/python3 on PATH,
+# each checked by running it (pyenv shims exist for versions that are not selected).
+PYTHON312 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/python 2>/dev/null | sort -V) python3.12 python3.13 python3; do \
+	  "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo "$$c"; break; }; done)
 
 # Debian packages the integration tests use (real registry, image tools, sandbox, browser).
 APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc
@@ -24,6 +26,7 @@ help:
 	@echo "make completions  regenerate completions/ from the CLI"
 
 $(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "no Python >= 3.12 found: install one or set PYTHON312=/path/to/python"; exit 2; }
 	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 12), "need Python >= 3.12, set PYTHON312="'
 	$(PIP) install -q --upgrade pip

@@ -148,7 +148,11 @@ def download_hf(source: str) -> Path:
             f"bad dataset address {source!r}", hint="use hf://org/name or hf://org/name@revision"
         )
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
 
     try:
         return Path(
@@ -170,6 +174,12 @@ def download_hf(source: str) -> Path:
         status = e.response.status_code if e.response is not None else None
         retryable = status is None or status == 429 or status >= 500
         raise RemoteError(f"Hub download failed: {e}", retryable=retryable) from e
+    except LocalEntryNotFoundError as e:  # the Hub could not be reached
+        raise RemoteError(
+            f"could not reach the Hub for {m['repo']}: {e.__cause__ or e}",
+            retryable=True,
+            hint="check the network / HF_ENDPOINT, or pass a local dataset folder",
+        ) from e
 
 
 def iter_rows(source: str | Path, *, with_binary: bool = True) -> Iterator[tuple[str, dict]]:
