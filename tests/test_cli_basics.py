@@ -66,3 +66,11 @@ def test_missing_input_is_usage_error(runner, tmp_path):
     )
     assert result.exit_code == 2
     assert "not a directory" in result.stderr
+
+
+def test_unwritable_output_is_a_clear_error(runner, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = runner.invoke(app, ["tasks", "example", "-o", str(blocker / "sub")])
+    assert result.exit_code == 1
+    assert "Not a directory" in result.stderr and "internal error" not in result.stderr

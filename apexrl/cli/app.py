@@ -30,6 +30,12 @@ class ApexGroup(TyperGroup):
             raise typer.Exit(int(e.code)) from None
         except (typer.Exit, typer.Abort, TyperException):
             raise
+        except OSError as e:  # unreadable input, unwritable output, disk full: not a bug
+            if _state["debug"]:
+                traceback.print_exc()
+            where = f" ({e.filename})" if e.filename else ""
+            output.error(f"{e.strerror or e}{where}")
+            raise typer.Exit(int(ExitCode.CHECK_FAILED)) from None
         except KeyboardInterrupt:
             output.error("interrupted")
             raise typer.Exit(130) from None
