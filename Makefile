@@ -65,24 +65,34 @@ format: install
 completions: install
 	$(PY) -m apexrl.completions
 
-# The pipeline on embedded defaults: example -> convert -> pack -> unpack -> validate.
+# The pipeline on embedded defaults: example -> convert -> pack -> unpack -> validate
+# -> split, world images, and a TITO check of the bundled Qwen3 tokenizer.
 demo: install
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
 	@A=$(VENV)/bin/apexrl; set -eo pipefail; \
-	echo "== 1/5 tasks example  -> $(DEMO)/expert"; \
+	echo "== 1/8 tasks example   -> $(DEMO)/expert"; \
 	$$A tasks example -o $(DEMO)/expert --seed 0 > $(DEMO)/example.json; \
-	echo "== 2/5 tasks convert  -> $(DEMO)/tasks"; \
+	echo "== 2/8 tasks convert   -> $(DEMO)/tasks"; \
 	$$A tasks convert $(DEMO)/expert -o $(DEMO)/tasks > $(DEMO)/tasks.jsonl; \
-	echo "== 3/5 tasks pack     -> $(DEMO)/dataset"; \
+	echo "== 3/8 tasks pack      -> $(DEMO)/dataset"; \
 	$$A tasks pack $(DEMO)/tasks -o $(DEMO)/dataset > $(DEMO)/dataset.json; \
-	echo "== 4/5 tasks unpack   -> $(DEMO)/unpacked"; \
+	echo "== 4/8 tasks unpack    -> $(DEMO)/unpacked"; \
 	$$A tasks unpack $(DEMO)/dataset -o $(DEMO)/unpacked > $(DEMO)/unpacked.jsonl; \
-	echo "== 5/5 tasks validate + split"; \
+	diff -r -x .apexrl $(DEMO)/tasks $(DEMO)/unpacked && echo "   unpack(pack(tasks)) is byte-identical"; \
+	echo "== 5/8 tasks validate"; \
 	$$A tasks validate $(DEMO)/dataset > $(DEMO)/findings.jsonl; \
+	echo "== 6/8 tasks split     -> $(DEMO)/split (train/eval share no world)"; \
 	$$A tasks split $(DEMO)/dataset --by world --eval-fraction 0.34 -o $(DEMO)/split > $(DEMO)/split.jsonl; \
-	diff -r -x .apexrl $(DEMO)/tasks $(DEMO)/unpacked && echo "round trip: unpack(pack(tasks)) is byte-identical"; \
+	echo "== 7/8 world pack      -> $(DEMO)/images (reproducible OCI archives)"; \
+	$$A world pack $(DEMO)/expert -o $(DEMO)/images > $(DEMO)/images.jsonl; \
+	echo "== 8/8 tito verify     (bundled Qwen3 tokenizer, history-preserving template)"; \
+	$$A tito verify --tokenizer qwen3 --chat-template qwen3-verbatim --mode template > $(DEMO)/tito.jsonl; \
 	echo; echo "== summary"; \
-	$$A tasks ls $(DEMO)/dataset
+	$(PY) -c 'import json,sys; d=json.load(open(sys.argv[1])); print("dataset:", d["n_tasks"], "tasks,", len(d["worlds"]), "worlds, by domain", d["domains"])' $(DEMO)/dataset/_dataset.json; \
+	$(PY) -c 'import json,sys; [print("split {split}: {n_tasks} tasks from {nw} world(s)".format(nw=len(r["worlds"]), **r)) for r in map(json.loads, open(sys.argv[1]))]' $(DEMO)/split.jsonl; \
+	$(PY) -c 'import json,sys; [print("image {w}  {d}  {size_bytes} bytes".format(w=r["world_id"][:24], d=r["digest"][:23], **r)) for r in map(json.loads, open(sys.argv[1]))]' $(DEMO)/images.jsonl; \
+	echo "findings: $$(wc -l < $(DEMO)/findings.jsonl) ; tito cases consistent: $$(grep -c '"ok":true' $(DEMO)/tito.jsonl)/$$(wc -l < $(DEMO)/tito.jsonl)"; \
+	echo "artifacts in $(DEMO)/"
 
 clean:
 	rm -rf $(DEMO) build dist *.egg-info .pytest_cache .ruff_cache
