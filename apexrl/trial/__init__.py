@@ -1,0 +1,1 @@
+"""One trial: a task attempted once (sandbox + agent + engine + grading)."""

@@ -1,0 +1,62 @@
+"""The contract between trial runners (eval, the SkyRL generator) and the trial machinery.
+
+`apexrl.trial.run.run_trial(task_dir, config) -> TrialOutcome` runs one trial and
+never raises for a trial-level failure: the outcome's `result.status` and
+`result.error_class` classify it (FACTS.md section 5), and non-completed trials
+score 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from apexrl.artifacts.models import TrialResult
+
+
+class AgentBudgets(BaseModel):
+    """Recipe defaults worth keeping (FACTS.md section 5)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_steps: int = 100
+    agent_timeout_s: float = 3600.0
+    tool_timeout_s: float = 600.0
+    llm_timeout_s: float = 1800.0
+    tool_result_max_chars: int = 42_000
+    max_tool_call_repairs: int = 2
+    nudge_ratio: float = 0.2  # tell the model once to wrap up below this share of context left
+    context_window: int | None = None  # None: from the model config
+
+
+class Sampling(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int | None = None  # per turn; None: what the context has left
+    seed: int | None = None
+
+
+class TrialConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent: Literal["apexrl", "oracle"] = "apexrl"
+    environment: Literal["local", "modal", "podman", "docker"] = "local"
+    worlds_dir: Path | None = None  # world store: <world_id>/ folders or <world_id>.zip
+    endpoint: str | None = None  # engine base URL (OpenAI-compatible, /v1/completions)
+    model: str | None = None  # served model name
+    tokenizer: str | None = None  # tokenizer path or id (defaults to the model's)
+    chat_template: str | None = None  # file or built-in name
+    judge: str | None = None  # LiteLLM model for non-deterministic criteria; None: deterministic only
+    budgets: AgentBudgets = Field(default_factory=AgentBudgets)
+    sampling: Sampling = Field(default_factory=Sampling)
+    attempt: int = 0
+    logs_dir: Path  # this trial's folder: agent/, verifier/, trajectory files
+
+
+class TrialOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    result: TrialResult
+    trajectory_path: Path | None = None  # ATIF JSON
+    tokens_path: Path | None = None  # apexrl token records (ids, mask, logprobs per turn)
+    verdicts: list[dict] = Field(default_factory=list)  # per-criterion verdicts from grading
