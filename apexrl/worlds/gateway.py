@@ -129,7 +129,9 @@ def build_gateway(world: World, *, apps: list[str] | None = None, strict: bool =
 
 def bind_socket(host: str, port: int) -> socket.socket:
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(fam, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose
+    # proto says TCP; without it every keep-alive response waits ~40 ms (Nagle + delayed ACK).
+    sock = socket.socket(fam, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

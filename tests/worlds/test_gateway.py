@@ -267,3 +267,17 @@ def test_single_server_tools_are_unprefixed(world_dir):
         s = Session(r.url)
         assert sorted(s.tools()) == ["forward", "list", "read", "reply", "search", "send"]
         assert s.json("list")["total"] == 2
+
+
+def test_listening_socket_is_tcp_so_responses_are_not_delayed():
+    # asyncio sets TCP_NODELAY on accepted sockets only when proto is TCP; without it
+    # every keep-alive response waited ~40 ms (Nagle + delayed ACK).
+    import socket
+
+    from apexrl.worlds.gateway import bind_socket
+
+    s = bind_socket("127.0.0.1", 0)
+    try:
+        assert s.proto == socket.IPPROTO_TCP
+    finally:
+        s.close()
