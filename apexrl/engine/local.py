@@ -167,6 +167,44 @@ class LocalEngine:
     def _piece(self, i: int) -> str:
         return self._decode([i])
 
+    def _prompt_logprobs(self, prompt: list[int], logits, top: int) -> list:
+        """vLLM's shape: None for the first token, then {id: {logprob, rank, decoded_token}}."""
+        torch = self.torch
+        tgt = torch.tensor(prompt[1:], dtype=torch.long)
+        lse = torch.logsumexp(logits, dim=-1)
+        chosen_logit = logits.gather(1, tgt[:, None])[:, 0]
+        chosen = (chosen_logit - lse).tolist()
+        # ranks cost a full pass over the vocabulary per position: only with top-k asked
+        ranks = (
+            ((logits > chosen_logit[:, None]).sum(dim=1) + 1).tolist()
+            if top > 0
+            else [None] * len(chosen)
+        )
+        tops = torch.topk(logits, top, dim=-1) if top > 0 else None
+        out: list = [None]
+        for k in range(len(prompt) - 1):
+            tid = prompt[k + 1]
+            entry = {
+                str(tid): {
+                    "logprob": chosen[k],
+                    "rank": ranks[k],
+                    "decoded_token": self._piece(tid),
+                }
+            }
+            if tops is not None:
+                for r in range(top):
+                    t = int(tops.indices[k, r])
+                    entry.setdefault(
+                        str(t),
+                        {
+                            "logprob": float(tops.values[k, r] - lse[k]),
+                            "rank": r + 1,
+                            "decoded_token": self._piece(t),
+                        },
+                    )
+            out.append(entry)
+        return out
+
     def generate(
         self,
         prompt: list[int],
@@ -191,34 +229,11 @@ class LocalEngine:
         plp = None
         with self.lock, torch.inference_mode():
             ids = torch.tensor([prompt], dtype=torch.long)
-            res = self.model(input_ids=ids, use_cache=True)
+            keep = {} if prompt_logprobs is not None else {"logits_to_keep": 1}
+            res = self.model(input_ids=ids, use_cache=True, **keep)
             logits = res.logits[0].float()
             if prompt_logprobs is not None:
-                lp = torch.log_softmax(logits[:-1], dim=-1)
-                tgt = torch.tensor(prompt[1:], dtype=torch.long)
-                chosen = lp.gather(1, tgt[:, None])[:, 0]
-                ranks = (lp > chosen[:, None]).sum(dim=1) + 1
-                plp = [None]
-                for k in range(len(prompt) - 1):
-                    entry = {
-                        str(prompt[k + 1]): {
-                            "logprob": float(chosen[k]),
-                            "rank": int(ranks[k]),
-                            "decoded_token": self._piece(prompt[k + 1]),
-                        }
-                    }
-                    if prompt_logprobs > 0:
-                        top = torch.topk(lp[k], prompt_logprobs)
-                        for r, (v, t) in enumerate(zip(top.values, top.indices, strict=True)):
-                            entry.setdefault(
-                                str(int(t)),
-                                {
-                                    "logprob": float(v),
-                                    "rank": r + 1,
-                                    "decoded_token": self._piece(int(t)),
-                                },
-                            )
-                    plp.append(entry)
+                plp = self._prompt_logprobs(prompt, logits[:-1], prompt_logprobs)
             past = self._cache(res)
             nxt = logits[-1]
             for _ in range(max_tokens):

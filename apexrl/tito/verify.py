@@ -131,6 +131,9 @@ def classify(
     ta = tok.decode(ra[:256])
     tb = tok.decode(rb[:256])
     prev = a[i - 1] if i > 0 else None
+    # same text, different ids: decode -> encode does not give back the sampled ids
+    if ra and rb and ta[:64] == tb[:64] and tok.decode(ra) == tok.decode(rb):
+        return "retokenization"
     # stop-token overlap: a newline after the stop token, or a duplicated stop token
     if prev in stop_ids or (ra and ra[0] in stop_ids) or (rb and rb[0] in stop_ids):
         if ra[:1] and rb[1:2] == ra[:1] and rb[0] in stop_ids:
@@ -148,12 +151,6 @@ def classify(
     for tag in tags:
         if (tag in ta[:400]) != (tag in tb[:400]):
             return "reasoning_pruned"
-    # whitespace only
-    na, nb = _nows(ta), _nows(tb)
-    k = min(len(na), len(nb))
-    # (windows are token-bounded: a few shifted tokens change their lengths a little)
-    if na[:k] == nb[:k] and abs(len(na) - len(nb)) <= 64 and (k > 0 or not (na or nb)):
-        return "whitespace"
     # tool arguments re-serialized
     pre_a = tok.decode(list(a[max(0, i - 512) : i]))
     if _in_tool_call(pre_a):
@@ -162,8 +159,12 @@ def classify(
         ja, jb = _tool_block(full_a, len(pre_a)), _tool_block(full_b, len(pre_a))
         if ja is not None and ja == jb:
             return "tool_argument_reserialization"
-    if ta and tb and tok.decode(ra) == tok.decode(rb):
-        return "retokenization"
+    # whitespace only
+    na, nb = _nows(ta), _nows(tb)
+    k = min(len(na), len(nb))
+    # (windows are token-bounded: a few shifted tokens change their lengths a little)
+    if na[:k] == nb[:k] and abs(len(na) - len(nb)) <= 64 and (k > 0 or not (na or nb)):
+        return "whitespace"
     return "other"
 
 
