@@ -14,8 +14,11 @@ MODAL_KEYS = ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET")
 HF_KEYS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 JUDGE_KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY")
 WORLD_KEYS = ("FMP_API_KEY",)  # data APIs some worlds' tools call
+REGISTRY_KEYS = ("APEXRL_REGISTRY_PASSWORD",)  # `image push` to a non-ECR registry
 
-SECRET_ENV_KEYS: tuple[str, ...] = AWS_KEYS + MODAL_KEYS + HF_KEYS + JUDGE_KEYS + WORLD_KEYS
+SECRET_ENV_KEYS: tuple[str, ...] = (
+    AWS_KEYS + MODAL_KEYS + HF_KEYS + JUDGE_KEYS + WORLD_KEYS + REGISTRY_KEYS
+)
 
 
 def present(keys: tuple[str, ...] | list[str]) -> dict[str, bool]:

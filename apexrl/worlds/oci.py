@@ -14,7 +14,6 @@ An image archive is an OCI image layout in a tar (what `skopeo` calls
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import json
@@ -206,15 +205,18 @@ def write_layer(
     level: int = GZIP_LEVEL,
     on_bytes: Callable[[int], None] | None = None,
 ) -> Layer:
-    """Write a gzip layer of `entries` (sorted, parents added) to `dest`."""
+    """Write a gzip layer of `entries` (sorted, parents added) to `dest`.
+
+    The tar stream is built (and hashed) on this thread while another thread
+    deflates it: zlib and hashlib release the GIL, so both cores work, like
+    `tar | gzip`."""
     mtime = build_epoch() if mtime is None else mtime
     ordered = with_parents(entries)
     with open(dest, "wb") as raw:
         comp = _HashingWriter(raw)
-        with gzip.GzipFile(
-            filename="", mode="wb", fileobj=comp, compresslevel=level, mtime=0
-        ) as gz:
-            plain = _HashingWriter(gz)
+        gz = _PipelinedGzip(comp, level)
+        plain = _HashingWriter(gz)
+        try:
             with tarfile.open(
                 fileobj=plain,  # type: ignore[arg-type]
                 mode="w",
@@ -232,7 +234,84 @@ def write_layer(
                             on_bytes(e.size)
                     else:
                         tar.addfile(ti)
+        except BaseException:
+            gz.abort()
+            raise
+        gz.close()
     return Layer(comp.digest, plain.digest, comp.size, dest)
+
+
+class _PipelinedGzip:
+    """A gzip writer (mtime 0, no name, OS 255: the same header Python's gzip module
+    writes) that deflates on a worker thread. Output bytes do not depend on how the
+    input is split into writes."""
+
+    def __init__(self, sink: _HashingWriter, level: int) -> None:
+        import queue
+        import threading
+        import zlib
+
+        self.sink = sink
+        self.crc = 0
+        self.size = 0
+        self.buf = bytearray()
+        self.q: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self.error: BaseException | None = None
+        self._zlib = zlib
+        self._co = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0)
+        xfl = b"\002" if level == 9 else (b"\004" if level == 1 else b"\000")
+        sink.write(b"\037\213\010\000" + b"\000\000\000\000" + xfl + b"\377")
+        self.thread = threading.Thread(target=self._run, name="gzip", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                chunk = self.q.get()
+                if chunk is None:
+                    self.sink.write(self._co.flush())
+                    return
+                out = self._co.compress(chunk)
+                if out:
+                    self.sink.write(out)
+        except BaseException as e:  # surfaced by write()/close()
+            self.error = e
+            while self.q.get() is not None:  # drain so the producer never blocks
+                pass
+
+    def _put(self, chunk: bytes | None) -> None:
+        if self.error:
+            raise self.error
+        self.q.put(chunk)
+
+    def write(self, data: bytes) -> int:
+        self.crc = self._zlib.crc32(data, self.crc)
+        self.size += len(data)
+        self.buf += data
+        if len(self.buf) >= COPY_BUFSIZE:
+            self._put(bytes(self.buf))
+            self.buf.clear()
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.buf:
+            self._put(bytes(self.buf))
+            self.buf.clear()
+        self._put(None)
+        self.thread.join()
+        if self.error:
+            raise self.error
+        import struct
+
+        self.sink.write(struct.pack("<II", self.crc & 0xFFFFFFFF, self.size & 0xFFFFFFFF))
+
+    def abort(self) -> None:
+        if self.thread.is_alive():
+            self.q.put(None)
+            self.thread.join(timeout=30)
 
 
 class _Exact:

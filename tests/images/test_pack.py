@@ -196,3 +196,24 @@ def test_bad_inputs_name_the_problem(tmp_path):
         "world", "pack", str(tmp_path / "empty"), "-o", str(tmp_path / "o"), "--base", "./nope"
     )
     assert p.returncode == 2
+
+
+def test_deps_layer_is_shared_and_on_pythonpath(world, tmp_path):
+    deps = tmp_path / "deps"
+    (deps / "fakepkg").mkdir(parents=True)
+    (deps / "fakepkg" / "__init__.py").write_text("VALUE = 1\n")
+    (deps / "fakepkg" / "__pycache__").mkdir()
+    (deps / "fakepkg" / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    w2 = make_world(tmp_path / "other", n_files=1)
+    recs = _pack(str(world), str(w2), "-o", str(tmp_path / "o"), "--deps", str(deps))
+    srcs = [oci.open_image(Path(r["archive"])) for r in recs]
+    assert srcs[0].manifest["layers"][:2] == srcs[1].manifest["layers"][:2]  # runtime + deps
+    env = dict(e.split("=", 1) for e in srcs[0].config()["config"]["Env"])
+    assert env["PYTHONPATH"] == "/opt/apexrl:/opt/apexrl/deps"
+    with (
+        srcs[0]._open(srcs[0].manifest["layers"][1]["digest"]) as fh,
+        tarfile.open(fileobj=fh, mode="r|gz") as tar,
+    ):
+        names = [m.name.rstrip("/") for m in tar]
+    assert "opt/apexrl/deps/fakepkg/__init__.py" in names
+    assert not any("__pycache__" in n for n in names)
