@@ -51,6 +51,7 @@ def pack(
     (world_id, archive, digest, size_bytes).
     """
     from apexrl.artifacts.models import PackedImageRecord
+    from apexrl.errors import ApexError, ExitCode
     from apexrl.worlds.pack import Packer, PackOptions, resolve_sources
 
     worlds = resolve_sources(srcs)
@@ -66,10 +67,19 @@ def pack(
         endpoint=registry_endpoint,
     )
     records = []
+    failed = []
+    as_json = json_out or not output.stdout_is_terminal()
     with Packer(opts) as packer:
         for w in worlds:
-            with output.progress(f"pack {w.world_id}", total=w.data_size or None) as advance:
-                packed = packer.pack(w, on_bytes=advance)
+            try:
+                if w.error:
+                    raise w.error
+                with output.progress(f"pack {w.world_id}", total=w.data_size or None) as advance:
+                    packed = packer.pack(w, on_bytes=advance)
+            except ApexError as e:
+                output.error(f"world {w.world_id} ({w.where}): {e}")
+                failed.append(e)
+                continue
             rec = PackedImageRecord(
                 world_id=packed.world_id,
                 archive=str(packed.archive),
@@ -77,7 +87,10 @@ def pack(
                 size_bytes=packed.size,
             )
             records.append(rec)
-            if json_out or not output.stdout_is_terminal():
+            if as_json:
                 output.emit_records([rec], json_out=True)
-    if not (json_out or not output.stdout_is_terminal()):
+    if not as_json:
         output.emit_records(records, title="world images")
+    if failed:
+        code = ExitCode.PARTIAL if records else failed[0].code
+        raise typer.Exit(int(code))

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from apexrl.artifacts.atomic import atomic_path
-from apexrl.errors import BadRecordError, UsageError
+from apexrl.errors import ApexError, BadRecordError, UsageError
 from apexrl.worlds import oci
 
 WORLD_DIR = "world"  # -> /world in the image
@@ -71,6 +71,14 @@ class WorldSource:
     entries: Callable[[], list[oci.Entry]]  # names relative to the world root
     meta: dict[str, Any] = field(default_factory=dict)  # world.json content to add
     data_size: int = 0
+    error: ApexError | None = None  # a world of a dataset that cannot be packed
+
+
+def _failed(world_id: str, where: str, error: ApexError) -> WorldSource:
+    def entries() -> list[oci.Entry]:
+        raise error
+
+    return WorldSource(world_id, where, entries, error=error)
 
 
 def _safe_world_id(value: str, where: str) -> str:
@@ -137,18 +145,21 @@ def _dataset_worlds(root: Path) -> list[WorldSource]:
         z = root / "world_files_zipped" / f"{w.world_id}.zip"
         d = root / "world_files" / w.world_id
         meta = w.model_dump(mode="json")
-        if z.is_file():
-            worlds.append(_zip_world(z, w.world_id, meta))
-        elif d.is_dir():
-            ws = _folder_world(d, w.world_id)
-            ws.meta = meta
-            worlds.append(ws)
-        else:
-            raise BadRecordError(
-                f"{where}[{i}]",
-                f"world {w.world_id!r} has no {z.relative_to(root)}",
-                hint="add the world's zip or remove the world from world_descriptions.json",
-            )
+        try:
+            if z.is_file():
+                worlds.append(_zip_world(z, w.world_id, meta))
+            elif d.is_dir():
+                ws = _folder_world(d, w.world_id)
+                ws.meta = meta
+                worlds.append(ws)
+            else:
+                raise BadRecordError(
+                    f"{where}[{i}]",
+                    f"world {w.world_id!r} has no {z.relative_to(root)}",
+                    hint="add the world's zip or remove the world from world_descriptions.json",
+                )
+        except ApexError as e:  # one bad world does not stop the others
+            worlds.append(_failed(w.world_id, str(z), e))
     return worlds
 
 

@@ -217,3 +217,17 @@ def test_deps_layer_is_shared_and_on_pythonpath(world, tmp_path):
         names = [m.name.rstrip("/") for m in tar]
     assert "opt/apexrl/deps/fakepkg/__init__.py" in names
     assert not any("__pycache__" in n for n in names)
+
+
+def test_dataset_with_one_bad_world_packs_the_rest_and_exits_5(example, tmp_path):
+    import shutil
+
+    ds = tmp_path / "ds"
+    shutil.copytree(example, ds)
+    zips = sorted((ds / "world_files_zipped").iterdir())
+    with zipfile.ZipFile(zips[0], "a") as zf:
+        zf.writestr("../../escape.txt", "x")
+    p = apexrl("world", "pack", str(ds), "-o", str(tmp_path / "o"), "--runtime", _RUNTIME["pkg"])
+    assert p.returncode == 5, p.stderr
+    assert zips[0].stem in p.stderr and "escapes" in p.stderr
+    assert sorted(r["world_id"] for r in records(p.stdout)) == sorted(z.stem for z in zips[1:])
