@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from apexrl.errors import AuthError, RemoteError
+from apexrl.errors import AuthError, RemoteError, UsageError
 
 ENV_USER = "APEXRL_REGISTRY_USERNAME"
 ENV_PASSWORD = "APEXRL_REGISTRY_PASSWORD"
@@ -111,8 +111,14 @@ def lookup(host: str) -> Credentials | None:
 
 
 def _ecr_client(region: str):
-    import boto3
-    from botocore.config import Config
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise UsageError(
+            "pushing to ECR needs boto3, which is not installed",
+            hint="pip install 'apexrl[aws]'",
+        ) from None
 
     cfg = Config(
         connect_timeout=10,
