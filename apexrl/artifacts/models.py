@@ -43,16 +43,24 @@ class DeterministicCheck(BaseModel):
 
     kind:
       exact          the final answer contains `value` (case-insensitive, whitespace-normalised)
+      contains       the same as exact
+      equals         the whole final answer is `value` (case-insensitive, whitespace-normalised)
       number         a number in the final answer is within `tolerance` of `value`
       file_exists    `path` (relative to the world's filesystem/) exists after the run
       file_contains  `path` exists and its text contains `value`
+      sheet_cell     cell `cell` (A1) of tab `sheet` (default: the first) of the .xlsx/.csv
+                     at `path` equals `value` (numbers within `tolerance`)
     """
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["exact", "number", "file_exists", "file_contains"]
+    kind: Literal[
+        "exact", "contains", "equals", "number", "file_exists", "file_contains", "sheet_cell"
+    ]
     value: str | float | None = None
     tolerance: float = 0.0
     path: str | None = None
+    sheet: str | None = None
+    cell: str | None = None
 
 
 class RubricCriterion(BaseModel):
@@ -254,3 +262,10 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "packed-image": PackedImageRecord,
     "trial-result": TrialResult,
 }
+
+# Token-in/token-out records live with their code (light modules: pydantic only).
+from apexrl.tito.records import TitoFinding  # noqa: E402
+from apexrl.tito.trajectory import TitoTrajectory  # noqa: E402
+
+SCHEMAS["tito-trajectory"] = TitoTrajectory
+SCHEMAS["tito-finding"] = TitoFinding
