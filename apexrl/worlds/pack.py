@@ -369,9 +369,11 @@ def _local_image(spec: str) -> oci.ImageSource | None:
             return oci.open_image(Path(path), ref)
     if Path(spec).exists():
         return oci.open_image(Path(spec))
-    if ":" in spec and Path(spec.rsplit(":", 1)[0]).exists():
+    if ":" in spec:  # PATH:REF, only for what is clearly an OCI archive or layout
         path, ref = spec.rsplit(":", 1)
-        return oci.open_image(Path(path), ref)
+        p = Path(path)
+        if (p.is_dir() and (p / "index.json").is_file()) or (p.is_file() and p.suffix == ".tar"):
+            return oci.open_image(p, ref)
     if spec.startswith((".", "/")):
         raise UsageError(f"--base {spec}: no such OCI archive or layout")
     return None
