@@ -7,7 +7,7 @@ from enum import StrEnum
 import typer
 
 from apexrl.cli import output
-from apexrl.errors import ExitCode, UsageError
+from apexrl.errors import ApexError, ExitCode, UsageError
 
 app = typer.Typer(
     help="Token-in/token-out (TITO): check that tokenizer, chat template and engine agree.",
@@ -162,6 +162,11 @@ def _replay(tok, src, path: str):
         raise UsageError(f"{path}: no such file")
     try:
         items = list(V.load_trajectories(path))
+        if not items:
+            raise ApexError(
+                f"{path}: no trajectories",
+                hint="pass JSONL of apexrl trajectories (schema tito-trajectory) or ATIF JSON",
+            )
         out = []
         with output.progress("replay", total=len(items)) as advance:
             for f in V.verify_replay(tok, src, items):

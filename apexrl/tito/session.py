@@ -43,6 +43,20 @@ class TitoSession:
         self.turns: list[TitoTurn] = []
         self.n_prompt_messages = 0
         self.model = model
+        self.prefill_reasoning = self._prefill_reasoning()
+
+    def _prefill_reasoning(self) -> str | None:
+        """Reasoning the generation prompt already holds (thinking off: `<think>\n\n</think>`).
+        The model's turn starts after it, so parsed messages get it back for rendering."""
+        base = self.obs.base
+        with_gen = self.render(base, add_generation_prompt=True)
+        without = self.render(base, add_generation_prompt=False)
+        gen = with_gen[len(without) :] if with_gen.startswith(without) else ""
+        if "<think>" in gen and "</think>" in gen:
+            inner = gen.split("<think>", 1)[1].split("</think>", 1)[0]
+            inner = inner[1:] if inner.startswith("\n") else inner
+            return inner[:-1] if inner.endswith("\n") else inner
+        return None
 
     @property
     def stop_ids(self) -> set[int]:
@@ -74,7 +88,10 @@ class TitoSession:
     ) -> ParsedCompletion:
         self.state.append_sampled(token_ids, logprobs)
         parsed = parse_completion(self.tok.decode(list(token_ids)))
-        self.messages.append(parsed.to_message())
+        msg = parsed.to_message()
+        if parsed.reasoning is None and self.prefill_reasoning is not None:
+            msg["reasoning_content"] = self.prefill_reasoning
+        self.messages.append(msg)
         self.turns.append(
             TitoTurn(
                 kind="sampled",

@@ -134,3 +134,9 @@ def test_cli_replay_jsonl_atif_and_bad_records(tmp_path, tok, traj):
         app, [*args, "-", "--chat-template", "qwen3-verbatim"], input=traj.model_dump_json()
     )
     assert r.exit_code == 0, r.output
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    r = runner.invoke(app, [*args, str(empty)])
+    assert r.exit_code == 1 and "no trajectories" in r.output
+    r = runner.invoke(app, [*args, str(tmp_path / "missing.jsonl")])
+    assert r.exit_code == 2
