@@ -129,8 +129,10 @@ def _dataset_worlds(root: Path) -> list[WorldSource]:
 
     where = str(root / "world_descriptions.json")
     data = read_json_file(root / "world_descriptions.json")
-    if isinstance(data, dict):  # {world_id: {...}} is accepted too
-        data = [{"world_id": k, **v} for k, v in data.items()]
+    if isinstance(data, dict) and isinstance(data.get("worlds"), list):
+        data = data["worlds"]
+    elif isinstance(data, dict):  # {world_id: {...}} is accepted too
+        data = [{"world_id": k, **v} for k, v in data.items() if isinstance(v, dict)]
     if not isinstance(data, list):
         raise BadRecordError(where, "expected a JSON list of worlds")
     worlds = []
