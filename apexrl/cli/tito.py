@@ -93,8 +93,11 @@ def verify(
 
         cases = builtin_cases()
         if no_thinking:
-            for c in cases:
-                c.kwargs.setdefault("enable_thinking", False)
+            for c in cases:  # thinking off: every turn follows an empty think block
+                c.kwargs["enable_thinking"] = False
+                for m in c.messages:
+                    if m.get("role") == "assistant":
+                        m["reasoning_content"] = ""
         findings = V.verify_template(tok, src, cases)
     elif mode is Mode.replay:
         if not trajectories:
@@ -193,6 +196,8 @@ def _summary(findings, mode: str, template: str) -> None:
             detail = f"mean|Δlp| {f.mean_abs_dlogprob:.3g} max {f.max_abs_dlogprob:.3g}"
         elif f.drift_tokens:
             detail = f"drift {f.drift_tokens}/{f.n_tokens} tokens"
+        elif d is not None and d.step:
+            detail = d.step
         table.add_row(
             escape(f.case),
             "[green]pass[/]" if f.ok else f"[red]{f.status}[/]",

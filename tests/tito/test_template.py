@@ -114,3 +114,11 @@ def test_tokenizer_config_as_template_source(qwen3_dir):
     )
     assert r.exit_code == 1  # the stock template, read from the config file
     assert json.loads(r.stdout.splitlines()[0])["mode"] == "template"
+
+
+def test_cli_no_thinking():
+    args = ["tito", "verify", "-t", "qwen3", "--no-thinking", "--json"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 1  # stock Qwen3 drops the empty think block of earlier turns
+    r = runner.invoke(app, [*args, "--chat-template", "qwen3-verbatim"])
+    assert r.exit_code == 0, r.output
