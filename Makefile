@@ -18,7 +18,7 @@ APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-util
 .PHONY: help install sysdeps test test-fast bench lint format completions demo clean
 
 help:
-	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with dev extras"
+	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
 	@echo "make test         install, then run the test suite"
 	@echo "make demo         install, then run the pipeline on the embedded example data"
 	@echo "make bench        run benchmarks, write bench/results.json"
@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 12), "need Python >= 3.12, set PYTHON312="'
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,local]'
 	@touch $@
 
 install: $(VENV)/.installed
