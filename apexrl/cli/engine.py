@@ -1,13 +1,16 @@
-"""`apexrl engine`: local inference engines speaking the /v1/completions contract."""
+"""`apexrl engine`: inference engines behind the /v1/completions token-id contract."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 from apexrl.cli import output
 
 app = typer.Typer(
-    help="Inference engines: a local CPU engine for small checkpoints (vLLM's HTTP contract).",
+    help="Inference engines: vLLM on GPUs, a local CPU engine for small checkpoints "
+    "(same /v1/completions contract).",
     no_args_is_help=True,
 )
 
@@ -33,30 +36,111 @@ def make_tiny(
 
 @app.command()
 def serve(
-    model: str = typer.Option(..., "--model", "-m", help="Hugging Face checkpoint directory."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(8000, "--port", help="Port (0 picks a free one)."),
-    served_model_name: str = typer.Option(
-        None, "--served-model-name", help="Name clients send as `model` (default: dir name)."
+    model_arg: str = typer.Argument(
+        None, metavar="MODEL", help="Hugging Face model id or local checkpoint directory."
     ),
-    max_model_len: int = typer.Option(None, "--max-model-len", help="Context window."),
-    threads: int = typer.Option(None, "--threads", help="torch CPU threads."),
+    model_opt: str = typer.Option(None, "--model", "-m", help="Same as MODEL."),
+    engine: str = typer.Option(
+        "auto", "--engine", help="auto (vLLM with CUDA + the serve extra, else local), vllm, local."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8000, "--port", "-p", help="Port (0 picks a free one)."),
+    served_model_name: str = typer.Option(
+        None, "--served-model-name", help="Name clients send as `model` (default: dir name / id)."
+    ),
+    max_model_len: int = typer.Option(None, "--max-model-len", help="Context window (tokens)."),
+    tensor_parallel_size: int = typer.Option(
+        None, "--tensor-parallel-size", "--tp", help="vLLM: default from the visible GPUs."
+    ),
+    threads: int = typer.Option(None, "--threads", help="Local engine: torch CPU threads."),
+    log_file: Path = typer.Option(
+        Path("vllm.log"), "--log-file", help="vLLM: where its log is streamed."
+    ),
+    ready_timeout: float = typer.Option(
+        1800.0, "--ready-timeout", help="vLLM: seconds to wait for /health."
+    ),
 ) -> None:
-    """Serve a checkpoint on CPU: POST /v1/completions (token-id prompts), GET /v1/models, /health.
+    """Serve MODEL: POST /v1/completions (token-id prompts), GET /v1/models, /health.
 
-    Prints {"url": ..., "model": ...} on stdout once listening; stops on Ctrl-C.
+    Prints one JSON line (engine, url, model, max_model_len, log) on stdout once it
+    answers; stops cleanly on Ctrl-C or SIGTERM.
     """
-    from apexrl.engine.local import EngineServer, LocalEngine
+    import signal
+    import threading
 
-    engine = LocalEngine(
-        model, served_model_name=served_model_name, max_model_len=max_model_len, threads=threads
+    from apexrl.engine.serve import start_engine
+    from apexrl.errors import UsageError
+
+    model = model_arg or model_opt
+    if not model:
+        raise UsageError("pass MODEL (an HF id or a checkpoint directory)")
+    if engine not in ("auto", "vllm", "local"):
+        raise UsageError(f"--engine {engine!r}: choose auto, vllm or local")
+    running = start_engine(
+        model,
+        engine=engine,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        served_model_name=served_model_name,
+        max_model_len=max_model_len,
+        tensor_parallel_size=tensor_parallel_size,
+        threads=threads,
+        log_path=log_file,
+        ready_timeout_s=ready_timeout,
     )
-    server = EngineServer(engine, host=host, port=port)
-    output.emit_records([{"url": server.url, "model": engine.name}], json_out=True)
-    output.info(f"serving {engine.name} on {server.url} (Ctrl-C to stop)")
+    stop = threading.Event()
+
+    def on_signal(signum, frame) -> None:
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        rec = running.record()
+        output.emit_records([rec], json_out=True)
+        output.info(f"serving {running.model} ({running.kind}) on {running.url} (Ctrl-C to stop)")
+        while not stop.wait(0.5):
+            pass
     finally:
-        server.httpd.server_close()
+        for s, h in old.items():
+            signal.signal(s, h)
+        running.stop()
+
+
+@app.command()
+def check(
+    endpoint: str = typer.Option(..., "--endpoint", "-e", help="Engine base URL."),
+    model: str = typer.Option(None, "--model", "-m", help="Served model name (default: first)."),
+    timeout: float = typer.Option(30.0, "--timeout", help="Seconds per request."),
+) -> None:
+    """Check a running engine: /v1/models, then one token-id completion with token ids back.
+
+    Prints one JSON line: url, model, max_model_len, and the sampled ids. Exit 4 when
+    unreachable, 1 when it does not honour the TITO contract (return_token_ids, logprobs).
+    """
+    from apexrl.engine.serve import probe_endpoint
+    from apexrl.errors import ApexError
+    from apexrl.tito.client import EngineClient, RetryPolicy
+
+    info = probe_endpoint(endpoint, model=model, timeout_s=timeout)
+    with EngineClient(
+        info.url, model=info.model, timeout_s=timeout, retry=RetryPolicy(max_retries=1)
+    ) as c:
+        comp = c.complete([0, 1, 2], max_tokens=2, temperature=0.0)
+    if comp.logprobs is None or len(comp.logprobs) != len(comp.token_ids):
+        raise ApexError(
+            f"engine at {info.url} returned no logprobs aligned with its token ids",
+            hint="TITO needs logprobs for every sampled token",
+        )
+    output.emit_records(
+        [
+            {
+                "url": info.url,
+                "model": info.model,
+                "max_model_len": info.max_model_len,
+                "models": info.models,
+                "sampled_ids": comp.token_ids,
+                "finish_reason": comp.finish_reason,
+            }
+        ],
+        json_out=True,
+    )

@@ -1,0 +1,244 @@
+"""A scripted engine for tests: fixed completions behind the TITO `/v1/completions` contract.
+
+Each POST /v1/completions takes the next step of the script:
+  str            a completion text, tokenized with the real tokenizer; the stop token
+                 (`<|im_end|>`) is appended as the model would emit it
+  Fault(...)     "status" (answer HTTP `status`), "hang" (answer after `seconds`, or
+                 never while the server runs), "drop" (close the connection unanswered)
+  callable       called with the request body; returns a str or a Fault (lets a test
+                 act mid-trial, e.g. kill a tool server)
+When the script is exhausted the engine answers 400 "script exhausted" (not retried).
+
+The server checks the request the way vLLM would (token-id prompt, explicit
+max_tokens, return_token_ids), cuts completions at `max_tokens` (finish_reason
+"length"), returns one logprob per sampled token, and records every request.
+It listens on 127.0.0.1; use it as a context manager.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+FIXED_LOGPROB = -0.25
+
+
+@dataclass
+class Fault:
+    kind: Literal["status", "hang", "drop"]
+    status: int = 500
+    message: str = "scripted fault"
+    seconds: float | None = None  # hang: None = until the server stops
+
+
+Step = str | Fault | Callable[[dict], "str | Fault"]
+
+
+class ScriptedEngine:
+    def __init__(
+        self,
+        script: Sequence[Step],
+        *,
+        tokenizer: str = "qwen3",
+        model: str = "scripted",
+        max_model_len: int = 32768,
+        stop_token: str | None = "<|im_end|>",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        from apexrl.tito.tokenizer import load_tokenizer
+
+        self.tok = load_tokenizer(tokenizer)
+        self.model = model
+        self.max_model_len = max_model_len
+        self.stop_id = self.tok.token_to_id(stop_token) if stop_token else None
+        self.script: list[Step] = list(script)
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def push(self, *steps: Step) -> None:
+        with self._lock:
+            self.script.extend(steps)
+
+    def _next(self) -> Step | None:
+        with self._lock:
+            return self.script.pop(0) if self.script else None
+
+    def completion(self, text: str, body: dict) -> dict:
+        ids = self.tok.encode(text)
+        if self.stop_id is not None:
+            ids = [*ids, self.stop_id]
+        max_tokens = body["max_tokens"]
+        finish = "stop"
+        if len(ids) > max_tokens:
+            ids, finish = ids[:max_tokens], "length"
+        choice: dict[str, Any] = {
+            "index": 0,
+            "text": self.tok.decode(ids),
+            "finish_reason": finish,
+            "stop_reason": self.stop_id if finish == "stop" else None,
+            "token_ids": ids,
+            "prompt_token_ids": body["prompt"],
+            "logprobs": None,
+        }
+        if body.get("logprobs") is not None:
+            pieces = [self.tok.decode([i]) for i in ids]
+            choice["logprobs"] = {
+                "tokens": pieces,
+                "token_logprobs": [FIXED_LOGPROB] * len(ids),
+                "top_logprobs": [{p: FIXED_LOGPROB} for p in pieces],
+                "text_offset": [0] * len(ids),
+            }
+        n = len(body["prompt"])
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": n,
+                "completion_tokens": len(ids),
+                "total_tokens": n + len(ids),
+            },
+        }
+
+    def check(self, body: dict) -> str | None:
+        prompt = body.get("prompt")
+        if (
+            not isinstance(prompt, list)
+            or not prompt
+            or not all(isinstance(t, int) for t in prompt)
+        ):
+            return "prompt must be a non-empty list of token ids"
+        if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+            return "max_tokens must be explicit and positive"
+        if not body.get("return_token_ids"):
+            return "return_token_ids must be true"
+        if body.get("model") not in (None, self.model):
+            return f"The model `{body.get('model')}` does not exist."
+        if len(prompt) + body["max_tokens"] > self.max_model_len:
+            return (
+                f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                f"you requested {len(prompt) + body['max_tokens']} tokens."
+            )
+        return None
+
+    def _handler(self):
+        eng = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _send(self, status: int, obj: Any) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path == "/health":
+                    self._send(200, {"status": "ok"})
+                elif self.path == "/v1/models":
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [
+                                {
+                                    "id": eng.model,
+                                    "object": "model",
+                                    "max_model_len": eng.max_model_len,
+                                }
+                            ],
+                        },
+                    )
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                if self.path != "/v1/completions":
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    self._send(400, {"error": {"message": "invalid JSON"}})
+                    return
+                eng.requests.append(body)
+                bad = eng.check(body)
+                if bad:
+                    self._send(400, {"error": {"message": bad, "type": "BadRequestError"}})
+                    return
+                step = eng._next()
+                if callable(step) and not isinstance(step, Fault):
+                    step = step(body)
+                if step is None:
+                    self._send(400, {"error": {"message": "script exhausted"}})
+                elif isinstance(step, str):
+                    self._send(200, eng.completion(step, body))
+                elif step.kind == "status":
+                    self._send(step.status, {"error": {"message": step.message}})
+                elif step.kind == "hang":
+                    eng._stopping.wait(step.seconds)
+                    if step.seconds is not None and not eng._stopping.is_set():
+                        self._send(500, {"error": {"message": "hung, then failed"}})
+                    self.close_connection = True
+                else:  # drop
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+
+        return Handler
+
+    def start(self) -> ScriptedEngine:
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name="apexrl-scripted-engine", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def __enter__(self) -> ScriptedEngine:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def tool_call_text(name: str, arguments: dict, *, think: str | None = None) -> str:
+    """A Qwen3 (Hermes JSON) tool call as the model would write it."""
+    head = f"<think>\n{think}\n</think>\n\n" if think is not None else ""
+    return (
+        head
+        + "<tool_call>\n"
+        + json.dumps({"name": name, "arguments": arguments})
+        + "\n</tool_call>"
+    )

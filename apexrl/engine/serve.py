@@ -1,0 +1,219 @@
+"""Choosing and running an engine; `--endpoint URL` for a server that already runs.
+
+choose_engine("auto")      "vllm" with CUDA GPUs and vLLM installed, else "local"
+start_engine(model, ...)   a RunningEngine (url, model, max_model_len, stop())
+probe_endpoint(url)        EndpointInfo from GET /v1/models (bounded, classified)
+open_engine(endpoint=..., model=...)   context manager for runners: use the
+                           endpoint when given, else start an engine and stop it after
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from apexrl.errors import AuthError, RemoteError, UsageError
+
+EngineKind = Literal["auto", "vllm", "local"]
+
+
+def cuda_available() -> bool:
+    from apexrl.engine.vllm import visible_gpu_count
+
+    return visible_gpu_count() > 0
+
+
+def choose_engine(kind: EngineKind = "auto") -> Literal["vllm", "local"]:
+    from apexrl.engine.vllm import vllm_available
+
+    if kind == "vllm":
+        if not vllm_available():
+            raise UsageError("vLLM is not installed", hint="pip install 'apexrl[serve]'")
+        if not cuda_available():
+            raise UsageError("vLLM needs a CUDA GPU and none is visible", hint="use --engine local")
+        return "vllm"
+    if kind == "local":
+        return "local"
+    return "vllm" if vllm_available() and cuda_available() else "local"
+
+
+@dataclass
+class EndpointInfo:
+    url: str
+    model: str
+    max_model_len: int | None = None
+    models: list[str] = field(default_factory=list)
+
+
+def probe_endpoint(
+    url: str, *, model: str | None = None, timeout_s: float = 10.0, api_key: str | None = None
+) -> EndpointInfo:
+    """Ask a running engine which models it serves (and their context windows)."""
+    import os
+
+    import httpx
+
+    base = url.rstrip("/")
+    base = base[:-3] if base.endswith("/v1") else base
+    key = api_key if api_key is not None else os.environ.get("APEXRL_ENGINE_API_KEY")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        r = httpx.get(base + "/v1/models", timeout=timeout_s, headers=headers)
+    except httpx.TimeoutException as e:
+        raise RemoteError(
+            f"engine at {base} did not answer in {timeout_s:g}s", retryable=True
+        ) from e
+    except httpx.HTTPError as e:
+        raise RemoteError(
+            f"engine at {base} is unreachable: {type(e).__name__}",
+            retryable=True,
+            hint="is the engine running? start one with `apexrl engine serve MODEL`",
+        ) from e
+    if r.status_code in (401, 403):
+        raise AuthError(
+            f"engine at {base} refused the credentials ({r.status_code})",
+            hint="set APEXRL_ENGINE_API_KEY",
+        )
+    if r.status_code != 200:
+        raise RemoteError(
+            f"engine at {base} answered /v1/models with HTTP {r.status_code}",
+            retryable=r.status_code >= 500 or r.status_code == 429,
+        )
+    try:
+        data = r.json().get("data") or []
+    except ValueError as e:
+        raise RemoteError(f"engine at {base} sent invalid JSON", retryable=True) from e
+    names = [m.get("id") for m in data if m.get("id")]
+    if not names:
+        raise RemoteError(f"engine at {base} serves no model", retryable=False)
+    if model is not None and model not in names:
+        raise UsageError(
+            f"engine at {base} does not serve {model!r}", hint=f"it serves: {', '.join(names)}"
+        )
+    chosen = model or names[0]
+    entry = next(m for m in data if m.get("id") == chosen)
+    mml = entry.get("max_model_len")
+    return EndpointInfo(
+        url=base, model=chosen, max_model_len=mml if isinstance(mml, int) else None, models=names
+    )
+
+
+@dataclass
+class RunningEngine:
+    kind: Literal["vllm", "local", "endpoint"]
+    url: str
+    model: str
+    max_model_len: int | None
+    log_path: Path | None = None
+    _stop: Any = None
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            stop, self._stop = self._stop, None
+            stop()
+
+    def record(self) -> dict:
+        return {
+            "engine": self.kind,
+            "url": self.url,
+            "model": self.model,
+            "max_model_len": self.max_model_len,
+            "log": str(self.log_path) if self.log_path else None,
+        }
+
+
+def resolve_local_model(model: str) -> Path:
+    """A checkpoint directory for the local engine: a path, or an HF id downloaded once."""
+    p = Path(model).expanduser()
+    if p.is_dir():
+        return p
+    if model.count("/") == 1 and not model.startswith((".", "/")):
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError
+
+        try:
+            return Path(
+                snapshot_download(
+                    model,
+                    allow_patterns=["*.json", "*.safetensors", "*.txt", "*.jinja", "*.model"],
+                )
+            )
+        except HfHubHTTPError as e:
+            raise RemoteError(
+                f"could not download {model} from the Hub: {e}", retryable=True
+            ) from e
+    raise UsageError(f"model {model!r}: no such checkpoint directory and not an HF id")
+
+
+def start_engine(
+    model: str,
+    *,
+    engine: EngineKind = "auto",
+    host: str = "127.0.0.1",
+    port: int = 0,
+    served_model_name: str | None = None,
+    max_model_len: int | None = None,
+    tensor_parallel_size: int | None = None,
+    threads: int | None = None,
+    log_path: Path | None = None,
+    ready_timeout_s: float = 1800.0,
+    extra_args: list[str] | None = None,
+) -> RunningEngine:
+    kind = choose_engine(engine)
+    if kind == "vllm":
+        import os
+        import socket
+
+        from apexrl.engine.vllm import VllmOptions, VllmServer, served_name_for
+
+        if port == 0:  # vLLM needs a concrete port: take a free one
+            with socket.socket() as s:
+                s.bind((host if host != "0.0.0.0" else "127.0.0.1", 0))
+                port = s.getsockname()[1]
+        opts = VllmOptions(
+            model=model,
+            host=host,
+            port=port,
+            served_model_name=served_model_name or served_name_for(model),
+            max_model_len=max_model_len,
+            tensor_parallel_size=tensor_parallel_size,
+            api_key=os.environ.get("APEXRL_ENGINE_API_KEY"),
+            extra_args=list(extra_args or []),
+        )
+        log = log_path or Path("vllm.log")
+        server = VllmServer(opts, log_path=log, ready_timeout_s=ready_timeout_s).start()
+        info = probe_endpoint(server.url, model=opts.served_model_name)
+        return RunningEngine("vllm", server.url, info.model, info.max_model_len, log, server.stop)
+    from apexrl.engine.local import EngineServer, LocalEngine
+
+    ckpt = resolve_local_model(model)
+    eng = LocalEngine(
+        ckpt,
+        served_model_name=served_model_name,
+        max_model_len=max_model_len,
+        threads=threads,
+    )
+    server = EngineServer(eng, host=host, port=port)
+    server.start()
+    return RunningEngine("local", server.url, eng.name, eng.max_model_len, None, server.stop)
+
+
+@contextlib.contextmanager
+def open_engine(
+    *, endpoint: str | None = None, model: str | None = None, **start_kw: Any
+) -> Iterator[RunningEngine]:
+    """For runners: `endpoint` (a server that already runs) or start `model` and stop it after."""
+    if endpoint:
+        info = probe_endpoint(endpoint, model=model)
+        yield RunningEngine("endpoint", info.url, info.model, info.max_model_len)
+        return
+    if not model:
+        raise UsageError("pass an engine --endpoint URL or a MODEL to serve")
+    running = start_engine(model, **start_kw)
+    try:
+        yield running
+    finally:
+        running.stop()
