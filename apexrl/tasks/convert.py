@@ -98,7 +98,7 @@ def write_task_dir(
         (tmp / "task.toml").write_text(render_task_toml(meta), encoding="utf-8")
         _write_environment(src, task, meta, tmp / "environment")
         _write_solution(src, task, tmp / "solution")
-        _write_tests(task, tmp / "tests")
+        _write_tests(task, tmp / "tests", tmp / "solution" / "gold_files")
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
@@ -219,7 +219,7 @@ def _write_solution(src: ApexSource, task: ApexTask, sol_dir: Path) -> None:
     (sol_dir / "solve.sh").chmod(0o755)
 
 
-def _write_tests(task: ApexTask, tests_dir: Path) -> None:
+def _write_tests(task: ApexTask, tests_dir: Path, gold_dir: Path | None = None) -> None:
     tests_dir.mkdir()
     vendored = resources.files("apexrl.tasks.vendored")
     for name in ("test.sh", "grade.py"):
@@ -228,10 +228,29 @@ def _write_tests(task: ApexTask, tests_dir: Path) -> None:
         target.chmod(0o755)
     criteria = [c.model_dump(mode="json", exclude_none=True) for c in task.rubric]
     _write_json(tests_dir / "verifiers.json", criteria)
+    # gold_files: sha256 of each gold file by path under the world's filesystem/, so
+    # the verifier can tell the gold output (reference match) without the files.
     _write_json(
         tests_dir / "golden_responses.json",
-        {"gold_response": task.gold_response, "gold_response_type": task.gold_response_type},
+        {
+            "gold_response": task.gold_response,
+            "gold_response_type": task.gold_response_type,
+            "gold_files": gold_file_hashes(gold_dir) if gold_dir else {},
+        },
     )
+
+
+def gold_file_hashes(gold_dir: Path) -> dict[str, str]:
+    """{path relative to filesystem/: sha256} of a task's gold files (empty without any)."""
+    import hashlib
+
+    if not gold_dir.is_dir():
+        return {}
+    out: dict[str, str] = {}
+    for p in sorted(gold_dir.rglob("*")):
+        if p.is_file():
+            out[p.relative_to(gold_dir).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
 
 
 def _write_json(path: Path, obj: object) -> None:

@@ -47,7 +47,12 @@ class TrialConfig(BaseModel):
     model: str | None = None  # served model name
     tokenizer: str | None = None  # tokenizer path or id (defaults to the model's)
     chat_template: str | None = None  # file or built-in name
-    judge: str | None = None  # LiteLLM model for non-deterministic criteria; None: deterministic only
+    judge: str | None = (
+        None  # LiteLLM model for non-deterministic criteria; None: deterministic only
+    )
+    judge_api_base: str | None = None  # OpenAI-compatible base URL for the judge (openai/<name>)
+    verifier_timeout_s: float | None = None  # None: the task's [verifier] timeout
+    retries: int = 2  # reruns of a trial whose sandbox failed to start (not of agent failures)
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
     sampling: Sampling = Field(default_factory=Sampling)
     attempt: int = 0
@@ -60,3 +65,6 @@ class TrialOutcome(BaseModel):
     trajectory_path: Path | None = None  # ATIF JSON
     tokens_path: Path | None = None  # apexrl token records (ids, mask, logprobs per turn)
     verdicts: list[dict] = Field(default_factory=list)  # per-criterion verdicts from grading
+    timings: dict[str, float] = Field(default_factory=dict)  # seconds per phase (environment_setup,
+    # agent_setup, agent_execution, verifier, total)
+    error_message: str | None = None  # the failure, for non-completed trials

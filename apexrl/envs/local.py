@@ -1,0 +1,519 @@
+"""`local`: a Harbor environment with no Docker: bubblewrap over a private copy of the world.
+
+Import path: `apexrl.envs.local:LocalEnvironment` (kwargs: worlds_dir, the world
+store; cache_dir; work_dir, where trial folders go; gateway_ready_timeout_s).
+
+Each trial gets a folder (work_dir/apexrl-trial-*) holding a private, writable
+copy of its world (the store's pristine world plus the task's input files) and
+the sandbox's /tmp, /root, /tests and /solution. Every exec, and the world's MCP
+gateway, runs in a bubblewrap sandbox that sees:
+
+    /world                 the private world copy (rw)
+    /logs/agent, /logs/verifier, /logs/artifacts   the trial's log folders (rw)
+    /tests, /solution, /tmp, /root                 private folders (rw)
+    /usr, /bin, /lib*, a few /etc files, the Python running apexrl (ro)
+
+and nothing else of the host: no home, no project folder, no host environment
+variables (the sandbox starts from an empty environment), its own PID namespace
+(a process left behind by an exec dies with it), and no network for execs when
+the task's policy says so. The gateway's URL is `gateway_url`.
+
+Cleanup: stop() kills the gateway and removes the trial folder; the sandbox dies
+with the process that started it (--die-with-parent); trial folders whose owner
+process is gone (a crash, SIGKILL) are removed the next time an environment
+starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import weakref
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from harbor.environments.base import BaseEnvironment, ExecResult
+from harbor.environments.capabilities import EnvironmentCapabilities
+from harbor.models.task.config import NetworkMode
+
+from apexrl.envs.worlds import TaskWorld, WorldStore, overlay_sources, task_world
+from apexrl.grading.evidence import WorldState, stats_of, walk_files
+
+ENV_TYPE = "apexrl-local"
+DIR_PREFIX = "apexrl-trial-"
+OWNER_FILE = ".owner"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_CWD = "/world/filesystem"
+ETC_FILES = (
+    "/etc/alternatives",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/mime.types",
+    "/etc/bash.bashrc",
+    "/etc/profile",
+)
+ROOT_LINKS_OR_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not start, or died. `kind`: start, gateway, died."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class SandboxDiedError(SandboxError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="died")
+
+
+class SandboxExecTimeoutError(RuntimeError):
+    pass
+
+
+def bwrap_path() -> str:
+    found = shutil.which("bwrap")
+    if not found:
+        raise SandboxError(
+            "bubblewrap (bwrap) is not installed; the local environment needs it "
+            "(Debian/Ubuntu: apt-get install bubblewrap)",
+            kind="start",
+        )
+    return found
+
+
+def default_work_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "apexrl-local"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(work_dir: Path) -> int:
+    """Remove trial folders whose owner process is gone. Returns how many."""
+    n = 0
+    if not work_dir.is_dir():
+        return 0
+    for d in work_dir.glob(DIR_PREFIX + "*"):
+        try:
+            owner = json.loads((d / OWNER_FILE).read_text())
+            pid, boot = int(owner["pid"]), owner.get("start")
+        except (OSError, ValueError, KeyError):
+            # no owner file: a folder being created right now, or debris; only old debris
+            with contextlib.suppress(OSError):
+                if time.time() - d.stat().st_mtime > 3600:
+                    shutil.rmtree(d, ignore_errors=True)
+                    n += 1
+            continue
+        if not _pid_alive(pid) or (boot is not None and _proc_start(pid) != boot):
+            shutil.rmtree(d, ignore_errors=True)
+            n += 1
+    return n
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time (field 22 of /proc/PID/stat): tells a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class LocalEnvironment(BaseEnvironment):
+    """Harbor environment: bubblewrap over a private world copy (see the module doc)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        worlds_dir: str | Path | None = None,
+        cache_dir: str | Path | None = None,
+        work_dir: str | Path | None = None,
+        gateway: bool = True,
+        gateway_ready_timeout_s: float = 60.0,
+        keep: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self._worlds_dir = Path(worlds_dir) if worlds_dir else None
+        self._cache_dir = Path(cache_dir) if cache_dir else None
+        self._work_dir = Path(work_dir) if work_dir else default_work_dir()
+        self._gateway_enabled = gateway
+        self._gateway_timeout = gateway_ready_timeout_s
+        self._keep = keep
+        self.root: Path | None = None
+        self.world_dir: Path | None = None
+        self.gateway_url: str | None = None
+        self.gateway_health_url: str | None = None
+        self._gateway_proc: asyncio.subprocess.Process | None = None
+        self._gateway_log: Any = None
+        self._world_state: WorldState | None = None
+        self._task_world: TaskWorld | None = None
+        self._stopped = False
+        super().__init__(*args, **kwargs)
+
+    # --- Harbor's interface ----------------------------------------------------------
+
+    @staticmethod
+    def type() -> str:
+        return ENV_TYPE
+
+    @property
+    def capabilities(self) -> EnvironmentCapabilities:
+        return EnvironmentCapabilities(disable_internet=True, mounted=False)
+
+    def _validate_definition(self) -> None:
+        task_world(self.environment_dir.parent)  # the task must name its world
+
+    async def start(self, force_build: bool) -> None:
+        t0 = time.monotonic()
+        bwrap_path()
+        if self._worlds_dir is None:
+            raise SandboxError(
+                "the local environment needs a world store (worlds_dir / --worlds DIR)",
+                kind="start",
+            )
+        self._work_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(sweep_stale, self._work_dir)
+        tw = self._task_world = task_world(self.environment_dir.parent)
+        try:
+            await asyncio.to_thread(self._make_root, tw)
+            _LIVE.add(self)
+            if self._gateway_enabled:
+                await self._start_gateway(tw)
+        except BaseException:
+            await self.stop(delete=True)
+            raise
+        self.logger.debug(f"local sandbox ready in {time.monotonic() - t0:.2f}s at {self.root}")
+
+    async def stop(self, delete: bool) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        await self._stop_gateway()
+        if self.root is not None and (delete or not self._keep):
+            await asyncio.to_thread(shutil.rmtree, self.root, True)
+        _LIVE.discard(self)
+
+    async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        dst = self._writable(target_path)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copy2, source_path, dst)
+
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        dst = self._writable(target_dir)
+        await asyncio.to_thread(shutil.copytree, source_dir, dst, symlinks=True, dirs_exist_ok=True)
+
+    async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        src = self._readable(source_path)
+        Path(target_path).parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copy2, src, target_path)
+
+    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        src = self._readable(source_dir)
+        await asyncio.to_thread(shutil.copytree, src, target_dir, symlinks=True, dirs_exist_ok=True)
+
+    def is_path_mounted(self, environment_path: Any, host_path: Path) -> bool:
+        """The log folders are the trial's own folders: nothing to download."""
+        mapped = self.host_path(str(environment_path))
+        return mapped is not None and mapped.resolve() == Path(host_path).resolve()
+
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        if self.root is None or self._stopped:
+            raise SandboxError("the sandbox is not running", kind="died")
+        if self._gateway_proc is not None and self._gateway_proc.returncode is not None:
+            raise SandboxDiedError(
+                f"the sandbox's gateway process died (exit {self._gateway_proc.returncode})"
+            )
+        merged = self._merge_env(env) or {}
+        argv = self._bwrap_argv(
+            env=merged,
+            cwd=cwd or self.task_env_config.workdir or DEFAULT_CWD,
+            network=self._network_policy.network_mode != NetworkMode.NO_NETWORK,
+        ) + ["/bin/bash", "-c", command]
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec or None)
+        except (TimeoutError, asyncio.CancelledError):
+            _kill_group(proc)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), timeout=5)
+            if asyncio.current_task() is not None and asyncio.current_task().cancelling():
+                raise
+            raise SandboxExecTimeoutError(
+                f"Command timed out after {timeout_sec} seconds"
+            ) from None
+        rc = proc.returncode if proc.returncode is not None else -1
+        if rc < 0:  # killed by a signal: report it like a shell would
+            rc = 128 - rc
+        return ExecResult(
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            return_code=rc,
+        )
+
+    # --- apexrl's additions -------------------------------------------------------------
+
+    def host_path(self, sandbox_path: str) -> Path | None:
+        """The host path behind a sandbox path, or None when it is not a mounted folder."""
+        p = PurePosixPath(sandbox_path)
+        for target, source in self._mounts_rw():
+            t = PurePosixPath(target)
+            if p == t or p.is_relative_to(t):
+                return Path(source).joinpath(*p.relative_to(t).parts)
+        return None
+
+    def world_state(self) -> WorldState:
+        """The world before (pristine sources, stats at start) and after (the private copy)."""
+        if self._world_state is None or self.world_dir is None:
+            raise SandboxError("the sandbox has no world (not started)", kind="died")
+        return self._world_state
+
+    @property
+    def gateway_pid(self) -> int | None:
+        return self._gateway_proc.pid if self._gateway_proc is not None else None
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _make_root(self, tw: TaskWorld) -> None:
+        store = WorldStore(self._worlds_dir, self._cache_dir)  # type: ignore[arg-type]
+        pristine = store.pristine(tw.world_id)
+        root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._work_dir))
+        self.root = root
+        (root / OWNER_FILE).write_text(
+            json.dumps({"pid": os.getpid(), "start": _proc_start(os.getpid())})
+        )
+        for name in ("tmp", "home", "tests", "solution"):
+            (root / name).mkdir()
+        world = root / "world"
+        shutil.copytree(pristine, world, symlinks=True)
+        if tw.task_files is not None:
+            shutil.copytree(tw.task_files, world, symlinks=False, dirs_exist_ok=True)
+        (world / "filesystem").mkdir(exist_ok=True)
+        self.world_dir = world
+        for d in (
+            self.trial_paths.agent_dir,
+            self.trial_paths.verifier_dir,
+            self.trial_paths.artifacts_dir,
+        ):
+            d.mkdir(parents=True, exist_ok=True)
+        self._world_state = WorldState(
+            after_root=world,
+            before=overlay_sources(pristine, tw.task_files),
+            before_stats=stats_of(walk_files(world)),
+        )
+
+    def _mounts_rw(self) -> list[tuple[str, Path]]:
+        assert self.root is not None
+        tp = self.trial_paths
+        pairs = [
+            ("/logs/agent", tp.agent_dir),
+            ("/logs/verifier", tp.verifier_dir),
+            ("/logs/artifacts", tp.artifacts_dir),
+            ("/world", self.root / "world"),
+            ("/tests", self.root / "tests"),
+            ("/solution", self.root / "solution"),
+            ("/tmp", self.root / "tmp"),
+            ("/root", self.root / "home"),
+        ]
+        return sorted(pairs, key=lambda t: -len(t[0]))
+
+    def _writable(self, sandbox_path: str) -> Path:
+        host = self.host_path(sandbox_path)
+        if host is None:
+            raise PermissionError(
+                f"{sandbox_path} is not writable in the local sandbox "
+                "(writable: /world, /logs/*, /tests, /solution, /tmp, /root)"
+            )
+        return host
+
+    def _readable(self, sandbox_path: str) -> Path:
+        host = self.host_path(sandbox_path)
+        if host is None or not host.exists():
+            raise FileNotFoundError(f"{sandbox_path} does not exist in the local sandbox")
+        return host
+
+    def _bwrap_argv(self, *, env: dict[str, str], cwd: str, network: bool) -> list[str]:
+        argv = [
+            bwrap_path(),
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "apexrl-sandbox",
+        ]
+        if not network:
+            argv.append("--unshare-net")
+        argv += ["--ro-bind", "/usr", "/usr"]
+        for p in ROOT_LINKS_OR_DIRS:
+            if os.path.islink(p):
+                argv += ["--symlink", os.readlink(p), p]
+            elif os.path.isdir(p):
+                argv += ["--ro-bind", p, p]
+        for p in ETC_FILES:
+            if os.path.exists(p):
+                argv += ["--ro-bind", p, p]
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        rw = self._mounts_rw()
+        for target, source in sorted(rw, key=lambda t: len(t[0])):  # parents first
+            argv += ["--bind", str(source), target]
+        for p in _python_paths():
+            argv += ["--ro-bind", p, p]
+        argv += ["--clearenv"]
+        base = {
+            "PATH": DEFAULT_PATH,
+            "HOME": "/root",
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        for k, v in {**base, **env}.items():
+            argv += ["--setenv", k, str(v)]
+        argv += ["--chdir", cwd, "--"]
+        return argv
+
+    async def _start_gateway(self, tw: TaskWorld) -> None:
+        assert self.root is not None
+        log_path = self.trial_paths.trial_dir / "gateway.log"
+        self._gateway_log = open(log_path, "ab")  # noqa: SIM115 (closed in _stop_gateway)
+        cmd = [
+            sys.executable,
+            "-m",
+            "apexrl.envs.gateway_main",
+            "/world",
+            tw.world_id,
+            str(self._gateway_timeout),
+        ]
+        argv = self._bwrap_argv(env={"PYTHONUNBUFFERED": "1"}, cwd="/world", network=True) + cmd
+        self._gateway_proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=self._gateway_log,
+            start_new_session=True,
+        )
+        assert self._gateway_proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(
+                self._gateway_proc.stdout.readline(), timeout=self._gateway_timeout + 5
+            )
+        except TimeoutError:
+            raise SandboxError(
+                f"world {tw.world_id}: the gateway was not ready within "
+                f"{self._gateway_timeout:.0f}s (log: {log_path})",
+                kind="gateway",
+            ) from None
+        try:
+            rec = json.loads(line)
+            self.gateway_url, self.gateway_health_url = rec["url"], rec["health_url"]
+        except (ValueError, KeyError):
+            raise SandboxError(
+                f"world {tw.world_id}: the gateway did not start "
+                f"(exit {self._gateway_proc.returncode}); see {log_path}",
+                kind="gateway",
+            ) from None
+
+    async def _stop_gateway(self) -> None:
+        proc = self._gateway_proc
+        if proc is not None and proc.returncode is None:
+            _kill_group(proc, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=3)
+            except TimeoutError:
+                _kill_group(proc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), timeout=3)
+        if self._gateway_log is not None:
+            self._gateway_log.close()
+            self._gateway_log = None
+
+    def _sync_cleanup(self) -> None:
+        """At interpreter exit: kill what is left and remove the trial folder."""
+        proc = self._gateway_proc
+        if proc is not None and proc.returncode is None:
+            _kill_group(proc)
+        if self.root is not None and not self._keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kill_group(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+_PY_PATHS: list[str] | None = None
+
+
+def _python_paths() -> list[str]:
+    """Folders the sandbox needs to run this Python and apexrl (read-only)."""
+    global _PY_PATHS
+    if _PY_PATHS is None:
+        import apexrl
+
+        cands = {
+            sys.prefix,
+            sys.base_prefix,
+            os.path.dirname(os.path.abspath(apexrl.__file__)),  # the package only
+        }
+        exe = os.path.realpath(sys.executable)
+        cands.add(os.path.dirname(os.path.dirname(exe)))
+        out = []
+        for c in sorted(cands, key=len):
+            if c.startswith(("/usr", "/bin", "/lib")) or not os.path.isdir(c):
+                continue
+            if any(c == o or c.startswith(o.rstrip("/") + "/") for o in out):
+                continue
+            out.append(c)
+        _PY_PATHS = out
+    return _PY_PATHS
+
+
+@atexit.register
+def _cleanup_all() -> None:
+    for env in list(_LIVE):
+        with contextlib.suppress(Exception):
+            env._sync_cleanup()

@@ -1,0 +1,103 @@
+"""Grade one trial: deterministic checks, the reference match, then the LLM judge.
+
+Reward is 1 only when every criterion is met; the score is the fraction met.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from apexrl.grading.judge import PROMPT_VERSION, SYSTEM_PROMPT, Judge, JudgeSettings
+from apexrl.grading.models import FileChangeSummary, GradeResult, Verdict
+from apexrl.tasks.vendored import grade as runner
+
+
+def host_cell_reader(path: Path, sheet: str | None, cell: str | None) -> Any:
+    """A cell's value; formulas nobody computed (files written by libraries) are evaluated."""
+    value = runner.sheet_cell_value(path, sheet, cell)
+    if value is not None or path.suffix.lower() not in (".xlsx", ".xlsm"):
+        return value
+    import openpyxl
+
+    from apexrl.worlds.servers.formulas import Evaluator
+
+    wb = openpyxl.load_workbook(str(path), data_only=False)
+    ws = wb[sheet] if sheet else wb.worksheets[0]
+    raw = ws[str(cell).replace("$", "").upper()].value
+    if isinstance(raw, str) and raw.startswith("="):
+        return Evaluator(wb).value(ws.title, str(cell).replace("$", "").upper())
+    return raw
+
+
+async def grade(
+    criteria: list[dict],
+    *,
+    answer: str,
+    fs_root: Path,
+    gold: dict | None = None,
+    task_prompt: str = "",
+    judge: JudgeSettings | None = None,
+    changes: FileChangeSummary | None = None,
+    changes_text: str = "",
+    task_id: str = "",
+) -> GradeResult:
+    """Raises JudgeError when the judge cannot decide a criterion (no result, not a 0)."""
+    t0 = time.monotonic()
+    raw = runner.grade_deterministic(criteria, answer, gold or {}, fs_root, host_cell_reader)
+    verdicts: list[Verdict | None] = [None] * len(raw)
+    pending: list[int] = []
+    for i, v in enumerate(raw):
+        if v["met"] is None:
+            if judge is None:
+                verdicts[i] = Verdict(
+                    verifier_id=v["verifier_id"],
+                    criteria=v["criteria"],
+                    met=False,
+                    source="unjudged",
+                    error="needs the LLM judge and none was configured",
+                )
+            else:
+                pending.append(i)
+        else:
+            verdicts[i] = Verdict(
+                verifier_id=v["verifier_id"],
+                criteria=v["criteria"],
+                met=bool(v["met"]),
+                source=v["source"],
+                error=v.get("error"),
+            )
+    if pending and judge is not None:
+        j = Judge(judge)
+        results = await asyncio.gather(
+            *(j.judge(task_prompt, raw[i]["criteria"], answer, changes_text) for i in pending)
+        )
+        for i, r in zip(pending, results, strict=True):
+            verdicts[i] = Verdict(
+                verifier_id=raw[i]["verifier_id"],
+                criteria=raw[i]["criteria"],
+                met=r.met,
+                source="judge",
+                rationale=r.rationale,
+                judge_model=judge.model,
+                attempts=r.attempts,
+            )
+    final = [v for v in verdicts if v is not None]
+    met = sum(v.met for v in final)
+    total = len(final)
+    return GradeResult(
+        task_id=task_id,
+        reward=float(total > 0 and met == total),
+        score=met / total if total else 0.0,
+        criteria_met=met,
+        criteria_total=total,
+        verdicts=final,
+        changes=changes,
+        answer_chars=len(answer),
+        judge_model=judge.model if judge else None,
+        judge_prompt_version=PROMPT_VERSION if judge else None,
+        judge_system_prompt=SYSTEM_PROMPT if judge else None,
+        duration_s=time.monotonic() - t0,
+    )

@@ -1,0 +1,62 @@
+"""Records of grading: one verdict per rubric criterion, and the grade of a trial."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from apexrl.artifacts.models import Record
+
+VerdictSource = Literal["deterministic", "reference", "judge", "unjudged"]
+
+
+class Verdict(BaseModel):
+    """How one criterion was decided.
+
+    source: deterministic (its check), reference (the output is the gold output),
+    judge (the LLM judge's JSON verdict), unjudged (needs a judge and none was set:
+    counts as unmet)."""
+
+    model_config = ConfigDict(extra="forbid")
+    verifier_id: str
+    criteria: str = ""
+    met: bool
+    source: VerdictSource
+    rationale: str | None = None
+    error: str | None = None
+    judge_model: str | None = None
+    attempts: int = 0  # judge calls made for this criterion (bad JSON is retried)
+
+
+class FileChangeSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    created: list[str] = Field(default_factory=list)
+    modified: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+
+
+class GradeResult(Record):
+    """The verifier's output for one trial (written as grading.json beside reward.json)."""
+
+    task_id: str = ""
+    reward: float  # 1.0 only if every criterion is met
+    score: float  # fraction of criteria met
+    criteria_met: int
+    criteria_total: int
+    verdicts: list[Verdict]
+    changes: FileChangeSummary | None = None  # None: no before-state to diff against
+    answer_chars: int = 0
+    judge_model: str | None = None
+    judge_prompt_version: str | None = None
+    judge_system_prompt: str | None = None
+    duration_s: float = 0.0
+
+    def rewards(self) -> dict[str, float]:
+        """Harbor's reward.json: a flat object of numbers."""
+        return {
+            "reward": self.reward,
+            "score": self.score,
+            "criteria_met": float(self.criteria_met),
+            "criteria_total": float(self.criteria_total),
+        }

@@ -1,0 +1,148 @@
+"""apexrl's Harbor verifier (`apexrl.grading.verifier:ApexVerifier`): grades on the host.
+
+Harbor's default verifier runs tests/test.sh inside the sandbox and trusts the
+reward file found in /logs/verifier afterwards; in its shared mode the agent can
+write that file itself. This verifier never reads a reward from the sandbox. It
+takes the evidence (the final answer, the world's files after the run), reads the
+rubric and the gold output from the task folder on the host (the agent never sees
+it), grades with apexrl.grading and writes reward.json, verdicts.json and
+grading.json itself, after deleting whatever was in their place.
+
+kwargs (Harbor `verifier.kwargs`): judge (a LiteLLM model; None: deterministic
+only), judge_api_base, judge_timeout_s, judge_max_attempts, worlds_dir (the world
+store, for the before-state when the environment does not provide one).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harbor.models.verifier.result import VerifierResult
+from harbor.verifier.base import BaseVerifier
+
+from apexrl.artifacts.atomic import atomic_path
+from apexrl.grading.evidence import WorldState, changes_text, diff_world
+from apexrl.grading.grader import grade
+from apexrl.grading.judge import JudgeSettings
+from apexrl.tasks.convert import ANSWER_FILE, gold_file_hashes
+
+OUT_NAMES = ("reward.json", "reward.txt", "verdicts.json", "grading.json")
+MAX_ANSWER_BYTES = 2_000_000
+
+
+class VerifierInputError(Exception):
+    """The task's grading inputs are missing or malformed (a task problem)."""
+
+
+class ApexVerifier(BaseVerifier):
+    def __init__(
+        self,
+        *,
+        judge: str | None = None,
+        judge_api_base: str | None = None,
+        judge_timeout_s: float = 120.0,
+        judge_max_attempts: int = 3,
+        worlds_dir: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.judge = (
+            JudgeSettings(
+                model=judge,
+                api_base=judge_api_base,
+                timeout_s=judge_timeout_s,
+                max_attempts=judge_max_attempts,
+            )
+            if judge
+            else None
+        )
+        self.worlds_dir = Path(worlds_dir) if worlds_dir else None
+
+    async def verify(self) -> VerifierResult:
+        out = self.trial_paths.verifier_dir
+        out.mkdir(parents=True, exist_ok=True)
+        for name in OUT_NAMES:  # whatever the agent may have put there does not count
+            (out / name).unlink(missing_ok=True)
+        criteria, gold = self._task_inputs()
+        with tempfile.TemporaryDirectory(prefix="apexrl-grade-") as tmp:
+            answer = await self._answer(Path(tmp))
+            state = await self._world_state(Path(tmp))
+            changes = diff_world(state)
+            result = await grade(
+                criteria,
+                answer=answer,
+                fs_root=state.after_root / "filesystem",
+                gold=gold,
+                task_prompt=self.task.instruction,
+                judge=self.judge,
+                changes=changes,
+                changes_text=changes_text(state, changes) if self.judge else "",
+                task_id=str(self.task.config.metadata.get("task_id") or self.task.name),
+            )
+        _write(out / "grading.json", result.model_dump_json(indent=2))
+        _write(
+            out / "verdicts.json",
+            json.dumps([v.model_dump(mode="json") for v in result.verdicts], indent=2),
+        )
+        _write(out / "reward.json", json.dumps(result.rewards()))
+        return VerifierResult(rewards=result.rewards())
+
+    def _task_inputs(self) -> tuple[list[dict], dict]:
+        tests = self.task.paths.tests_dir
+        try:
+            criteria = json.loads((tests / "verifiers.json").read_text("utf-8"))
+            if not isinstance(criteria, list) or not all(
+                isinstance(c, dict) and "verifier_id" in c for c in criteria
+            ):
+                raise ValueError("expected a list of criteria with verifier_id")
+        except (OSError, ValueError) as e:
+            raise VerifierInputError(f"{tests / 'verifiers.json'}: {e}") from None
+        gpath = tests / "golden_responses.json"
+        gold = json.loads(gpath.read_text("utf-8")) if gpath.is_file() else {}
+        gold_dir = self.task.paths.solution_dir / "gold_files"
+        if gold_dir.is_dir():  # trusted host copy: hash it here
+            gold["gold_files"] = gold_file_hashes(gold_dir)
+        return criteria, gold
+
+    async def _answer(self, tmp: Path) -> str:
+        target = tmp / "answer.txt"
+        host = getattr(self.environment, "host_path", None)
+        src = host(ANSWER_FILE) if callable(host) else None
+        try:
+            if src is not None:
+                if not src.is_file():
+                    return ""
+                shutil.copyfile(src, target)
+            else:
+                await self.environment.download_file(ANSWER_FILE, target)
+        except Exception:  # no answer file: the agent gave no final answer
+            return ""
+        if not target.is_file():
+            return ""
+        with open(target, "rb") as f:
+            return f.read(MAX_ANSWER_BYTES).decode("utf-8", "replace")
+
+    async def _world_state(self, tmp: Path) -> WorldState:
+        provided = getattr(self.environment, "world_state", None)
+        if callable(provided):
+            return provided()
+        after = tmp / "world"
+        await self.environment.download_dir("/world", after)
+        before = None
+        if self.worlds_dir is not None:
+            from apexrl.envs.worlds import WorldStore, overlay_sources, task_world
+
+            tw = task_world(self.task.task_dir)
+            before = overlay_sources(
+                WorldStore(self.worlds_dir).pristine(tw.world_id), tw.task_files
+            )
+        return WorldState(after_root=after, before=before)
+
+
+def _write(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")

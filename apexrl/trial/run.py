@@ -1,0 +1,328 @@
+"""Run one trial on Harbor's Trial API: sandbox, agent, grading, teardown.
+
+    outcome = run_trial(task_dir, TrialConfig(agent="oracle", worlds_dir=..., logs_dir=...))
+
+The trial folder is `config.logs_dir` (Harbor's layout: agent/, verifier/,
+result.json, trial.log). The agent is apexrl's (`apexrl.agent:ApexAgent`) or the
+oracle; the environment is `local` (bubblewrap), `modal`, or Harbor's own
+`podman`/`docker`; grading is always apexrl's host-side verifier
+(`apexrl.grading.verifier:ApexVerifier`), so a reward file the agent writes counts
+for nothing.
+
+Never raises for a trial-level failure: the outcome's status is one of complete,
+agent_timeout, context_length, length, error, no_verifier_result, with an
+error_class; a trial that did not complete scores 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from apexrl.artifacts.models import TrialResult
+from apexrl.trial.config import TrialConfig, TrialOutcome
+
+LOCAL_ENV = "apexrl.envs.local:LocalEnvironment"
+MODAL_ENV = "apexrl.envs.modal:ModalEnvironment"
+APEX_AGENT = "apexrl.agent:ApexAgent"
+ORACLE_AGENT = "apexrl.agent.oracle:OracleAgent"
+VERIFIER = "apexrl.grading.verifier:ApexVerifier"
+
+# Harbor exception type -> (status, error_class)
+VERIFIER_ERRORS = {
+    "VerifierTimeoutError": "verifier_timeout",
+    "RewardFileNotFoundError": "no_reward_file",
+    "RewardFileEmptyError": "no_reward_file",
+    "VerifierOutputParseError": "bad_reward_file",
+    "DownloadVerifierDirError": "verifier_download",
+    "AddTestsDirError": "verifier_upload",
+    "VerifierInputError": "bad_task_rubric",
+    "JudgeError": "judge_error",
+}
+ERROR_CLASSES = {
+    "SandboxDiedError": "sandbox_died",
+    "SandboxExecTimeoutError": "exec_timeout",
+    "OracleError": "oracle_failed",
+    "EnvironmentStartTimeoutError": "sandbox_start_timeout",
+    "AgentSetupTimeoutError": "agent_setup_timeout",
+}
+RETRYABLE = {"sandbox_start", "sandbox_gateway", "sandbox_start_timeout"}
+AGENT_STATUSES = {"complete", "agent_timeout", "context_length", "length", "error"}
+
+
+def _snake(name: str) -> str:
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out).removesuffix("_error") or "error"
+
+
+def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
+    """The Harbor TrialConfig for one apexrl trial."""
+    from harbor.models.trial.config import (
+        AgentConfig,
+        EnvironmentConfig,
+        TaskConfig,
+        VerifierConfig,
+    )
+    from harbor.models.trial.config import TrialConfig as HarborTrialConfig
+
+    logs = Path(config.logs_dir).resolve()
+    b = config.budgets
+    if config.agent == "oracle":
+        agent = AgentConfig(
+            import_path=ORACLE_AGENT,
+            kwargs={"task_dir": str(Path(task_dir).resolve())},
+            override_timeout_sec=b.agent_timeout_s,
+        )
+    else:
+        agent = AgentConfig(
+            import_path=APEX_AGENT,
+            model_name=config.model,
+            kwargs={
+                "endpoint": config.endpoint,
+                "model": config.model,
+                "tokenizer": config.tokenizer,
+                "chat_template": config.chat_template,
+                "budgets": b.model_dump(mode="json"),
+                "sampling": config.sampling.model_dump(mode="json"),
+            },
+            override_timeout_sec=b.agent_timeout_s,
+        )
+    worlds = str(Path(config.worlds_dir).resolve()) if config.worlds_dir else None
+    if config.environment == "local":
+        env = EnvironmentConfig(import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds})
+    elif config.environment == "modal":
+        env = EnvironmentConfig(import_path=MODAL_ENV, kwargs={"worlds_dir": worlds})
+    else:
+        env = EnvironmentConfig(type=config.environment)
+    verifier = VerifierConfig(
+        import_path=VERIFIER,
+        kwargs={
+            "judge": config.judge,
+            "judge_api_base": config.judge_api_base,
+            "worlds_dir": worlds,
+        },
+        override_timeout_sec=config.verifier_timeout_s,
+    )
+    return HarborTrialConfig(
+        task=TaskConfig(path=Path(task_dir).resolve()),
+        trial_name=logs.name,
+        trials_dir=logs.parent,
+        agent=agent,
+        environment=env,
+        verifier=verifier,
+    )
+
+
+def classify(hr: Any) -> tuple[str, str | None, str | None]:
+    """(status, error_class, message) of a Harbor TrialResult."""
+    meta = (hr.agent_result.metadata or {}) if hr.agent_result is not None else {}
+    agent_status = meta.get("status")
+    exc = hr.exception_info
+    if exc is not None:
+        t, msg = exc.exception_type, exc.exception_message
+        if t == "AgentTimeoutError":
+            return "agent_timeout", "agent_timeout", msg
+        if t in VERIFIER_ERRORS:
+            cls = VERIFIER_ERRORS[t]
+            if t == "JudgeError":
+                cls = "judge_bad_json" if "valid JSON" in msg else "judge_unavailable"
+                if "refused" in msg:
+                    cls = "judge_bad_request"
+            return "no_verifier_result", cls, msg
+        if agent_status in AGENT_STATUSES and agent_status != "complete":
+            return agent_status, meta.get("error_class") or agent_status, msg
+        low = t.lower()
+        if "contextlength" in low or "contextwindow" in low:
+            return "context_length", "context_length", msg
+        if t == "SandboxError":
+            kind = "start"
+            if "gateway" in msg:
+                kind = "gateway"
+            return "error", f"sandbox_{kind}", msg
+        return "error", ERROR_CLASSES.get(t, _snake(t)), msg
+    if agent_status in AGENT_STATUSES and agent_status != "complete":
+        return agent_status, meta.get("error_class") or agent_status, meta.get("error")
+    vr = hr.verifier_result
+    if vr is None or not vr.rewards or "reward" not in vr.rewards:
+        return "no_verifier_result", "no_reward", None
+    return "complete", None, None
+
+
+def _secs(t: Any) -> float | None:
+    if t is None or t.started_at is None or t.finished_at is None:
+        return None
+    return (t.finished_at - t.started_at).total_seconds()
+
+
+def outcome_from(
+    hr: Any, task_dir: Path, config: TrialConfig, started: datetime, wall_s: float
+) -> TrialOutcome:
+    from apexrl.envs.worlds import task_world
+
+    status, error_class, message = classify(hr)
+    logs = Path(config.logs_dir)
+    verdicts: list[dict] = []
+    grading = logs / "verifier" / "grading.json"
+    met = total = 0
+    if grading.is_file() and status == "complete":
+        g = json.loads(grading.read_text("utf-8"))
+        verdicts = g.get("verdicts", [])
+        met, total = int(g.get("criteria_met", 0)), int(g.get("criteria_total", 0))
+    reward = 0.0
+    if status == "complete":
+        reward = float(hr.verifier_result.rewards.get("reward", 0.0))
+    ctx = hr.agent_result
+    meta = (ctx.metadata or {}) if ctx is not None else {}
+    tool_calls = int(meta.get("tool_calls", 0) or 0)
+    ok_calls = meta.get("tool_calls_ok")
+    try:
+        tw = task_world(task_dir)
+        task_id, world_id = tw.task_id, tw.world_id
+    except Exception:
+        task_id, world_id = Path(task_dir).name, ""
+    domain = str(_task_meta(task_dir).get("domain") or "")
+    result = TrialResult(
+        task_id=task_id,
+        domain=domain,
+        world_id=world_id,
+        attempt=config.attempt,
+        status=status,  # type: ignore[arg-type]
+        error_class=error_class,
+        reward=reward,
+        criteria_met=met,
+        criteria_total=total or int(_task_meta(task_dir).get("n_criteria", 0) or 0),
+        turns=int(meta.get("turns", 0) or 0),
+        tokens_in=int((ctx.n_input_tokens if ctx else 0) or 0),
+        tokens_out=int((ctx.n_output_tokens if ctx else 0) or 0),
+        tool_calls=tool_calls,
+        tool_call_success_rate=(
+            float(ok_calls) / tool_calls if ok_calls is not None and tool_calls else None
+        ),
+        started_at=started.isoformat(),
+        duration_s=wall_s,
+    )
+    timings = {
+        k: v
+        for k, v in {
+            "environment_setup": _secs(hr.environment_setup),
+            "agent_setup": _secs(hr.agent_setup),
+            "agent_execution": _secs(hr.agent_execution),
+            "verifier": _secs(hr.verifier),
+            "total": wall_s,
+        }.items()
+        if v is not None
+    }
+    agent_dir = logs / "agent"
+    traj = next(
+        (p for p in (agent_dir / "trajectory.json", agent_dir / "atif.json") if p.is_file()),
+        None,
+    )
+    tokens = next(
+        (p for p in (agent_dir / "tokens.jsonl", agent_dir / "tokens.json") if p.is_file()), None
+    )
+    return TrialOutcome(
+        result=result,
+        trajectory_path=traj,
+        tokens_path=tokens,
+        verdicts=verdicts,
+        timings=timings,
+        error_message=(message or None) if status != "complete" else None,
+    )
+
+
+_META_CACHE: dict[str, dict] = {}
+
+
+def _task_meta(task_dir: Path) -> dict:
+    key = str(task_dir)
+    if key not in _META_CACHE:
+        import tomllib
+
+        try:
+            _META_CACHE[key] = tomllib.loads((Path(task_dir) / "task.toml").read_text("utf-8")).get(
+                "metadata", {}
+            )
+        except Exception:
+            _META_CACHE[key] = {}
+    return _META_CACHE[key]
+
+
+def _failed_outcome(
+    task_dir: Path, config: TrialConfig, started: datetime, wall_s: float, e: BaseException
+) -> TrialOutcome:
+    meta = _task_meta(task_dir)
+    return TrialOutcome(
+        result=TrialResult(
+            task_id=str(meta.get("task_id") or Path(task_dir).name),
+            domain=str(meta.get("domain") or ""),
+            world_id=str(meta.get("world_id") or ""),
+            attempt=config.attempt,
+            status="error",
+            error_class=ERROR_CLASSES.get(type(e).__name__, _snake(type(e).__name__)),
+            criteria_total=int(meta.get("n_criteria", 0) or 0),
+            started_at=started.isoformat(),
+            duration_s=wall_s,
+        ),
+        error_message=f"{type(e).__name__}: {e}",
+    )
+
+
+async def arun_trial(task_dir: Path, config: TrialConfig) -> TrialOutcome:
+    """run_trial for callers already in an event loop."""
+    from harbor.trial.trial import Trial
+
+    os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    task_dir = Path(task_dir)
+    attempts = max(0, config.retries) + 1
+    outcome: TrialOutcome | None = None
+    for i in range(attempts):
+        started = datetime.now(UTC)
+        t0 = time.monotonic()
+        logs = Path(config.logs_dir)
+        if i > 0:
+            shutil.rmtree(logs, ignore_errors=True)
+        try:
+            trial = await Trial.create(harbor_config(task_dir, config))
+            hr = await trial.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the trial could not even be set up (bad task, bad config)
+            return _failed_outcome(task_dir, config, started, time.monotonic() - t0, e)
+        outcome = outcome_from(hr, task_dir, config, started, time.monotonic() - t0)
+        if outcome.result.error_class not in RETRYABLE:
+            break
+    assert outcome is not None
+    return outcome
+
+
+def run_trial(task_dir: Path, config: TrialConfig) -> TrialOutcome:
+    """Run one trial to the end; never raises for a trial-level failure."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun_trial(task_dir, config))
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["v"] = asyncio.run(arun_trial(task_dir, config))
+        except BaseException as e:  # re-raised in the caller's thread
+            box["e"] = e
+
+    t = threading.Thread(target=target, name="apexrl-trial")
+    t.start()
+    t.join()
+    if "e" in box:
+        raise box["e"]
+    return box["v"]
