@@ -1,0 +1,242 @@
+"""`apexrl eval ...`: evaluate a checkpoint on a task dataset; report runs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from apexrl.cli import output
+
+app = typer.Typer(
+    help="Evaluate a model on a task dataset (Pass@1, Pass@k, Pass^k) and report runs.",
+    no_args_is_help=True,
+)
+
+
+class Env(StrEnum):
+    local = "local"
+    modal = "modal"
+    podman = "podman"
+    docker = "docker"
+
+
+class Agent(StrEnum):
+    apexrl = "apexrl"
+    oracle = "oracle"
+
+
+class Engine(StrEnum):
+    auto = "auto"
+    local = "local"
+    vllm = "vllm"
+
+
+class Format(StrEnum):
+    table = "table"
+    md = "md"
+    json = "json"
+    html = "html"
+
+
+@app.command("run")
+def run(
+    model: str = typer.Argument(
+        None, help="HF model id (org/name[@rev]), local checkpoint dir, or served name."
+    ),
+    tasks: str = typer.Option(
+        ..., "--tasks", "-t", help="Task dirs folder, Parquet dataset, or hf://org/name."
+    ),
+    out: Path = typer.Option(..., "-o", "--out", help="RUN_DIR (rerun the same to resume)."),
+    endpoint: str = typer.Option(None, "--endpoint", help="Use a running engine at this URL."),
+    engine: Engine = typer.Option(Engine.auto, "--engine", help="Engine to start for MODEL."),
+    env: Env = typer.Option(Env.local, "--env", help="Where trials run."),
+    worlds: Path = typer.Option(None, "--worlds", help="World store: <world_id>/ or .zip files."),
+    agent: Agent = typer.Option(Agent.apexrl, "--agent", help="apexrl (the model) or oracle."),
+    attempts: int = typer.Option(1, "-k", "--attempts", help="Attempts per task."),
+    concurrency: int = typer.Option(1, "-n", "--concurrency", help="Trials in flight."),
+    limit: int = typer.Option(None, "--limit", help="Only the first N tasks."),
+    domain: list[str] = typer.Option(None, "--domain", help="Only this domain (repeatable)."),
+    judge: str = typer.Option(None, "--judge", help="LiteLLM judge model (default: checks only)."),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer (default: MODEL's)."),
+    chat_template: str = typer.Option(None, "--chat-template", help="Template file or name."),
+    max_steps: int = typer.Option(100, "--max-steps", help="Agent steps per trial."),
+    agent_timeout: float = typer.Option(3600.0, "--agent-timeout", help="Seconds per trial."),
+    tool_timeout: float = typer.Option(600.0, "--tool-timeout", help="Seconds per tool call."),
+    llm_timeout: float = typer.Option(1800.0, "--llm-timeout", help="Seconds per engine call."),
+    nudge_ratio: float = typer.Option(0.2, "--nudge-ratio", help="Wrap-up nudge below this."),
+    context_window: int = typer.Option(None, "--context-window", help="Tokens (default: model)."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling."),
+    max_tokens: int = typer.Option(None, "--max-tokens", help="Tokens per turn."),
+    seed: int = typer.Option(None, "--seed", help="Sampling seed (attempt i uses seed + i)."),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="Ray cluster address ('auto', ray://...; 'local' starts one)."
+    ),
+    retry_errors: bool = typer.Option(False, "--retry-errors", help="Rerun errored trials."),
+    force: bool = typer.Option(False, "--force", help="Discard a RUN_DIR of another config."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Evaluate MODEL on DATASET into RUN_DIR: results.parquet, trajectories/, summary.json.
+
+    Starts the engine (vLLM on GPU, the local CPU engine otherwise) unless --endpoint
+    is given. Rerunning the same command resumes: only trials without a result run.
+    """
+    from apexrl.errors import ExitCode
+    from apexrl.eval.runner import EvalRequest, run_eval
+    from apexrl.trial.config import AgentBudgets, Sampling
+
+    req = EvalRequest(
+        tasks=tasks,
+        run_dir=out,
+        model=model,
+        endpoint=endpoint,
+        engine=engine.value,
+        agent=agent.value,
+        environment=env.value,
+        worlds_dir=worlds,
+        attempts=attempts,
+        concurrency=concurrency,
+        limit=limit,
+        domains=list(domain or []),
+        judge=judge,
+        tokenizer=tokenizer,
+        chat_template=chat_template,
+        budgets=AgentBudgets(
+            max_steps=max_steps,
+            agent_timeout_s=agent_timeout,
+            tool_timeout_s=tool_timeout,
+            llm_timeout_s=llm_timeout,
+            nudge_ratio=nudge_ratio,
+            context_window=context_window,
+        ),
+        sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
+        ray_address=ray_address,
+        retry_errors=retry_errors,
+        force=force,
+    )
+    with _live_progress() as (on_start, on_result):
+        report, cfg = run_eval(
+            req,
+            trial_fn=_trial_fn_override(),
+            on_start=on_start,
+            on_result=on_result,
+            on_bad_task=lambda e: output.warn(f"skipped task: {e}"),
+        )
+    s = report.summary
+    output.info(
+        f"{report.ran} trial(s) run, {report.skipped} already done; "
+        f"Pass@1 {100 * s.pass_at_1.value:.1f}% [{100 * s.pass_at_1.ci_low:.1f}, "
+        f"{100 * s.pass_at_1.ci_high:.1f}] over {s.n_tasks} task(s) -> {out}"
+    )
+    if json_out or not output.stdout_is_terminal():
+        output.emit_records([s], json_out=True)
+    else:
+        from rich.console import Console
+
+        from apexrl.eval.report import load_run, print_table
+
+        print_table([load_run(out)], Console())
+    if agent is Agent.oracle and s.pass_at_1.value < 1.0:
+        output.error(
+            f"the oracle passed {100 * s.pass_at_1.value:.1f}% of trials, not 100%: "
+            "the tasks, worlds or grading are inconsistent (see results.parquet)"
+        )
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _trial_fn_override():
+    """Tests and benchmarks swap the trial function here (monkeypatch)."""
+    return None
+
+
+class _live_progress:  # noqa: N801 - used as a context manager
+    """A Rich progress bar on stderr: trials done/total, pass rate, errors, tok/s."""
+
+    def __enter__(self):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        console = output.err_console()
+        self.prog = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not console.is_terminal,
+        )
+        self.prog.__enter__()
+        self.task = None
+
+        def on_start(n_todo: int, n_planned: int) -> None:
+            if n_todo < n_planned:
+                output.info(f"resuming: {n_planned - n_todo} of {n_planned} trial(s) already done")
+            self.task = self.prog.add_task("eval", total=n_todo)
+
+        def on_result(row, prog) -> None:
+            if self.task is not None:
+                self.prog.update(self.task, advance=1, description=prog.line())
+
+        return on_start, on_result
+
+    def __exit__(self, *exc):
+        return self.prog.__exit__(*exc)
+
+
+@app.command("report")
+def report(
+    run_dir: Path = typer.Argument(..., help="RUN_DIR of `apexrl eval run`."),
+    run_b: Path = typer.Argument(None, help="A second RUN_DIR: compare B against A."),
+    fmt: Format = typer.Option(
+        None, "--format", "-f", help="table (terminal default), md, json (piped default), html."
+    ),
+    out: Path = typer.Option(
+        None, "-o", "--out", help="File to write (html default: RUN_DIR/report.html)."
+    ),
+) -> None:
+    """Pass@1 / Pass@k / Pass^k / mean score with 95% CIs, per domain, errors,
+    turns and tokens; with two runs, deltas (B - A) with paired CIs."""
+    from apexrl.artifacts.atomic import write_text_atomic
+    from apexrl.eval import report as rep
+
+    runs = [rep.load_run(run_dir)] + ([rep.load_run(run_b)] if run_b else [])
+    if fmt is None:
+        fmt = Format.table if output.stdout_is_terminal() and out is None else Format.json
+    if fmt is Format.html:
+        target = out or (run_dir / "report.html")
+        write_text_atomic(target, rep.render_html(runs))
+        output.info(f"wrote {target}")
+        typer.echo(str(target))
+        return
+    if fmt is Format.table:
+        import os
+
+        from rich.console import Console
+
+        console = Console(no_color=bool(os.environ.get("NO_COLOR")), width=140)
+        if out is not None:
+            with open(out, "w", encoding="utf-8") as fh:
+                rep.print_table(runs, Console(file=fh, width=140, no_color=True))
+        else:
+            rep.print_table(runs, console)
+        return
+    if fmt is Format.md:
+        text = rep.render_md(runs)
+    else:
+        import orjson
+
+        text = orjson.dumps(rep.render_json(runs), option=orjson.OPT_INDENT_2).decode() + "\n"
+    if out is not None:
+        write_text_atomic(out, text)
+        output.info(f"wrote {out}")
+    else:
+        typer.echo(text, nl=False)

@@ -1,0 +1,330 @@
+"""Pass@1, Pass@k, Pass^k and mean score with 95% bootstrap CIs over tasks.
+
+Definitions (FACTS.md section 3):
+
+- A trial passes when it completed and met every rubric criterion. Its score is
+  its reward (fraction of criteria met) when it completed, else 0: trials that did
+  not complete count as failures with score 0 and are never dropped.
+- Per task with n attempts of which c passed: Pass@1 = c/n; Pass@k = 1 - C(n-c,k)/C(n,k)
+  (passed in at least one of k); Pass^k = C(c,k)/C(n,k) (passed in all k). Both are
+  the unbiased estimators, equal to the plain "any"/"all" indicators when n = k. A
+  task with fewer than k attempts has its missing attempts counted as failures.
+- Run metrics are means over tasks (every task weighs the same whatever its number
+  of attempts); the CI resamples tasks with replacement (percentile bootstrap,
+  2,000 resamples, fixed seed: the same rows give the same CI).
+- A comparison of two runs bootstraps the per-task differences over the tasks
+  both runs share (paired); with no shared task it resamples each run alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from apexrl.eval.models import EvalSummary, GroupMetrics, MetricCI
+
+RESAMPLES = 2000
+SEED = 0
+LEVEL = 0.95
+
+COLUMNS = (
+    "task_id",
+    "domain",
+    "attempt",
+    "status",
+    "error_class",
+    "reward",
+    "criteria_met",
+    "criteria_total",
+    "turns",
+    "tokens_in",
+    "tokens_out",
+    "tool_calls",
+    "tool_call_success_rate",
+    "duration_s",
+)
+
+
+@dataclass
+class Columns:
+    """Result rows as column arrays."""
+
+    task_id: np.ndarray
+    domain: np.ndarray
+    status: np.ndarray
+    error_class: list
+    reward: np.ndarray
+    criteria_met: np.ndarray
+    criteria_total: np.ndarray
+    turns: np.ndarray
+    tokens_in: np.ndarray
+    tokens_out: np.ndarray
+    tool_calls: np.ndarray
+    tool_call_success_rate: list
+    duration_s: np.ndarray
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Mapping | object]) -> Columns:
+        cols: dict[str, list] = {c: [] for c in COLUMNS}
+        for r in rows:
+            get = r.get if isinstance(r, Mapping) else lambda k, _r=r: getattr(_r, k, None)
+            for c in COLUMNS:
+                cols[c].append(get(c))
+        return cls._build(cols)
+
+    @classmethod
+    def from_table(cls, table) -> Columns:
+        names = set(table.column_names)
+        n = table.num_rows
+        cols = {c: (table.column(c).to_pylist() if c in names else [None] * n) for c in COLUMNS}
+        return cls._build(cols)
+
+    @classmethod
+    def _build(cls, c: dict[str, list]) -> Columns:
+        def num(name, dtype=float):
+            return np.array([0 if v is None else v for v in c[name]], dtype=dtype)
+
+        return cls(
+            task_id=np.array([str(v) for v in c["task_id"]], dtype=object),
+            domain=np.array([v or "" for v in c["domain"]], dtype=object),
+            status=np.array([v or "complete" for v in c["status"]], dtype=object),
+            error_class=list(c["error_class"]),
+            reward=num("reward"),
+            criteria_met=num("criteria_met", np.int64),
+            criteria_total=num("criteria_total", np.int64),
+            turns=num("turns"),
+            tokens_in=num("tokens_in"),
+            tokens_out=num("tokens_out"),
+            tool_calls=num("tool_calls"),
+            tool_call_success_rate=list(c["tool_call_success_rate"]),
+            duration_s=num("duration_s"),
+        )
+
+    def __len__(self) -> int:
+        return len(self.task_id)
+
+    def passed(self) -> np.ndarray:
+        complete = self.status == "complete"
+        by_criteria = (self.criteria_total > 0) & (self.criteria_met >= self.criteria_total)
+        by_reward = (self.criteria_total <= 0) & (self.reward >= 1.0 - 1e-9)
+        return complete & (by_criteria | by_reward)
+
+    def score(self) -> np.ndarray:
+        return np.where(self.status == "complete", np.clip(self.reward, 0.0, 1.0), 0.0)
+
+
+@dataclass
+class TaskTable:
+    """Per-task aggregates: ids, domain, attempts n, passes c, summed score."""
+
+    task_id: np.ndarray
+    domain: np.ndarray
+    n: np.ndarray
+    c: np.ndarray
+    score_sum: np.ndarray
+
+    @classmethod
+    def from_columns(cls, cols: Columns) -> TaskTable:
+        if len(cols) == 0:
+            e = np.zeros(0)
+            return cls(np.array([], dtype=object), np.array([], dtype=object), e, e, e)
+        ids, first, inv = np.unique(cols.task_id, return_index=True, return_inverse=True)
+        n = np.bincount(inv).astype(float)
+        c = np.bincount(inv, weights=cols.passed().astype(float))
+        s = np.bincount(inv, weights=cols.score())
+        return cls(ids, cols.domain[first], n, c, s)
+
+    def values(self, ks: list[int]) -> np.ndarray:
+        """(tasks, metrics) matrix: pass@1, mean score, pass@k for ks, pass^k for ks."""
+        t = len(self.n)
+        out = np.empty((t, 2 + 2 * len(ks)))
+        if t == 0:
+            return out
+        out[:, 0] = self.c / self.n
+        out[:, 1] = self.score_sum / self.n
+        for i, k in enumerate(ks):
+            out[:, 2 + i] = pass_at_k(self.n, self.c, k)
+            out[:, 2 + len(ks) + i] = pass_hat_k(self.n, self.c, k)
+        return out
+
+    def subset(self, mask: np.ndarray) -> TaskTable:
+        return TaskTable(
+            self.task_id[mask], self.domain[mask], self.n[mask], self.c[mask], self.score_sum[mask]
+        )
+
+
+def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """1 - C(n-c, k) / C(n, k) per task; attempts beyond n count as failures."""
+    n_eff = np.maximum(n, k)
+    miss = np.ones_like(n_eff, dtype=float)
+    for j in range(k):
+        miss *= np.maximum(n_eff - c - j, 0.0) / (n_eff - j)
+    return 1.0 - miss
+
+
+def pass_hat_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """C(c, k) / C(n, k) per task; attempts beyond n count as failures."""
+    n_eff = np.maximum(n, k)
+    hit = np.ones_like(n_eff, dtype=float)
+    for j in range(k):
+        hit *= np.maximum(c - j, 0.0) / (n_eff - j)
+    return hit
+
+
+def resample_weights(n_items: int, *, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """(resamples, n_items) multiplicities of a with-replacement resample, each row / n_items."""
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=resamples)
+    return counts / n_items
+
+
+def bootstrap(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED):
+    """Point estimates and (low, high) percentile CIs of column means of `values`."""
+    t = values.shape[0]
+    if t == 0:
+        z = np.zeros(values.shape[1])
+        return z, z, z
+    point = values.mean(axis=0)
+    if t == 1:
+        return point, point, point
+    stats = resample_weights(t, resamples=resamples, seed=seed) @ values
+    alpha = (1.0 - LEVEL) / 2
+    low, high = np.quantile(stats, [alpha, 1.0 - alpha], axis=0)
+    # Guard float noise: a CI contains its point estimate and stays within the
+    # range a mean of these values can take.
+    vmin, vmax = values.min(axis=0), values.max(axis=0)
+    low = np.clip(np.minimum(low, point), vmin, vmax)
+    high = np.clip(np.maximum(high, point), vmin, vmax)
+    return point, low, high
+
+
+def _ci(point, low, high, i: int) -> MetricCI:
+    return MetricCI(value=float(point[i]), ci_low=float(low[i]), ci_high=float(high[i]))
+
+
+def group_metrics(tasks: TaskTable, ks: list[int], n_trials: int, *, seed: int = SEED):
+    point, low, high = bootstrap(tasks.values(ks), seed=seed)
+    nk = len(ks)
+    return GroupMetrics(
+        n_tasks=len(tasks.n),
+        n_trials=n_trials,
+        pass_at_1=_ci(point, low, high, 0),
+        mean_score=_ci(point, low, high, 1),
+        pass_at_k={str(k): _ci(point, low, high, 2 + i) for i, k in enumerate(ks)},
+        pass_hat_k={str(k): _ci(point, low, high, 2 + nk + i) for i, k in enumerate(ks)},
+    )
+
+
+def summarize(rows: Columns | Iterable, *, seed: int = SEED) -> EvalSummary:
+    cols = rows if isinstance(rows, Columns) else Columns.from_rows(rows)
+    tasks = TaskTable.from_columns(cols)
+    k_max = int(tasks.n.max()) if len(tasks.n) else 0
+    k_min = int(tasks.n.min()) if len(tasks.n) else 0
+    ks = list(range(1, k_max + 1))
+    overall = group_metrics(tasks, ks, len(cols), seed=seed)
+    per_domain = {}
+    trials_per_domain = Counter(cols.domain.tolist())
+    for dom in sorted(set(tasks.domain.tolist())):
+        sub = tasks.subset(tasks.domain == dom)
+        per_domain[dom or "unknown"] = group_metrics(sub, ks, trials_per_domain[dom], seed=seed)
+    status = Counter(cols.status.tolist())
+    errors: Counter = Counter()
+    for st, ec in zip(cols.status.tolist(), cols.error_class, strict=True):
+        if ec:
+            errors[ec] += 1
+        elif st != "complete":
+            errors[st] += 1
+    rated = [
+        (r, n)
+        for r, n in zip(cols.tool_call_success_rate, cols.tool_calls.tolist(), strict=True)
+        if r is not None and n > 0
+    ]
+    calls_rated = sum(n for _, n in rated)
+    n = max(len(cols), 1)
+    return EvalSummary(
+        n_tasks=overall.n_tasks,
+        n_trials=len(cols),
+        attempts_max=k_max,
+        attempts_min=k_min,
+        pass_at_1=overall.pass_at_1,
+        pass_at_k=overall.pass_at_k,
+        pass_hat_k=overall.pass_hat_k,
+        mean_score=overall.mean_score,
+        per_domain=per_domain,
+        status=dict(sorted(status.items())),
+        errors=dict(errors.most_common()),
+        turns_mean=float(cols.turns.sum() / n),
+        tokens_in_mean=float(cols.tokens_in.sum() / n),
+        tokens_out_mean=float(cols.tokens_out.sum() / n),
+        tokens_total=int(cols.tokens_in.sum() + cols.tokens_out.sum()),
+        tool_calls_total=int(cols.tool_calls.sum()),
+        tool_call_success_rate=(sum(r * n for r, n in rated) / calls_rated) if rated else None,
+        duration_s_mean=float(cols.duration_s.sum() / n),
+        ci_resamples=RESAMPLES,
+        ci_seed=seed,
+    )
+
+
+# --- comparison of two runs -----------------------------------------------------------
+
+
+def compare(a: Columns, b: Columns, *, seed: int = SEED) -> dict:
+    """Deltas (b - a) with 95% bootstrap CIs, overall and per domain."""
+    ta, tb = TaskTable.from_columns(a), TaskTable.from_columns(b)
+    k_common = int(min(ta.n.max() if len(ta.n) else 0, tb.n.max() if len(tb.n) else 0))
+    ks = list(range(1, k_common + 1))
+    out = {
+        "n_tasks_a": len(ta.n),
+        "n_tasks_b": len(tb.n),
+        "overall": _compare_group(ta, tb, ks, seed),
+        "per_domain": {},
+    }
+    for dom in sorted(set(ta.domain.tolist()) | set(tb.domain.tolist())):
+        out["per_domain"][dom or "unknown"] = _compare_group(
+            ta.subset(ta.domain == dom), tb.subset(tb.domain == dom), ks, seed
+        )
+    return out
+
+
+def _metric_names(ks: list[int]) -> list[str]:
+    return (
+        ["pass_at_1", "mean_score"] + [f"pass_at_{k}" for k in ks] + [f"pass_hat_{k}" for k in ks]
+    )
+
+
+def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> dict:
+    names = _metric_names(ks)
+    va, vb = ta.values(ks), tb.values(ks)
+    shared, ia, ib = np.intersect1d(ta.task_id, tb.task_id, return_indices=True)
+    alpha = (1.0 - LEVEL) / 2
+    metrics = {}
+    if len(shared) > 0:
+        d = vb[ib] - va[ia]
+        point, low, high = bootstrap(d, seed=seed)
+        paired = True
+    elif len(va) and len(vb):
+        sa = resample_weights(len(va), seed=seed) @ va
+        sb = resample_weights(len(vb), seed=seed + 1) @ vb
+        point = vb.mean(axis=0) - va.mean(axis=0)
+        low, high = np.quantile(sb - sa, [alpha, 1 - alpha], axis=0)
+        paired = False
+    else:
+        z = np.zeros(len(names))
+        point, low, high, paired = z, z, z, False
+    if paired:  # a, b and delta over the same (shared) tasks: delta == b - a
+        ma, mb = va[ia].mean(axis=0), vb[ib].mean(axis=0)
+    else:
+        ma = va.mean(axis=0) if len(va) else np.zeros(len(names))
+        mb = vb.mean(axis=0) if len(vb) else np.zeros(len(names))
+    for i, name in enumerate(names):
+        metrics[name] = {
+            "a": float(ma[i]),
+            "b": float(mb[i]),
+            "delta": float(point[i]),
+            "ci_low": float(low[i]),
+            "ci_high": float(high[i]),
+        }
+    return {"n_shared_tasks": int(len(shared)), "paired": paired, "metrics": metrics}

@@ -1,0 +1,139 @@
+"""Records of an eval run: run.json, results rows, summary.json."""
+
+from __future__ import annotations
+
+import hashlib
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from apexrl.artifacts.models import Record, TrialResult
+from apexrl.trial.config import AgentBudgets, Sampling
+
+RUN_FILE = "run.json"
+JOURNAL_FILE = "results.jsonl"
+RESULTS_FILE = "results.parquet"
+SUMMARY_FILE = "summary.json"
+TRAJECTORIES_DIR = "trajectories"
+LOGS_DIR = "logs"
+TASKS_DIR = "tasks"  # where a packed dataset is unpacked
+LOCK_FILE = ".lock"
+
+
+class EvalResultRow(TrialResult):
+    """One row of results.parquet: a TrialResult plus the trial's id."""
+
+    trial_id: str
+
+
+class ModelInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None  # as given: HF id, local path, or served name
+    path: str | None = None  # local checkpoint directory when there is one
+    revision: str | None = None  # Hub commit when resolved from the Hub
+    served_name: str | None = None  # the name the engine serves it under
+
+
+class EngineInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: str = "none"  # none (oracle) | endpoint | local | vllm
+    version: str | None = None
+    endpoint: str | None = None  # not part of the run's identity (ports change)
+
+
+class DatasetInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    digest: str  # sha256 over sorted (task path, packed task sha256)
+    n_tasks: int
+
+
+class EvalRunConfig(Record):
+    """run.json: everything that determines a trial's outcome, plus the selection.
+
+    `identity()` is what must match for a rerun to resume into the same RUN_DIR;
+    the selection (attempts, limit, domains), concurrency, endpoint URL and
+    timestamps may change between reruns."""
+
+    apexrl_version: str
+    created_at: str
+    model: ModelInfo = Field(default_factory=ModelInfo)
+    engine: EngineInfo = Field(default_factory=EngineInfo)
+    tokenizer: str | None = None
+    chat_template: str | None = None
+    chat_template_hash: str | None = None
+    judge: str | None = None
+    agent: str = "apexrl"
+    environment: str = "local"
+    worlds_dir: str | None = None
+    budgets: AgentBudgets = Field(default_factory=AgentBudgets)
+    sampling: Sampling = Field(default_factory=Sampling)
+    dataset: DatasetInfo
+    attempts: int = 1
+    limit: int | None = None
+    domains: list[str] = Field(default_factory=list)
+    concurrency: int = 1
+    ray_address: str | None = None
+
+    def identity(self) -> dict:
+        return {
+            "model": self.model.model_dump(exclude={"served_name"}),
+            "engine_kind": self.engine.kind,
+            "tokenizer": self.tokenizer,
+            "chat_template_hash": self.chat_template_hash,
+            "judge": self.judge,
+            "agent": self.agent,
+            "environment": self.environment,
+            "budgets": self.budgets.model_dump(mode="json"),
+            "sampling": self.sampling.model_dump(mode="json"),
+            "dataset_digest": self.dataset.digest,
+        }
+
+    def fingerprint(self) -> str:
+        blob = orjson.dumps(self.identity(), option=orjson.OPT_SORT_KEYS)
+        return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+class MetricCI(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    value: float
+    ci_low: float
+    ci_high: float
+
+
+class GroupMetrics(BaseModel):
+    """Pass@1, Pass@k, Pass^k and mean score over a set of tasks."""
+
+    model_config = ConfigDict(extra="forbid")
+    n_tasks: int
+    n_trials: int
+    pass_at_1: MetricCI
+    pass_at_k: dict[str, MetricCI] = Field(default_factory=dict)  # "k" -> metric
+    pass_hat_k: dict[str, MetricCI] = Field(default_factory=dict)
+    mean_score: MetricCI
+
+
+class EvalSummary(Record):
+    """summary.json. Non-completed trials score 0 and are counted (never dropped)."""
+
+    n_tasks: int
+    n_trials: int
+    attempts_max: int
+    attempts_min: int
+    pass_at_1: MetricCI
+    pass_at_k: dict[str, MetricCI] = Field(default_factory=dict)
+    pass_hat_k: dict[str, MetricCI] = Field(default_factory=dict)
+    mean_score: MetricCI
+    per_domain: dict[str, GroupMetrics] = Field(default_factory=dict)
+    status: dict[str, int] = Field(default_factory=dict)
+    errors: dict[str, int] = Field(default_factory=dict)  # error class -> trials
+    turns_mean: float = 0.0
+    tokens_in_mean: float = 0.0
+    tokens_out_mean: float = 0.0
+    tokens_total: int = 0
+    tool_calls_total: int = 0
+    tool_call_success_rate: float | None = None
+    duration_s_mean: float = 0.0
+    ci_method: str = "percentile bootstrap over tasks, 95%"
+    ci_resamples: int = 2000
+    ci_seed: int = 0

@@ -1,0 +1,385 @@
+"""`apexrl eval report`: one run or a comparison of two, as a table, Markdown,
+JSON or a self-contained HTML page with matplotlib plots (PNG inlined as base64).
+
+Metrics are recomputed from the run's results (never from a possibly stale
+summary.json), so a report of a run still in progress is exact for what has finished.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from apexrl.eval import resume
+from apexrl.eval.metrics import Columns, compare, summarize
+from apexrl.eval.models import EvalRunConfig, EvalSummary, MetricCI
+
+
+@dataclass
+class LoadedRun:
+    run_dir: Path
+    config: EvalRunConfig | None
+    cols: Columns
+    summary: EvalSummary
+
+    @property
+    def label(self) -> str:
+        model = self.config.model.name if self.config else None
+        return f"{self.run_dir.name} ({model})" if model else self.run_dir.name
+
+
+def load_run(run_dir: Path) -> LoadedRun:
+    from apexrl.errors import UsageError
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir} is not a run directory", hint="pass -o RUN_DIR of eval run")
+    cols = Columns.from_table(resume.read_results_table(run_dir))
+    return LoadedRun(run_dir, resume.load_config(run_dir), cols, summarize(cols))
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def fmt_ci(m: MetricCI) -> str:
+    return f"{pct(m.value)}% [{pct(m.ci_low)}, {pct(m.ci_high)}]"
+
+
+def fmt_delta(d: dict) -> str:
+    return f"{100 * d['delta']:+.1f} pts [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"
+
+
+# --- rows shared by table and Markdown --------------------------------------------------
+
+
+def summary_rows(s: EvalSummary) -> list[tuple[str, str]]:
+    rows = [
+        ("tasks / trials", f"{s.n_tasks} / {s.n_trials}"),
+        (
+            "attempts per task",
+            str(s.attempts_max)
+            if s.attempts_min == s.attempts_max
+            else f"{s.attempts_min}-{s.attempts_max}",
+        ),
+        ("Pass@1", fmt_ci(s.pass_at_1)),
+    ]
+    if s.attempts_max > 1:
+        k = str(s.attempts_max)
+        rows.append((f"Pass@{k}", fmt_ci(s.pass_at_k[k])))
+        rows.append((f"Pass^{k}", fmt_ci(s.pass_hat_k[k])))
+    rows.append(("mean score", fmt_ci(s.mean_score)))
+    rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in s.errors.items()) or "none"))
+    rows.append(("mean turns", f"{s.turns_mean:.1f}"))
+    rows.append(("mean tokens in / out", f"{s.tokens_in_mean:,.0f} / {s.tokens_out_mean:,.0f}"))
+    rate = s.tool_call_success_rate
+    rows.append(
+        (
+            "tool calls (success)",
+            f"{s.tool_calls_total} ({'-' if rate is None else pct(rate) + '%'})",
+        )
+    )
+    return rows
+
+
+def domain_rows(s: EvalSummary) -> tuple[list[str], list[list[str]]]:
+    k = str(s.attempts_max)
+    head = ["domain", "tasks", "Pass@1", "mean score"]
+    if s.attempts_max > 1:
+        head += [f"Pass@{k}", f"Pass^{k}"]
+    rows = []
+    for dom, g in s.per_domain.items():
+        row = [dom, str(g.n_tasks), fmt_ci(g.pass_at_1), fmt_ci(g.mean_score)]
+        if s.attempts_max > 1:
+            row += [fmt_ci(g.pass_at_k[k]), fmt_ci(g.pass_hat_k[k])]
+        rows.append(row)
+    return head, rows
+
+
+def compare_rows(cmp: dict) -> tuple[list[str], list[list[str]]]:
+    head = ["scope", "metric", "A", "B", "delta (B - A) [95% CI]"]
+    rows = []
+    scopes = [("all", cmp["overall"]), *cmp["per_domain"].items()]
+    for scope, group in scopes:
+        for name, d in group["metrics"].items():
+            if scope != "all" and name not in ("pass_at_1", "mean_score"):
+                continue
+            rows.append([scope, _metric_label(name), pct(d["a"]), pct(d["b"]), fmt_delta(d)])
+    return head, rows
+
+
+def _metric_label(name: str) -> str:
+    if name == "pass_at_1":
+        return "Pass@1"
+    if name == "mean_score":
+        return "mean score"
+    if name.startswith("pass_at_"):
+        return "Pass@" + name.removeprefix("pass_at_")
+    return "Pass^" + name.removeprefix("pass_hat_")
+
+
+def config_rows(c: EvalRunConfig | None) -> list[tuple[str, str]]:
+    if c is None:
+        return []
+    b, s = c.budgets, c.sampling
+    return [
+        ("model", f"{c.model.name}" + (f" @ {c.model.revision[:12]}" if c.model.revision else "")),
+        ("engine", f"{c.engine.kind}" + (f" ({c.engine.version})" if c.engine.version else "")),
+        ("agent / environment", f"{c.agent} / {c.environment}"),
+        ("judge", c.judge or "deterministic criteria only"),
+        ("budgets", f"max_steps {b.max_steps}, agent timeout {b.agent_timeout_s:g}s"),
+        (
+            "sampling",
+            f"temperature {s.temperature:g}, top_p {s.top_p:g}, max_tokens {s.max_tokens}",
+        ),
+        ("dataset", f"{c.dataset.source} ({c.dataset.n_tasks} tasks, {c.dataset.digest[:19]})"),
+        ("apexrl", c.apexrl_version),
+    ]
+
+
+# --- table (Rich) ------------------------------------------------------------------
+
+
+def print_table(runs: list[LoadedRun], console) -> None:
+    from rich.table import Table
+
+    if len(runs) == 1:
+        r = runs[0]
+        t = Table(title=f"eval {r.label}", show_header=False)
+        t.add_column("metric", style="bold")
+        t.add_column("value")
+        for k, v in config_rows(r.config) + summary_rows(r.summary):
+            t.add_row(k, v)
+        console.print(t)
+        head, rows = domain_rows(r.summary)
+        d = Table(title="per domain (95% CI)")
+        for h in head:
+            d.add_column(h)
+        for row in rows:
+            d.add_row(*row)
+        console.print(d)
+        return
+    head, rows = compare_rows(compare(runs[0].cols, runs[1].cols))
+    t = Table(title=f"A = {runs[0].label}   B = {runs[1].label}")
+    for h in head:
+        t.add_column(h)
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
+
+
+# --- Markdown ------------------------------------------------------------------------
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def render_md(runs: list[LoadedRun]) -> str:
+    if len(runs) == 1:
+        r = runs[0]
+        parts = [f"# Eval: {r.label}", ""]
+        kv = config_rows(r.config) + summary_rows(r.summary)
+        parts.append(_md_table(["", ""], [[k, v] for k, v in kv]))
+        parts += ["", "## Per domain", "", _md_table(*domain_rows(r.summary)), ""]
+        parts.append(
+            "Pass@1 is the mean over attempts; intervals are 95% bootstrap CIs over tasks; "
+            "trials that did not complete score 0."
+        )
+        return "\n".join(parts) + "\n"
+    cmp = compare(runs[0].cols, runs[1].cols)
+    parts = [
+        f"# Eval comparison: A = {runs[0].label}, B = {runs[1].label}",
+        "",
+        _compare_note(cmp),
+        "",
+        _md_table(*compare_rows(cmp)),
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _compare_note(cmp: dict) -> str:
+    o = cmp["overall"]
+    how = "paired over" if o["paired"] else "unpaired (no shared tasks);"
+    return (
+        f"{cmp['n_tasks_a']} tasks in A, {cmp['n_tasks_b']} in B; deltas {how} "
+        f"{o['n_shared_tasks']} shared tasks, 95% bootstrap CIs."
+    )
+
+
+# --- JSON ----------------------------------------------------------------------------
+
+
+def render_json(runs: list[LoadedRun]) -> dict:
+    if len(runs) == 1:
+        r = runs[0]
+        return {
+            "run_dir": str(r.run_dir),
+            "config": r.config.model_dump(mode="json") if r.config else None,
+            "summary": r.summary.model_dump(mode="json"),
+        }
+    return {
+        "a": {"run_dir": str(runs[0].run_dir), "summary": runs[0].summary.model_dump(mode="json")},
+        "b": {"run_dir": str(runs[1].run_dir), "summary": runs[1].summary.model_dump(mode="json")},
+        "comparison": compare(runs[0].cols, runs[1].cols),
+    }
+
+
+# --- HTML ----------------------------------------------------------------------------
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def make_plots(runs: list[LoadedRun]) -> dict[str, str]:
+    """Per-domain Pass@1 bars (with CIs), the pass@k / pass^k curve, and the
+    distribution of trial scores; one series per run."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    colors = ["#3b6fb6", "#e07b39"]
+    plots = {}
+    # per-domain Pass@1
+    domains = sorted({d for r in runs for d in r.summary.per_domain})
+    labels = [*domains, "all"]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    width = 0.8 / len(runs)
+    x = np.arange(len(labels))
+    for i, r in enumerate(runs):
+        ms = [r.summary.per_domain.get(d) for d in domains]
+        vals = [m.pass_at_1 if m else MetricCI(value=0, ci_low=0, ci_high=0) for m in ms]
+        vals.append(r.summary.pass_at_1)
+        v = np.array([m.value for m in vals]) * 100
+        err = np.array([[m.value - m.ci_low for m in vals], [m.ci_high - m.value for m in vals]])
+        ax.bar(
+            x + (i - (len(runs) - 1) / 2) * width,
+            v,
+            width,
+            yerr=err * 100,
+            capsize=3,
+            color=colors[i],
+            label=r.label,
+        )
+    ax.set_xticks(x, labels, rotation=0, fontsize=8)
+    ax.set_ylabel("Pass@1 (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("Pass@1 per domain (95% CI)")
+    ax.legend(fontsize=8)
+    plots["domains"] = _png(fig)
+    # pass@k curve
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for i, r in enumerate(runs):
+        ks = sorted(int(k) for k in r.summary.pass_at_k)
+        if not ks:
+            continue
+        at = [r.summary.pass_at_k[str(k)] for k in ks]
+        hat = [r.summary.pass_hat_k[str(k)] for k in ks]
+        for series, style, name in ((at, "-o", "Pass@k"), (hat, "--s", "Pass^k")):
+            v = np.array([m.value for m in series]) * 100
+            ax.plot(ks, v, style, color=colors[i], label=f"{name} {r.label}")
+            ax.fill_between(
+                ks,
+                [m.ci_low * 100 for m in series],
+                [m.ci_high * 100 for m in series],
+                color=colors[i],
+                alpha=0.12,
+            )
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("k (attempts)")
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 105)
+    ax.set_title("Pass@k and Pass^k")
+    ax.legend(fontsize=8)
+    plots["passk"] = _png(fig)
+    # reward distribution
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    bins = np.linspace(0, 1, 11)
+    for i, r in enumerate(runs):
+        ax.hist(r.cols.score(), bins=bins, alpha=0.6, color=colors[i], label=r.label)
+    ax.set_xlabel("trial score (fraction of criteria met; 0 if not completed)")
+    ax.set_ylabel("trials")
+    ax.set_title("Reward distribution")
+    ax.legend(fontsize=8)
+    plots["rewards"] = _png(fig)
+    return plots
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
+max-width:60rem;color:#1d2433;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+td,th{border:1px solid #d7dbe3;padding:.3rem .6rem;text-align:left}
+th{background:#f1f3f7}img{max-width:100%;display:block;margin:.5rem 0}
+.note{color:#5a6272;font-size:.85rem}
+"""
+
+
+def _html_table(head: list[str] | None, rows: list[list[str]]) -> str:
+    out = ["<table>"]
+    if head:
+        out.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+    for row in rows:
+        out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def render_html(runs: list[LoadedRun]) -> str:
+    plots = make_plots(runs)
+    if len(runs) == 1:
+        r = runs[0]
+        title = f"Eval: {r.label}"
+        body = [
+            f"<h1>{html.escape(title)}</h1>",
+            _html_table(None, [list(x) for x in summary_rows(r.summary)]),
+            "<h2>Per domain</h2>",
+            _html_table(*domain_rows(r.summary)),
+        ]
+    else:
+        cmp = compare(runs[0].cols, runs[1].cols)
+        title = f"Eval comparison: A = {runs[0].label}, B = {runs[1].label}"
+        body = [
+            f"<h1>{html.escape(title)}</h1>",
+            f"<p class=note>{html.escape(_compare_note(cmp))}</p>",
+            _html_table(*compare_rows(cmp)),
+        ]
+    body += [
+        "<h2>Plots</h2>",
+        f'<img alt="Pass@1 per domain" src="{plots["domains"]}">',
+        f'<img alt="Pass@k curve" src="{plots["passk"]}">',
+        f'<img alt="Reward distribution" src="{plots["rewards"]}">',
+    ]
+    for r in runs:
+        if r.config is not None:
+            body += [
+                f"<h2>Configuration: {html.escape(r.label)}</h2>",
+                _html_table(None, [list(x) for x in config_rows(r.config)]),
+            ]
+    body.append(
+        "<p class=note>Pass@1 is the mean over attempts; Pass@k / Pass^k are the unbiased "
+        "estimators; intervals are 95% percentile bootstrap CIs over tasks; trials that did "
+        "not complete score 0 and are counted.</p>"
+    )
+    return (
+        "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -1,0 +1,556 @@
+"""Run the trials of an eval: plan, fan out (threads or Ray tasks), journal, summarize.
+
+The trial function is `apexrl.trial.run.run_trial(task_dir, config) -> TrialOutcome`
+unless another is passed (tests, benchmarks). It never raises for a trial-level
+failure; if it does raise anyway, the trial is recorded as status "error" with
+error class "runner_exception" (counted, score 0) and the run goes on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import tempfile
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from apexrl import __version__
+from apexrl.artifacts.models import SAFE_ID, TrialResult
+from apexrl.errors import ApexError, UsageError
+from apexrl.eval import resume
+from apexrl.eval.metrics import summarize
+from apexrl.eval.models import (
+    LOGS_DIR,
+    TASKS_DIR,
+    DatasetInfo,
+    EvalResultRow,
+    EvalRunConfig,
+    EvalSummary,
+)
+from apexrl.trial.config import TrialConfig, TrialOutcome
+
+TrialFn = Callable[[Path, TrialConfig], TrialOutcome]
+COMPACT_EVERY_S = 10.0
+
+
+def default_trial_fn() -> TrialFn:
+    try:
+        from apexrl.trial.run import run_trial
+    except ImportError as e:  # pragma: no cover - until the trial machinery is installed
+        raise UsageError("this install has no trial runner (apexrl.trial.run)") from e
+    return run_trial
+
+
+# --- tasks ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    path: Path
+    name: str
+    task_id: str
+    domain: str
+    world_id: str
+
+
+def _task_ref(d: Path) -> TaskRef:
+    from apexrl.tasks.pack import _metadata_table
+
+    try:
+        meta = tomllib.loads(_metadata_table((d / "task.toml").read_text("utf-8"))).get(
+            "metadata", {}
+        )
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ApexError(f"{d}/task.toml: unreadable: {e}") from None
+    return TaskRef(
+        path=d,
+        name=d.name,
+        task_id=str(meta.get("task_id") or d.name),
+        domain=str(meta.get("domain") or ""),
+        world_id=str(meta.get("world_id") or ""),
+    )
+
+
+def resolve_tasks(
+    source: str, run_dir: Path, *, on_error=None
+) -> tuple[list[TaskRef], DatasetInfo]:
+    """Task dirs of DATASET (a folder of task dirs, or anything `tasks unpack` takes,
+    unpacked into RUN_DIR/tasks) and the dataset's digest."""
+    from apexrl.artifacts.models import DatasetRow
+    from apexrl.tasks.dataset import dataset_digest
+    from apexrl.tasks.pack import find_task_dirs, pack_task_dir
+
+    text = str(source)
+    path = Path(text).expanduser()
+    is_hf = text.startswith("hf://")
+    if not is_hf and not path.exists():
+        raise UsageError(f"dataset {text} does not exist", hint="pass task dirs or a dataset")
+    dirs = find_task_dirs(path) if not is_hf and path.is_dir() else []
+    if not is_hf and path.is_dir() and not dirs and not any(path.rglob("*.parquet")):
+        raise ApexError(
+            f"dataset {text} has no tasks (no task dirs, no .parquet files)",
+            hint="pass task dirs from `apexrl tasks convert` or a dataset from `tasks pack`",
+        )
+    if dirs:
+        rows = [DatasetRow(path=d.name, sha256=pack_task_dir(d)[1]) for d in dirs]
+    else:
+        from apexrl.tasks.unpack import unpack_dataset
+
+        out = run_dir / TASKS_DIR
+        results = unpack_dataset(text, out, strict=False, on_error=on_error)
+        dirs = [out / r.path for r in sorted(results, key=lambda r: r.path)]
+        rows = [DatasetRow(path=r.path, sha256=r.sha256) for r in results]
+    if not dirs:
+        raise ApexError(
+            f"dataset {text} has no tasks", hint="check the path; see `apexrl tasks ls`"
+        )
+    refs = [_task_ref(d) for d in dirs]
+    info = DatasetInfo(source=text, digest=dataset_digest(rows), n_tasks=len(refs))
+    return refs, info
+
+
+def select_tasks(tasks: list[TaskRef], *, domains: list[str], limit: int | None) -> list[TaskRef]:
+    if domains:
+        known = {t.domain for t in tasks}
+        for d in domains:
+            if d not in known:
+                raise UsageError(f"no task has domain {d!r}", hint=f"domains: {sorted(known)}")
+        tasks = [t for t in tasks if t.domain in domains]
+    return tasks[:limit] if limit is not None else tasks
+
+
+# --- plan -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    trial_id: str
+    task: TaskRef
+    attempt: int
+
+
+def trial_id(task: TaskRef, attempt: int) -> str:
+    tid = f"{task.name}.a{attempt}"
+    if not SAFE_ID.match(tid):  # long names: keep the id one safe path segment
+        import hashlib
+
+        tid = f"{task.name[:100]}-{hashlib.sha256(task.name.encode()).hexdigest()[:8]}.a{attempt}"
+    return tid
+
+
+def plan_trials(
+    tasks: list[TaskRef],
+    attempts: int,
+    done: dict[str, EvalResultRow],
+    *,
+    retry_errors: bool,
+) -> tuple[list[PlannedTrial], int]:
+    """Trials still to run (attempt-major order, so Pass@1 fills in first) and the
+    total number planned."""
+    todo = []
+    for a in range(attempts):
+        for t in tasks:
+            tid = trial_id(t, a)
+            row = done.get(tid)
+            if row is None or (retry_errors and row.status in resume.RETRY_STATUSES):
+                todo.append(PlannedTrial(tid, t, a))
+    return todo, attempts * len(tasks)
+
+
+# --- one trial ------------------------------------------------------------------------
+
+
+@dataclass
+class TrialDone:
+    row: EvalResultRow
+    files: dict[str, bytes] = field(default_factory=dict)  # trajectory.json, tokens.jsonl
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def execute_trial(
+    trial_fn: TrialFn, trial: PlannedTrial, config: TrialConfig, task_blob: bytes | None = None
+) -> TrialDone:
+    """Run one trial; never raises. Used in threads and as the body of a Ray task."""
+    started, t0 = _now(), time.perf_counter()
+    task_dir = trial.task.path
+    scratch = None
+    try:
+        if not task_dir.is_dir() and task_blob is not None:  # a Ray node without the dataset
+            from apexrl.tasks.unpack import unpack_row
+
+            scratch = Path(tempfile.mkdtemp(prefix="apexrl-task-"))
+            unpack_row(trial.task.name, task_blob, scratch, trial.trial_id)
+            task_dir = scratch / trial.task.name
+        shutil.rmtree(config.logs_dir, ignore_errors=True)  # leftovers of a killed run
+        config.logs_dir.mkdir(parents=True, exist_ok=True)
+        outcome = trial_fn(task_dir, config)
+        result = outcome.result
+        files = {}
+        for name, p in (
+            ("trajectory.json", outcome.trajectory_path),
+            ("tokens.jsonl", outcome.tokens_path),
+        ):
+            if p is not None and Path(p).is_file():
+                files[name] = Path(p).read_bytes()
+    except Exception as e:  # a bug in the trial machinery: classify, count, go on
+        result = TrialResult(
+            task_id=trial.task.task_id,
+            status="error",
+            error_class="runner_exception",
+        )
+        files = {"error.txt": f"{type(e).__name__}: {e}\n".encode()}
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    data = result.model_dump()
+    data.update(
+        trial_id=trial.trial_id,
+        attempt=trial.attempt,
+        task_id=data.get("task_id") or trial.task.task_id,
+        domain=data.get("domain") or trial.task.domain,
+        world_id=data.get("world_id") or trial.task.world_id,
+        started_at=data.get("started_at") or started,
+        duration_s=data.get("duration_s") or round(time.perf_counter() - t0, 6),
+    )
+    if files.keys() == {"error.txt"}:
+        files = {}  # nothing to publish as a trajectory; the row says what happened
+    return TrialDone(EvalResultRow.model_validate(data), files)
+
+
+def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoint: str | None):
+    sampling = run.sampling
+    if sampling.seed is not None:
+        sampling = sampling.model_copy(update={"seed": sampling.seed + trial.attempt})
+    return TrialConfig(
+        agent=run.agent,
+        environment=run.environment,
+        worlds_dir=Path(run.worlds_dir) if run.worlds_dir else None,
+        endpoint=endpoint,
+        model=run.model.served_name,
+        tokenizer=run.tokenizer,
+        chat_template=run.chat_template,
+        judge=run.judge,
+        budgets=run.budgets,
+        sampling=sampling,
+        attempt=trial.attempt,
+        logs_dir=(run_dir / LOGS_DIR / trial.trial_id).resolve(),
+    )
+
+
+# --- the run --------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """Live counts for the progress line."""
+
+    total: int
+    done: int = 0
+    passed: int = 0
+    tokens: int = 0
+    errors: Counter = field(default_factory=Counter)
+    t0: float = field(default_factory=time.perf_counter)
+
+    def add(self, row: EvalResultRow) -> None:
+        self.done += 1
+        complete = row.status == "complete"
+        if complete and (
+            (row.criteria_total > 0 and row.criteria_met >= row.criteria_total)
+            or (row.criteria_total <= 0 and row.reward >= 1.0 - 1e-9)
+        ):
+            self.passed += 1
+        if row.error_class or not complete:
+            self.errors[row.error_class or row.status] += 1
+        self.tokens += row.tokens_in + row.tokens_out
+
+    def line(self) -> str:
+        rate = f"{self.passed / self.done:.0%}" if self.done else "-"
+        tps = self.tokens / max(time.perf_counter() - self.t0, 1e-9)
+        errs = ", ".join(f"{k} {v}" for k, v in self.errors.most_common(3)) or "none"
+        return f"eval  pass {rate}  errors: {errs}  {tps:,.0f} tok/s"
+
+
+@dataclass
+class RunReport:
+    summary: EvalSummary
+    ran: int
+    planned: int
+    skipped: int
+
+
+def run_trials(
+    run_dir: Path,
+    run: EvalRunConfig,
+    tasks: list[TaskRef],
+    *,
+    endpoint: str | None,
+    trial_fn: TrialFn | None = None,
+    retry_errors: bool = False,
+    on_start: Callable[[int, int], None] | None = None,
+    on_result: Callable[[EvalResultRow, Progress], None] | None = None,
+) -> RunReport:
+    """Run every planned trial not yet in the journal; compact; summarize.
+    The caller holds `resume.run_lock` and has written run.json."""
+    trial_fn = trial_fn or default_trial_fn()
+    done = resume.load_journal(run_dir, repair=True)
+    resume.remove_stale_temp(run_dir)
+    todo, planned = plan_trials(tasks, run.attempts, done, retry_errors=retry_errors)
+    prog = Progress(total=len(todo))
+    if on_start:
+        on_start(len(todo), planned)
+    last_compact = time.monotonic()
+
+    def record(td: TrialDone) -> None:
+        nonlocal last_compact
+        resume.write_trajectory(run_dir, td.row.trial_id, td.files)
+        resume.append_result(run_dir, td.row)
+        done[td.row.trial_id] = td.row
+        prog.add(td.row)
+        if on_result:
+            on_result(td.row, prog)
+        if time.monotonic() - last_compact > COMPACT_EVERY_S:
+            resume.write_results(run_dir, done)
+            last_compact = time.monotonic()
+
+    try:
+        if todo:
+            configs = [trial_config(run, run_dir, t, endpoint) for t in todo]
+            if run.ray_address:
+                _run_ray(trial_fn, todo, configs, run.ray_address, run.concurrency, record)
+            else:
+                _run_threads(trial_fn, todo, configs, run.concurrency, record)
+    finally:
+        resume.write_results(run_dir, done)
+        summary = summarize(done.values())
+        resume.write_summary(run_dir, summary)
+    return RunReport(summary, ran=prog.done, planned=planned, skipped=planned - len(todo))
+
+
+def _run_threads(trial_fn, todo, configs, concurrency: int, record) -> None:
+    if concurrency <= 1:
+        for t, c in zip(todo, configs, strict=True):
+            record(execute_trial(trial_fn, t, c))
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="apexrl-trial")
+    pending: set = set()
+    jobs = iter(zip(todo, configs, strict=True))
+    try:
+        while True:
+            while len(pending) < concurrency:
+                job = next(jobs, None)
+                if job is None:
+                    break
+                pending.add(pool.submit(execute_trial, trial_fn, *job))
+            if not pending:
+                break
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                record(f.result())
+    finally:
+        pool.shutdown(wait=not pending, cancel_futures=True)
+
+
+def _ray_trial(trial_fn, trial, config, task_blob):
+    return execute_trial(trial_fn, trial, config, task_blob)
+
+
+def _run_ray(trial_fn, todo, configs, address: str, concurrency: int, record) -> None:
+    """Each trial a Ray task; at most `concurrency` in flight (the cluster's CPUs
+    when concurrency is 1). Results come back to this process, which alone writes
+    the run dir."""
+    try:
+        import ray
+    except ImportError as e:
+        raise UsageError("--ray-address needs Ray", hint="pip install 'apexrl[ray]'") from e
+    from apexrl.tasks.pack import pack_task_dir
+
+    started = False
+    if not ray.is_initialized():
+        kwargs = {"include_dashboard": False, "log_to_driver": False}
+        ray.init(address=None if address == "local" else address, **kwargs)
+        started = True
+    try:
+        limit = concurrency
+        if limit <= 1:
+            limit = max(int(ray.cluster_resources().get("CPU", 1)), 1)
+        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_trial)
+        fn_ref = ray.put(trial_fn)
+        blobs: dict[str, bytes] = {}
+        pending = []
+        jobs = iter(zip(todo, configs, strict=True))
+        while True:
+            while len(pending) < limit:
+                job = next(jobs, None)
+                if job is None:
+                    break
+                t, c = job
+                if t.task.name not in blobs:
+                    blobs[t.task.name] = pack_task_dir(t.task.path)[0]
+                pending.append(remote.remote(fn_ref, t, c, blobs[t.task.name]))
+            if not pending:
+                break
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                record(ray.get(ref))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_run_config(
+    *,
+    resolved,
+    dataset: DatasetInfo,
+    agent: str,
+    environment: str,
+    worlds_dir: Path | None,
+    judge: str | None,
+    budgets,
+    sampling,
+    attempts: int,
+    limit: int | None,
+    domains: list[str],
+    concurrency: int,
+    ray_address: str | None,
+) -> EvalRunConfig:
+    return EvalRunConfig(
+        apexrl_version=__version__,
+        created_at=now_iso(),
+        model=resolved.model,
+        engine=resolved.engine,
+        tokenizer=resolved.tokenizer,
+        chat_template=resolved.chat_template,
+        chat_template_hash=resolved.chat_template_hash,
+        judge=judge,
+        agent=agent,
+        environment=environment,
+        worlds_dir=str(Path(worlds_dir).resolve()) if worlds_dir else None,
+        budgets=budgets,
+        sampling=sampling,
+        dataset=dataset,
+        attempts=attempts,
+        limit=limit,
+        domains=domains,
+        concurrency=concurrency,
+        ray_address=ray_address,
+    )
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass
+class EvalRequest:
+    """Everything `apexrl eval run` was asked for."""
+
+    tasks: str
+    run_dir: Path
+    model: str | None = None
+    endpoint: str | None = None
+    engine: str = "auto"
+    agent: str = "apexrl"
+    environment: str = "local"
+    worlds_dir: Path | None = None
+    attempts: int = 1
+    concurrency: int = 1
+    limit: int | None = None
+    domains: list[str] = field(default_factory=list)
+    judge: str | None = None
+    tokenizer: str | None = None
+    chat_template: str | None = None
+    budgets: object = None  # AgentBudgets
+    sampling: object = None  # Sampling
+    ray_address: str | None = None
+    retry_errors: bool = False
+    force: bool = False
+
+
+def run_eval(
+    req: EvalRequest,
+    *,
+    trial_fn: TrialFn | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    on_result: Callable[[EvalResultRow, Progress], None] | None = None,
+    on_bad_task=None,
+) -> tuple[RunReport, EvalRunConfig]:
+    from apexrl.eval.engine import resolve_model, running_engine
+    from apexrl.trial.config import AgentBudgets, Sampling
+
+    if req.attempts < 1:
+        raise UsageError("--attempts must be at least 1")
+    if req.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    if req.limit is not None and req.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if req.worlds_dir is not None and not Path(req.worlds_dir).is_dir():
+        raise UsageError(f"--worlds {req.worlds_dir} is not a directory")
+    run_dir = Path(req.run_dir)
+    resolved = resolve_model(
+        req.model,
+        agent=req.agent,
+        endpoint=req.endpoint,
+        tokenizer=req.tokenizer,
+        chat_template=req.chat_template,
+        engine=req.engine,
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with resume.run_lock(run_dir):
+        tasks, dataset = resolve_tasks(req.tasks, run_dir, on_error=on_bad_task)
+        tasks = select_tasks(tasks, domains=req.domains, limit=req.limit)
+        run = build_run_config(
+            resolved=resolved,
+            dataset=dataset,
+            agent=req.agent,
+            environment=req.environment,
+            worlds_dir=req.worlds_dir,
+            judge=req.judge,
+            budgets=req.budgets or AgentBudgets(),
+            sampling=req.sampling or Sampling(),
+            attempts=req.attempts,
+            limit=req.limit,
+            domains=list(req.domains),
+            concurrency=req.concurrency,
+            ray_address=req.ray_address,
+        )
+        old = resume.load_config(run_dir)
+        if old is not None and old.fingerprint() == run.fingerprint():
+            run.created_at = old.created_at
+        resume.prepare_run_dir(run_dir, run, force=req.force)
+        done = resume.load_journal(run_dir)
+        todo, _ = plan_trials(tasks, run.attempts, done, retry_errors=req.retry_errors)
+        if not todo:  # nothing to run: no engine to start
+            report = run_trials(
+                run_dir, run, tasks, endpoint=None, trial_fn=trial_fn or _never, on_start=on_start
+            )
+            return report, run
+        with running_engine(resolved, log_path=run_dir / "engine.log") as endpoint:
+            report = run_trials(
+                run_dir,
+                run,
+                tasks,
+                endpoint=endpoint,
+                trial_fn=trial_fn,
+                retry_errors=req.retry_errors,
+                on_start=on_start,
+                on_result=on_result,
+            )
+        return report, run
+
+
+def _never(task_dir, config):  # pragma: no cover - called only when a plan is empty
+    raise AssertionError("no trial should run")

@@ -1,0 +1,144 @@
+"""Metrics against hand-computed values (errored trials, uneven attempts)."""
+
+from __future__ import annotations
+
+import itertools
+from math import comb
+
+import numpy as np
+import pytest
+
+from apexrl.eval.metrics import Columns, compare, pass_at_k, pass_hat_k, summarize
+
+
+def row(task, domain, attempt, status="complete", met=2, total=2, reward=None, err=None):
+    return {
+        "task_id": task,
+        "domain": domain,
+        "attempt": attempt,
+        "status": status,
+        "error_class": err,
+        "reward": met / total if reward is None else reward,
+        "criteria_met": met,
+        "criteria_total": total,
+        "turns": 4,
+        "tokens_in": 1000,
+        "tokens_out": 100,
+        "tool_calls": 10,
+        "tool_call_success_rate": 0.9,
+        "duration_s": 2.0,
+    }
+
+
+# T1 law: pass, 1/3 met, error (its claimed reward is ignored: not completed -> 0)
+# T2 law: pass, pass
+# T3 ib:  one attempt, agent_timeout claiming every criterion (scores 0, fails)
+# T4 ib:  1/2 met, pass, pass
+ROWS = [
+    row("T1", "law", 0, met=3, total=3),
+    row("T1", "law", 1, met=1, total=3),
+    row("T1", "law", 2, status="error", met=3, total=3, reward=0.9, err="tool_fatal"),
+    row("T2", "law", 0),
+    row("T2", "law", 1),
+    row("T3", "investment-banking", 0, status="agent_timeout"),
+    row("T4", "investment-banking", 0, met=1),
+    row("T4", "investment-banking", 1),
+    row("T4", "investment-banking", 2),
+]
+
+
+def test_hand_computed_summary():
+    s = summarize(ROWS)
+    assert (s.n_tasks, s.n_trials, s.attempts_min, s.attempts_max) == (4, 9, 1, 3)
+    # per-task pass@1: 1/3, 1, 0, 2/3
+    assert s.pass_at_1.value == pytest.approx(0.5)
+    # per-task scores: (1 + 1/3 + 0)/3, 1, 0, (0.5 + 1 + 1)/3
+    assert s.mean_score.value == pytest.approx(41 / 72)
+    # pass@2: 1 - C(2,2)/C(3,2) = 2/3; 1; 0 (one attempt, padded with a failure); 1
+    assert s.pass_at_k["2"].value == pytest.approx((2 / 3 + 1 + 0 + 1) / 4)
+    # pass^2: 0; 1; 0; C(2,2)/C(3,2) = 1/3
+    assert s.pass_hat_k["2"].value == pytest.approx((0 + 1 + 0 + 1 / 3) / 4)
+    assert s.pass_at_k["3"].value == pytest.approx(3 / 4)
+    assert s.pass_hat_k["3"].value == pytest.approx(0.0)
+    assert s.pass_at_k["1"].value == s.pass_hat_k["1"].value == s.pass_at_1.value
+    law, ib = s.per_domain["law"], s.per_domain["investment-banking"]
+    assert (law.n_tasks, law.n_trials, ib.n_tasks, ib.n_trials) == (2, 5, 2, 4)
+    assert law.pass_at_1.value == pytest.approx(2 / 3)
+    assert law.mean_score.value == pytest.approx(13 / 18)
+    assert ib.pass_at_1.value == pytest.approx(1 / 3)
+    assert ib.mean_score.value == pytest.approx(5 / 12)
+    assert s.errors == {"tool_fatal": 1, "agent_timeout": 1}
+    assert s.status == {"agent_timeout": 1, "complete": 7, "error": 1}
+    assert s.tool_call_success_rate == pytest.approx(0.9)
+    assert s.tokens_total == 9 * 1100 and s.turns_mean == 4
+    for m in (s.pass_at_1, s.mean_score, *s.pass_at_k.values(), *s.pass_hat_k.values()):
+        assert 0.0 <= m.ci_low <= m.value <= m.ci_high <= 1.0
+
+
+def test_ci_is_deterministic_and_sensible():
+    a, b = summarize(ROWS), summarize(list(reversed(ROWS)))
+    assert a.pass_at_1 == b.pass_at_1  # same rows, same CI, whatever the order
+    assert a.pass_at_1.ci_low < a.pass_at_1.value < a.pass_at_1.ci_high
+    perfect = summarize([row(f"T{i}", "law", 0) for i in range(20)])
+    assert (perfect.pass_at_1.ci_low, perfect.pass_at_1.ci_high) == (1.0, 1.0)
+    one = summarize([row("T", "law", 0, met=1)])
+    assert one.pass_at_1.ci_low == one.pass_at_1.ci_high == 0.0
+    assert one.mean_score.value == one.mean_score.ci_low == 0.5
+
+
+def test_ci_width_matches_the_binomial_scale():
+    # 400 tasks, 30% pass: the 95% CI half-width is about 1.96 * sqrt(.3 * .7 / 400) = 4.5 pts
+    rows = [row(f"T{i}", "law", 0, met=2 if i % 10 < 3 else 0) for i in range(400)]
+    s = summarize(rows)
+    half = (s.pass_at_1.ci_high - s.pass_at_1.ci_low) / 2
+    assert s.pass_at_1.value == pytest.approx(0.3)
+    assert 0.035 < half < 0.055
+
+
+@pytest.mark.parametrize("n,c,k", [(5, 2, 2), (4, 0, 3), (6, 6, 4), (3, 1, 1), (8, 3, 5)])
+def test_unbiased_estimators_match_subset_enumeration(n, c, k):
+    outcomes = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(outcomes, k))
+    any_pass = sum(max(s) for s in subsets) / len(subsets)
+    all_pass = sum(min(s) for s in subsets) / len(subsets)
+    assert pass_at_k(np.array([n]), np.array([c]), k)[0] == pytest.approx(any_pass)
+    assert pass_hat_k(np.array([n]), np.array([c]), k)[0] == pytest.approx(all_pass)
+    assert all_pass == pytest.approx(comb(c, k) / comb(n, k))
+
+
+def test_empty_rows():
+    s = summarize([])
+    assert s.n_tasks == 0 and s.pass_at_1.value == 0.0 and s.per_domain == {}
+
+
+def test_compare_paired_deltas():
+    a = Columns.from_rows(ROWS)
+    better = [
+        dict(r, status="complete", criteria_met=r["criteria_total"], reward=1.0) for r in ROWS
+    ]
+    b = Columns.from_rows(better)
+    cmp = compare(a, b)
+    o = cmp["overall"]
+    assert o["paired"] and o["n_shared_tasks"] == 4
+    d = o["metrics"]["pass_at_1"]
+    assert d["a"] == pytest.approx(0.5) and d["b"] == pytest.approx(1.0)
+    assert d["delta"] == pytest.approx(0.5)
+    assert d["ci_low"] <= 0.5 <= d["ci_high"] and d["ci_low"] > 0
+    assert set(cmp["per_domain"]) == {"law", "investment-banking"}
+    assert cmp["per_domain"]["law"]["metrics"]["pass_at_1"]["delta"] == pytest.approx(1 / 3)
+    same = compare(a, a)["overall"]["metrics"]["mean_score"]
+    assert same["delta"] == same["ci_low"] == same["ci_high"] == 0.0
+
+
+def test_compare_without_shared_tasks_is_unpaired():
+    a = Columns.from_rows([row(f"A{i}", "law", 0, met=0) for i in range(30)])
+    b = Columns.from_rows([row(f"B{i}", "law", 0) for i in range(30)])
+    o = compare(a, b)["overall"]
+    assert not o["paired"] and o["metrics"]["pass_at_1"]["delta"] == pytest.approx(1.0)
+
+
+def test_columns_from_parquet_table_roundtrip(tmp_path):
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(ROWS)
+    assert summarize(Columns.from_table(table)) == summarize(ROWS)
