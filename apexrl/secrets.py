@@ -30,3 +30,29 @@ def secret_values() -> list[str]:
     """Values of known secrets currently set, longest first (for redaction)."""
     values = {os.environ[k] for k in SECRET_ENV_KEYS if os.environ.get(k)}
     return sorted((v for v in values if len(v) >= 6), key=len, reverse=True)
+
+
+# Credential shapes redacted wherever they appear, set in the environment or not
+# (published files, logs). (name, regex); the whole match is replaced, or only the
+# group named `v` when the pattern has one (the key name stays readable).
+CREDENTIAL_PATTERNS: tuple[tuple[str, str], ...] = (
+    (
+        "private-key",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?"
+        r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----",
+    ),
+    ("aws-access-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),
+    (
+        "aws-secret-access-key",
+        r"(?i)(?<![A-Za-z0-9])aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?"
+        r"(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+    ),
+    ("hf-token", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai-key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"),
+    ("google-api-key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    ("slack-token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("bearer-token", r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{20,}"),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+)

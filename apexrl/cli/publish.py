@@ -1,0 +1,211 @@
+"""`apexrl publish ...`: checkpoints, eval traces and task datasets to the Hugging Face Hub."""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from apexrl.cli import output
+
+app = typer.Typer(
+    help="Publish checkpoints, eval traces and task datasets to the Hugging Face Hub "
+    "(redacted, resumable, verified).",
+    no_args_is_help=True,
+)
+
+_REPO_RE = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
+_COLUMNS = ["path", "size_bytes", "status", "sha256"]
+
+REPO_OPT = typer.Option(..., "--repo", help="Hub repo id, ORG/NAME.")
+PRIVATE_OPT = typer.Option(True, "--private/--public", help="Repo visibility when it is created.")
+DRY_OPT = typer.Option(
+    False, "--dry-run", help="Print the exact files, sizes and card; upload nothing."
+)
+STRICT_OPT = typer.Option(False, "--strict", help="Refuse to upload when a secret is found.")
+STAGE_OPT = typer.Option(
+    None, "--stage", help="Keep the staged (redacted) files in this new folder (default: temp)."
+)
+LICENSE_OPT = typer.Option(None, "--license", help="Licence id for the card (e.g. apache-2.0).")
+JSON_OPT = typer.Option(False, "--json", help="NDJSON output on a terminal too.")
+COMMIT_OPT = typer.Option(20.0, "--commit-size", help="Bytes per commit in GB (few large commits).")
+
+
+def _check_repo(repo: str) -> None:
+    from apexrl.errors import UsageError
+
+    if not _REPO_RE.match(repo) or ".." in repo:
+        raise UsageError(
+            f"--repo {repo!r} is not a Hub repo id", hint="use ORG/NAME, e.g. acme/apex-7b"
+        )
+
+
+@contextmanager
+def _stage_dir(stage: Path | None):
+    import shutil
+    import tempfile
+
+    from apexrl.errors import UsageError
+
+    if stage is not None:
+        if stage.exists() and any(stage.iterdir()):
+            raise UsageError(f"--stage {stage} is not empty", hint="pass a new or empty folder")
+        stage.mkdir(parents=True, exist_ok=True)
+        yield stage
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="apexrl-publish-"))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(plan_fn, *, dry_run: bool, strict: bool, json_out: bool, commit_gb: float, stage) -> None:
+    from apexrl.errors import ApexError, ExitCode
+    from apexrl.publish import hub
+
+    token = None if dry_run else hub.get_token()  # missing token: exit 3 before any work
+    with _stage_dir(stage) as sdir:
+        plan = plan_fn(sdir)
+        for src, why in plan.skipped:
+            output.info(f"not published: {src} ({why})")
+        findings = plan.redactor.findings
+        for f in findings:
+            output.warn(f"secret redacted: {f.where}: {f.kind} x{f.count}")
+        if findings and strict:
+            raise ApexError(
+                f"{plan.redactor.total} secret(s) found in files staged for {plan.repo}; "
+                "--strict refuses to upload",
+                hint="remove them from the source, or drop --strict to publish redacted copies",
+                code=ExitCode.CHECK_FAILED,
+            )
+        what = f"{plan.repo_type} repo {plan.repo}@{plan.revision}"
+        size = plan.size_bytes
+        if dry_run:
+            output.emit_records(plan.records(), json_out=json_out, columns=_COLUMNS)
+            output.info(
+                f"dry run: {len(plan.files)} file(s), {size:,} bytes to {what} "
+                f"({'private' if plan.private else 'public'}); {plan.redactor.total} redaction(s)"
+            )
+            output.info("--- README.md (card) ---")
+            output.err_console().print(plan.card, markup=False, highlight=False)
+            return
+        with output.progress(f"publish {plan.repo}", total=size) as advance:
+            result, records = hub.upload(
+                plan,
+                token=token,
+                commit_bytes=max(1, int(commit_gb * 1024**3)),
+                on_progress=advance,
+            )
+        output.emit_records(records, json_out=json_out, columns=_COLUMNS)
+        output.info(
+            f"published {result.n_files} file(s), {result.size_bytes:,} bytes to {what}: "
+            f"{result.uploaded} sent, {result.unchanged} already there, "
+            f"{result.commits} commit(s); verified. {result.url} @ {result.commit}"
+        )
+
+
+@app.command("model")
+def model(
+    ckpt: Path = typer.Argument(..., help="Checkpoint folder (config, safetensors, tokenizer)."),
+    repo: str = REPO_OPT,
+    evals: list[Path] = typer.Option(
+        [], "--eval", help="An `apexrl eval run` folder whose Pass@1 goes in the card (repeatable)."
+    ),
+    base_model: str = typer.Option(None, "--base-model", help="Hub id of the base model."),
+    private: bool = PRIVATE_OPT,
+    revision: str = typer.Option("main", "--revision", help="Branch to publish to."),
+    license: str = LICENSE_OPT,
+    dry_run: bool = DRY_OPT,
+    strict: bool = STRICT_OPT,
+    stage: Path = STAGE_OPT,
+    commit_size: float = COMMIT_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Check a checkpoint, write its model card, upload it and verify what landed."""
+    from apexrl.publish.stage import stage_model
+
+    _check_repo(repo)
+    _run(
+        lambda sdir: stage_model(
+            ckpt,
+            repo=repo,
+            stage_dir=sdir,
+            evals=evals,
+            base_model=base_model,
+            private=private,
+            revision=revision,
+            license=license,
+        ),
+        dry_run=dry_run,
+        strict=strict,
+        json_out=json_out,
+        commit_gb=commit_size,
+        stage=stage,
+    )
+
+
+@app.command("traces")
+def traces(
+    run_dir: Path = typer.Argument(..., help="An `apexrl eval run` folder."),
+    repo: str = REPO_OPT,
+    include_tokens: bool = typer.Option(
+        False, "--include-tokens", help="Add the token ids and loss mask of every trial."
+    ),
+    private: bool = PRIVATE_OPT,
+    license: str = LICENSE_OPT,
+    dry_run: bool = DRY_OPT,
+    strict: bool = STRICT_OPT,
+    stage: Path = STAGE_OPT,
+    commit_size: float = COMMIT_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Publish an eval run's trajectories as a Parquet dataset (one row per trial)."""
+    from apexrl.publish.stage import stage_traces
+
+    _check_repo(repo)
+    _run(
+        lambda sdir: stage_traces(
+            run_dir,
+            repo=repo,
+            stage_dir=sdir,
+            include_tokens=include_tokens,
+            private=private,
+            license=license,
+        ),
+        dry_run=dry_run,
+        strict=strict,
+        json_out=json_out,
+        commit_gb=commit_size,
+        stage=stage,
+    )
+
+
+@app.command("dataset")
+def dataset(
+    ds_dir: Path = typer.Argument(..., help="A dataset folder from `apexrl tasks pack`."),
+    repo: str = REPO_OPT,
+    private: bool = PRIVATE_OPT,
+    license: str = LICENSE_OPT,
+    dry_run: bool = DRY_OPT,
+    strict: bool = STRICT_OPT,
+    stage: Path = STAGE_OPT,
+    commit_size: float = COMMIT_OPT,
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Publish a packed task dataset with its card (counts per domain and world, schema)."""
+    from apexrl.publish.stage import stage_dataset
+
+    _check_repo(repo)
+    _run(
+        lambda sdir: stage_dataset(
+            ds_dir, repo=repo, stage_dir=sdir, private=private, license=license
+        ),
+        dry_run=dry_run,
+        strict=strict,
+        json_out=json_out,
+        commit_gb=commit_size,
+        stage=stage,
+    )
