@@ -84,14 +84,27 @@ class Columns:
 
     @classmethod
     def _build(cls, c: dict[str, list]) -> Columns:
+        # Rows in (task, attempt) order: sums, hence every figure, do not depend
+        # on the order trials finished in.
+        task_id = np.array([str(v) for v in c["task_id"]], dtype=object)
+        attempt = np.array([0 if v is None else v for v in c["attempt"]], dtype=np.int64)
+        order = np.lexsort((attempt, task_id.astype(str))) if len(task_id) else np.zeros(0, int)
+
         def num(name, dtype=float):
-            return np.array([0 if v is None else v for v in c[name]], dtype=dtype)
+            return np.array([0 if v is None else v for v in c[name]], dtype=dtype)[order]
+
+        def obj(name, default):
+            return np.array([v or default for v in c[name]], dtype=object)[order]
+
+        def lst(name):
+            vals = c[name]
+            return [vals[i] for i in order]
 
         return cls(
-            task_id=np.array([str(v) for v in c["task_id"]], dtype=object),
-            domain=np.array([v or "" for v in c["domain"]], dtype=object),
-            status=np.array([v or "complete" for v in c["status"]], dtype=object),
-            error_class=list(c["error_class"]),
+            task_id=task_id[order],
+            domain=obj("domain", ""),
+            status=obj("status", "complete"),
+            error_class=lst("error_class"),
             reward=num("reward"),
             criteria_met=num("criteria_met", np.int64),
             criteria_total=num("criteria_total", np.int64),
@@ -99,7 +112,7 @@ class Columns:
             tokens_in=num("tokens_in"),
             tokens_out=num("tokens_out"),
             tool_calls=num("tool_calls"),
-            tool_call_success_rate=list(c["tool_call_success_rate"]),
+            tool_call_success_rate=lst("tool_call_success_rate"),
             duration_s=num("duration_s"),
         )
 

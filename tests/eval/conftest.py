@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -54,7 +55,11 @@ def scripted_trial(task_dir: Path, config: TrialConfig) -> TrialOutcome:
     elif kind == 2:
         status, err, met = "error", "llm_transient", 0
     traj = config.logs_dir / "trajectory.json"
-    traj.write_bytes(orjson.dumps({"schema_version": "ATIF-v1.2", "steps": [{"source": "user"}]}))
+    traj.write_bytes(
+        orjson.dumps(
+            {"schema_version": "ATIF-v1.2", "steps": [{"source": "user"}], "pid": os.getpid()}
+        )
+    )
     toks = config.logs_dir / "tokens.jsonl"
     toks.write_bytes(orjson.dumps({"ids": [1, 2, 3], "mask": [0, 1, 1]}) + b"\n")
     result = TrialResult(
@@ -89,4 +94,19 @@ def passing_trial(task_dir: Path, config: TrialConfig) -> TrialOutcome:
             criteria_met=n,
             criteria_total=n,
         )
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_litellm_network(monkeypatch):
+    """LiteLLM (imported by grading) fetches a price map from the network at import."""
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    from apexrl.engine.local import make_tiny_checkpoint
+
+    return make_tiny_checkpoint(
+        tmp_path_factory.mktemp("ckpt") / "tiny-qwen3", max_position_embeddings=32768
     )

@@ -1,0 +1,85 @@
+"""End to end on the example data: real trials (Harbor, local environment, apexrl
+grading), the oracle and the tiny local model, through the CLI."""
+
+from __future__ import annotations
+
+import shutil
+
+import orjson
+import pyarrow.parquet as pq
+
+from apexrl.cli.app import app
+from apexrl.eval.models import EvalRunConfig
+
+
+def test_oracle_on_the_example_data_passes_everything(runner, example_dirs, tmp_path):
+    expert, tasks = example_dirs
+    run_dir = tmp_path / "run"
+    args = ["eval", "run", "--agent", "oracle", "--tasks", str(tasks)]
+    args += ["--worlds", str(expert / "world_files_zipped"), "-o", str(run_dir), "-k", "2"]
+    res = runner.invoke(app, [*args, "-n", "4"])
+    assert res.exit_code == 0, res.output
+    s = orjson.loads(res.stdout.strip().splitlines()[-1])
+    assert s["n_tasks"] == 14 and s["n_trials"] == 28
+    assert s["pass_at_1"]["value"] == 1.0
+    assert s["pass_at_k"]["2"]["value"] == s["pass_hat_k"]["2"]["value"] == 1.0
+    assert set(s["per_domain"]) == {"investment-banking", "law", "management-consulting"}
+    rows = pq.read_table(run_dir / "results.parquet").to_pylist()
+    assert len({r["trial_id"] for r in rows}) == 28
+    assert all(r["status"] == "complete" and r["criteria_met"] == r["criteria_total"] for r in rows)
+    # the same command again resumes: nothing to run
+    res = runner.invoke(app, [*args, "-n", "4"])
+    assert res.exit_code == 0 and "0 trial(s) run, 28 already done" in res.stderr
+    md = runner.invoke(app, ["eval", "report", str(run_dir), "--format", "md"])
+    assert md.exit_code == 0 and "| Pass@2 | 100.0% [100.0, 100.0] |" in md.stdout
+
+
+def test_missing_world_is_classified_per_trial_and_the_run_goes_on(runner, example_dirs, tmp_path):
+    expert, tasks = example_dirs
+    store = tmp_path / "worlds"
+    store.mkdir()
+    law = next(
+        r["world_id"]
+        for r in orjson.loads((expert / "tasks_and_rubrics.json").read_bytes())
+        if r["domain"] == "law"
+    )
+    shutil.copy(expert / "world_files_zipped" / f"{law}.zip", store)
+    run_dir = tmp_path / "run"
+    res = runner.invoke(
+        app,
+        ["eval", "run", "--agent", "oracle", "--tasks", str(tasks), "--worlds", str(store)]
+        + ["-o", str(run_dir), "--domain", "law", "--domain", "management-consulting"]
+        + ["--limit", "3", "--json"],
+    )
+    assert res.exit_code == 1, res.output  # the oracle did not reach 100%
+    assert "oracle passed" in res.stderr
+    rows = pq.read_table(run_dir / "results.parquet").to_pylist()
+    assert len(rows) == 3
+    for r in rows:
+        if r["world_id"] == law:
+            assert r["status"] == "complete" and r["reward"] == 1.0
+        else:
+            assert r["status"] != "complete" and r["error_class"] and r["reward"] == 0.0
+    assert {r["world_id"] == law for r in rows} == {True, False}
+
+
+def test_tiny_local_model_through_the_local_engine(runner, example_dirs, tiny_model, tmp_path):
+    expert, tasks = example_dirs
+    run_dir = tmp_path / "run"
+    res = runner.invoke(
+        app,
+        ["eval", "run", str(tiny_model), "--tasks", str(tasks), "-o", str(run_dir)]
+        + ["--worlds", str(expert / "world_files_zipped"), "--limit", "1"]
+        + ["--max-steps", "2", "--max-tokens", "8", "--temperature", "0", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    cfg = EvalRunConfig.model_validate_json((run_dir / "run.json").read_bytes())
+    assert cfg.engine.kind == "local" and cfg.engine.version.startswith("transformers")
+    assert cfg.model.path == str(tiny_model.resolve()) and cfg.tokenizer == cfg.model.path
+    assert cfg.chat_template_hash.startswith("sha256:") and cfg.sampling.max_tokens == 8
+    (row,) = pq.read_table(run_dir / "results.parquet").to_pylist()
+    assert row["tokens_in"] > 0 and row["turns"] >= 1
+    traj = run_dir / "trajectories" / row["trial_id"]
+    assert (traj / "trajectory.json").is_file() and (traj / "tokens.jsonl").is_file()
+    atif = orjson.loads((traj / "trajectory.json").read_bytes())
+    assert atif.get("steps")
