@@ -191,7 +191,7 @@ TRACE_SCHEMA: list[tuple[str, str, str]] = [
     ("reward", "float64", "fraction of rubric criteria met (0 unless complete)"),
     ("criteria_met", "int32", "rubric criteria met"),
     ("criteria_total", "int32", "rubric criteria"),
-    ("criteria", "list<struct>", "per-criterion verdicts: id, criterion, met, score, reason"),
+    ("criteria", "list<struct>", "verdicts: id, criterion, met, score, reason, source"),
     ("messages", "list<struct>", "the conversation (role, content, tool_calls as JSON, ...)"),
     ("turns", "int32", "model turns"),
     ("tool_calls", "int32", "tool calls"),

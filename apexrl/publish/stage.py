@@ -242,6 +242,7 @@ def _trace_schema(include_tokens: bool):
             ("met", pa.bool_()),
             ("score", pa.float64()),
             ("reason", pa.string()),
+            ("source", pa.string()),
         ]
     )
     log = pa.struct([("name", pa.string()), ("text", pa.string())])
@@ -307,13 +308,22 @@ def _messages(atif: dict) -> list[dict]:
 
 
 def _tokens(path: Path) -> tuple[list[int], list[int]]:
-    """Token ids and loss mask from tokens.jsonl (TITO trajectory lines or per-turn records)."""
+    """Token ids and loss mask from tokens.jsonl: a TITO trajectory (one JSON document,
+    possibly pretty-printed), or JSON lines of per-turn records {kind, token_ids}."""
     ids: list[int] = []
     mask: list[int] = []
-    for line in path.read_text().splitlines():
-        if not line.strip():
+    text = path.read_text()
+    try:
+        whole = json.loads(text)
+        records = [whole] if isinstance(whole, dict) else []
+    except json.JSONDecodeError:
+        try:
+            records = [json.loads(x) for x in text.splitlines() if x.strip()]
+        except json.JSONDecodeError as e:
+            raise BadRecordError(str(path), f"not JSON lines: {e}") from None
+    for rec in records:
+        if not isinstance(rec, dict):
             continue
-        rec = json.loads(line)
         if "prompt_ids" in rec:  # a whole TITO trajectory
             ids += rec["prompt_ids"]
             mask += [0] * len(rec["prompt_ids"])
@@ -327,7 +337,15 @@ def _tokens(path: Path) -> tuple[list[int], list[int]]:
     return ids, mask
 
 
-def _verdicts(row: dict, tdir: Path) -> list[dict]:
+_VERDICT_FILES = (
+    "verifier/grading.json",
+    "grading.json",
+    "verdicts.json",
+    "verifier/verdicts.json",
+)
+
+
+def _verdicts(row: dict, dirs: list[Path]) -> list[dict]:
     raw = row.get("verdicts")
     if isinstance(raw, str):
         try:
@@ -336,16 +354,13 @@ def _verdicts(row: dict, tdir: Path) -> list[dict]:
             raw = None
     if not isinstance(raw, list):
         raw = None
-        for name in (
-            "verdicts.json",
-            "verifier/verdicts.json",
-            "grading.json",
-            "verifier/grading.json",
-        ):
-            if (tdir / name).is_file():
-                data = json.loads((tdir / name).read_text())
-                raw = data.get("verdicts") if isinstance(data, dict) else data
-                break
+        found = [d / n for d in dirs for n in _VERDICT_FILES if (d / n).is_file()]
+        if found:
+            try:
+                data = json.loads(found[0].read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise BadRecordError(str(found[0]), f"not readable JSON: {e}") from None
+            raw = data.get("verdicts") if isinstance(data, dict) else data
     out = []
     for v in raw or []:
         if not isinstance(v, dict):
@@ -358,13 +373,17 @@ def _verdicts(row: dict, tdir: Path) -> list[dict]:
                 "criterion": _text(v.get("criteria") or v.get("criterion")),
                 "met": bool(met) if met is not None else None,
                 "score": float(score) if isinstance(score, int | float) else None,
-                "reason": _text(v.get("reason") or v.get("explanation") or v.get("rationale")),
+                "reason": _text(v.get("rationale") or v.get("reason") or v.get("explanation")),
+                "source": _text(v.get("source")),
             }
         )
     return out
 
 
-_TRIAL_FILES = {"trajectory.json", "tokens.jsonl", "verdicts.json", "grading.json"}
+# published in their own columns (or too big for a log column)
+_TRIAL_FILES = {
+    "trajectory.json", "atif.json", "tokens.jsonl", "tito.json", "verdicts.json", "grading.json",
+}  # fmt: skip
 
 
 def _logs(dirs: list[Path]) -> list[dict]:
@@ -389,15 +408,10 @@ def _trial_id(row: dict, traj_root: Path) -> str:
     if row.get("trial_id"):
         return str(row["trial_id"])
     task, attempt = row.get("task_id"), row.get("attempt", 0)
-    for cand in (
-        f"{task}__{attempt}",
-        f"{task}.{attempt}",
-        f"{task}-{attempt}",
-        f"{task}_{attempt}",
-    ):
+    for cand in (f"{task}.a{attempt}", f"{task}__{attempt}", f"{task}.{attempt}"):
         if (traj_root / cand).is_dir():
             return cand
-    return f"{task}__{attempt}"
+    return f"{task}.a{attempt}"
 
 
 def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[dict]:
@@ -431,7 +445,7 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
             "reward": row.get("reward"),
             "criteria_met": row.get("criteria_met"),
             "criteria_total": row.get("criteria_total"),
-            "criteria": _verdicts(row, tdir),
+            "criteria": _verdicts(row, [tdir, run_dir / "logs" / tid]),
             "messages": messages,
             "turns": row.get("turns"),
             "tool_calls": row.get("tool_calls"),

@@ -149,7 +149,7 @@ def make_run_dir(root: Path) -> Path:
     rows = []
     for i, (task, domain) in enumerate([("task_a", "law"), ("task_b", "investment-banking")]):
         for attempt in range(2):
-            tid = f"{task}__{attempt}"
+            tid = f"{task}.a{attempt}"
             passed = (i + attempt) % 2 == 0
             rows.append(
                 {
@@ -211,28 +211,43 @@ def make_run_dir(root: Path) -> Path:
                 "extra": {"tito": {"messages": messages, "n_prompt_messages": 2}},
             }
             (tdir / "trajectory.json").write_text(json.dumps(atif))
-            (tdir / "tokens.jsonl").write_text(
-                json.dumps({"kind": "prompt", "token_ids": [1, 2, 3]})
-                + "\n"
-                + json.dumps({"kind": "sampled", "token_ids": [4, 5], "logprobs": [-0.1, -0.2]})
-                + "\n"
-            )
-            (tdir / "verdicts.json").write_text(
+            # the agent's TITO trajectory (pretty JSON), copied as tokens.jsonl
+            tito = {
+                "trajectory_id": tid,
+                "messages": messages,
+                "prompt_ids": [1, 2, 3],
+                "turns": [
+                    {"kind": "sampled", "token_ids": [4, 5], "logprobs": [-0.1, -0.2]},
+                    {"kind": "observation", "token_ids": [6]},
+                ],
+            }
+            (tdir / "tokens.jsonl").write_text(json.dumps(tito, indent=2))
+            logs = root / "logs" / tid
+            (logs / "verifier").mkdir(parents=True)
+            (logs / "agent").mkdir()
+            (logs / "verifier" / "grading.json").write_text(
                 json.dumps(
-                    [
-                        {"verifier_id": "v1", "criteria": "States 42", "met": True, "score": 1.0},
-                        {
-                            "verifier_id": "v2",
-                            "criteria": "Explains",
-                            "met": passed,
-                            "reason": f"judge called with {PLANTED['env_judge']}",
-                        },
-                    ]
+                    {
+                        "reward": 1.0 if passed else 0.0,
+                        "verdicts": [
+                            {
+                                "verifier_id": "v1",
+                                "criteria": "States 42",
+                                "met": True,
+                                "source": "deterministic",
+                            },
+                            {
+                                "verifier_id": "v2",
+                                "criteria": "Explains",
+                                "met": passed,
+                                "source": "judge",
+                                "rationale": f"judge called with {PLANTED['env_judge']}",
+                            },
+                        ],
+                    }
                 )
             )
-            logs = root / "logs" / tid
-            logs.mkdir(parents=True)
-            (logs / "agent.log").write_text(
+            (logs / "agent" / "agent.log").write_text(
                 f"starting\nenv FMP_API_KEY={PLANTED['env_fmp']}\nhf token {PLANTED['hf']}\n"
             )
     pq.write_table(pa.Table.from_pylist(rows), root / "results.parquet")

@@ -193,13 +193,14 @@ def test_traces_roundtrip(runner, hub_env, run_dir, tmp_path):
             data = json.dumps(rows).encode()
             assert len(rows) == 4
             assert {r["trial_id"] for r in rows} == {
-                "task_a__0",
-                "task_a__1",
-                "task_b__0",
-                "task_b__1",
+                "task_a.a0",
+                "task_a.a1",
+                "task_b.a0",
+                "task_b.a1",
             }
             row = rows[0]
-            assert row["token_ids"] == [1, 2, 3, 4, 5] and row["loss_mask"] == [0, 0, 0, 1, 1]
+            assert row["token_ids"] == [1, 2, 3, 4, 5, 6]
+            assert row["loss_mask"] == [0, 0, 0, 1, 1, 0]
             assert [m["role"] for m in row["messages"]] == [
                 "system", "user", "assistant", "tool", "assistant",
             ]  # fmt: skip
@@ -207,9 +208,12 @@ def test_traces_roundtrip(runner, hub_env, run_dir, tmp_path):
                 json.loads(row["messages"][2]["tool_calls"])[0]["function"]["name"] == "files_read"
             )
             assert row["criteria"][0] == {
-                "id": "v1", "criterion": "States 42", "met": True, "score": 1.0, "reason": None,
+                "id": "v1", "criterion": "States 42", "met": True, "score": None, "reason": None,
+                "source": "deterministic",
             }  # fmt: skip
-            assert row["logs"][0]["name"] == "agent.log"
+            assert [x["name"] for x in row["logs"]] == ["agent/agent.log"]
+            assert "[REDACTED:env:FMP_API_KEY]" in row["logs"][0]["text"]
+            assert "[REDACTED:env:OPENAI_API_KEY]" in row["criteria"][1]["reason"]
             assert "[REDACTED:" in row["messages"][3]["content"]
         _no_secret(data, p)
     card = _download(hub, "acme/traces", "README.md", tmp_path, repo_type="dataset").decode()
