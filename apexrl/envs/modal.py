@@ -1,0 +1,343 @@
+"""`modal`: a Harbor environment running each trial in a Modal sandbox from the world's image.
+
+Import path: `apexrl.envs.modal:ModalEnvironment`. Kwargs:
+  app_name             Modal app the sandboxes belong to (default "apexrl")
+  registry_secret      Modal secret holding AWS credentials for ECR pulls
+                       (default $APEXRL_MODAL_ECR_SECRET, else "aws-ecr")
+  private_registry_secret  for a non-ECR private registry: a Modal secret with
+                       REGISTRY_USERNAME / REGISTRY_PASSWORD
+  image                image ref override (default: the task's world image, from
+                       task.toml [metadata] image + image_digest, else the Dockerfile FROM)
+  gateway_port         the world gateway's port inside the sandbox (default 8080)
+  sandbox_timeout_s    sandbox lifetime (Modal's default is 5 minutes: too short)
+  cpu, memory_mb, region, secrets (more Modal secret names), gateway_ready_timeout_s
+
+The gateway's port is declared when the sandbox is created, through Modal's
+public API (`Sandbox.create(..., encrypted_ports=[port])`), and reached through
+the sandbox's tunnel (`sandbox.tunnels()[port].url`); nothing of Harbor's own
+Modal environment is copied or patched. The sandbox runs the image's entrypoint
+(`apexrl-world-entrypoint`: the world's MCP gateway on 0.0.0.0:port); the task's
+input files are overlaid on /world after it starts (the tool servers read files
+on each call). Task env keys that are apexrl secrets (required_env_keys, e.g.
+FMP_API_KEY) are passed as an ephemeral Modal secret, never on a command line.
+
+`modal` is imported lazily (pip install modal); it is not a dependency of apexrl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import re
+import tarfile
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harbor.environments.base import BaseEnvironment, ExecResult
+from harbor.environments.capabilities import EnvironmentCapabilities
+
+from apexrl.errors import UsageError
+
+ENV_TYPE = "apexrl-modal"
+ECR_HOST = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/")
+ENTRYPOINT = "/usr/local/bin/apexrl-world-entrypoint"
+WORLD_ROOT = "/world"
+LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+DEFAULT_SANDBOX_TIMEOUT_S = 4 * 3600
+
+
+def _modal():
+    try:
+        import modal
+    except ImportError as e:
+        raise UsageError(
+            "the modal environment needs the Modal client", hint="pip install modal; modal setup"
+        ) from e
+    return modal
+
+
+async def _aio(fn, *args: Any, **kwargs: Any) -> Any:
+    """Call a Modal method through its async interface (`.aio`) when it has one."""
+    a = getattr(fn, "aio", None)
+    if a is not None:
+        return await a(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+@dataclass
+class TaskImage:
+    ref: str
+    required_env_keys: list[str] = field(default_factory=list)
+    world_id: str | None = None
+
+
+def task_image(environment_dir: Path, override: str | None = None) -> TaskImage:
+    """The world image of a converted task: task.toml metadata, else the Dockerfile's FROM."""
+    meta: dict[str, Any] = {}
+    toml = environment_dir.parent / "task.toml"
+    if toml.is_file():
+        meta = tomllib.loads(toml.read_text(encoding="utf-8")).get("metadata") or {}
+    keys = [str(k) for k in meta.get("required_env_keys") or []]
+    ref = override
+    if not ref and meta.get("image"):
+        from apexrl.tasks.convert import image_pin
+
+        ref = image_pin(str(meta["image"]), meta.get("image_digest"))
+    if not ref:
+        dockerfile = environment_dir / "Dockerfile"
+        if dockerfile.is_file():
+            for line in dockerfile.read_text(encoding="utf-8").splitlines():
+                if line.strip().upper().startswith("FROM "):
+                    ref = line.split()[1]
+                    break
+    if not ref:
+        raise UsageError(
+            f"{environment_dir.parent}: no world image (task.toml [metadata] image or a FROM line)",
+            hint="push the world image (apexrl image push) and convert with --images",
+        )
+    return TaskImage(ref=ref, required_env_keys=keys, world_id=meta.get("world_id"))
+
+
+def is_ecr(ref: str) -> bool:
+    return bool(ECR_HOST.match(ref))
+
+
+class ModalEnvironment(BaseEnvironment):
+    def __init__(
+        self,
+        environment_dir: Path,
+        environment_name: str,
+        session_id: str,
+        trial_paths,
+        task_env_config,
+        *args: Any,
+        app_name: str = "apexrl",
+        registry_secret: str | None = None,
+        private_registry_secret: str | None = None,
+        image: str | None = None,
+        gateway_port: int = 8080,
+        sandbox_timeout_s: int = DEFAULT_SANDBOX_TIMEOUT_S,
+        cpu: float | None = None,
+        memory_mb: int | None = None,
+        region: str | None = None,
+        secrets: list[str] | None = None,
+        gateway_ready_timeout_s: float = 300.0,
+        worlds_dir: Any = None,  # accepted for parity with `local`; the image holds the world
+        **kwargs: Any,
+    ) -> None:
+        self.app_name = app_name
+        self.registry_secret = (
+            registry_secret or os.environ.get("APEXRL_MODAL_ECR_SECRET") or "aws-ecr"
+        )
+        self.private_registry_secret = private_registry_secret
+        self.image_override = image
+        self.gateway_port = int(gateway_port)
+        self.sandbox_timeout_s = int(sandbox_timeout_s)
+        self.cpu = cpu
+        self.memory_mb = memory_mb
+        self.region = region
+        self.secret_names = list(secrets or [])
+        self.gateway_ready_timeout_s = float(gateway_ready_timeout_s)
+        self.gateway_url: str | None = None
+        self.tunnel_url: str | None = None
+        self._sandbox: Any = None
+        super().__init__(
+            environment_dir,
+            environment_name,
+            session_id,
+            trial_paths,
+            task_env_config,
+            *args,
+            **kwargs,
+        )
+
+    @staticmethod
+    def type() -> str:
+        return ENV_TYPE
+
+    @property
+    def capabilities(self) -> EnvironmentCapabilities:
+        # block_network=True stops outbound traffic; tunnels (the gateway) still work
+        return EnvironmentCapabilities(disable_internet=True)
+
+    def _validate_definition(self) -> None:
+        self.image = task_image(Path(self.environment_dir), self.image_override)
+
+    # --- the plan: task + config -> Modal calls ------------------------------------------
+    def forwarded_env(self) -> dict[str, str]:
+        """Task env keys that are set here and known to apexrl (apexrl.secrets)."""
+        from apexrl.secrets import SECRET_ENV_KEYS
+
+        keys = [k for k in self.image.required_env_keys if k in SECRET_ENV_KEYS]
+        return {k: os.environ[k] for k in keys if os.environ.get(k)}
+
+    def sandbox_kwargs(self, modal: Any, app: Any, image: Any) -> dict[str, Any]:
+        secrets = [modal.Secret.from_name(n) for n in self.secret_names]
+        env = self.forwarded_env()
+        if env:
+            secrets.append(modal.Secret.from_dict(env))
+        kw: dict[str, Any] = {
+            "app": app,
+            "image": image,
+            "timeout": self.sandbox_timeout_s,
+            "encrypted_ports": [self.gateway_port],
+            "secrets": secrets,
+            "env": {"APEXRL_PORT": str(self.gateway_port), "APEXRL_HOST": "0.0.0.0"}
+            | ({"APEXRL_WORLD_ID": self.image.world_id} if self.image.world_id else {}),
+            "workdir": f"{WORLD_ROOT}/filesystem",
+        }
+        if self.cpu is not None:
+            kw["cpu"] = self.cpu
+        if self.memory_mb is not None:
+            kw["memory"] = self.memory_mb
+        if self.region:
+            kw["region"] = self.region
+        if self._network_disabled:
+            # the agent reaches the gateway through the tunnel; only outbound is blocked
+            kw["block_network"] = True
+        return kw
+
+    def modal_image(self, modal: Any) -> Any:
+        ref = self.image.ref
+        if is_ecr(ref):
+            return modal.Image.from_aws_ecr(
+                ref, secret=modal.Secret.from_name(self.registry_secret)
+            )
+        if self.private_registry_secret:
+            secret = modal.Secret.from_name(self.private_registry_secret)
+            return modal.Image.from_registry(ref, secret=secret)
+        return modal.Image.from_registry(ref)
+
+    # --- lifecycle ----------------------------------------------------------------------
+    async def start(self, force_build: bool) -> None:
+        modal = _modal()
+        app = await _aio(modal.App.lookup, self.app_name, create_if_missing=True)
+        image = self.modal_image(modal)
+        kw = self.sandbox_kwargs(modal, app, image)
+        self._sandbox = await _aio(modal.Sandbox.create, ENTRYPOINT, **kw)
+        try:
+            tunnels = await _aio(self._sandbox.tunnels)
+            self.tunnel_url = tunnels[self.gateway_port].url.rstrip("/")
+            self.gateway_url = self.tunnel_url + "/mcp/"
+            await self._exec_args(["mkdir", "-p", *LOG_DIRS], timeout_sec=60)
+            files = Path(self.environment_dir) / "task_files"
+            if files.is_dir() and any(files.iterdir()):
+                await self.upload_dir(files, WORLD_ROOT)
+            await self._wait_gateway()
+        except BaseException:
+            await self.stop(delete=True)
+            raise
+
+    async def _wait_gateway(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + self.gateway_ready_timeout_s
+        last = "no answer"
+        async with httpx.AsyncClient(timeout=10) as hc:
+            while time.monotonic() < deadline:
+                try:
+                    r = await hc.get(f"{self.tunnel_url}/health")
+                    if r.status_code == 200:
+                        return
+                    last = f"HTTP {r.status_code}: {r.text[:200]}"
+                except httpx.HTTPError as e:
+                    last = type(e).__name__
+                await asyncio.sleep(1.0)
+        raise RuntimeError(
+            f"the world gateway in sandbox {self.session_id} was not healthy within "
+            f"{self.gateway_ready_timeout_s:.0f}s ({last})"
+        )
+
+    async def stop(self, delete: bool) -> None:
+        sb, self._sandbox = self._sandbox, None
+        if sb is not None:
+            await _aio(sb.terminate)
+
+    # --- exec and files -----------------------------------------------------------------
+    async def _exec_args(
+        self, args: list[str], *, cwd: str | None = None, timeout_sec: int | None = None
+    ) -> ExecResult:
+        if self._sandbox is None:
+            raise RuntimeError("the sandbox is not running; call start() first")
+        kw: dict[str, Any] = {}
+        if cwd:
+            kw["workdir"] = cwd
+        if timeout_sec:
+            kw["timeout"] = int(timeout_sec)
+        proc = await _aio(self._sandbox.exec, *args, **kw)
+        out, err, code = await asyncio.gather(
+            _aio(proc.stdout.read), _aio(proc.stderr.read), _aio(proc.wait)
+        )
+
+        def text(x: Any) -> str:
+            return x.decode("utf-8", "replace") if isinstance(x, bytes) else (x or "")
+
+        return ExecResult(stdout=text(out), stderr=text(err), return_code=int(code))
+
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        merged = self._merge_env(env) or {}
+        # values travel as argv of `env`, never through a shell
+        args = ["env", *(f"{k}={v}" for k, v in merged.items()), "bash", "-c", command]
+        return await self._exec_args(args, cwd=cwd, timeout_sec=timeout_sec)
+
+    async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        data = Path(source_path).read_bytes()
+        parent = str(Path(target_path).parent)
+        await self._exec_args(["mkdir", "-p", parent], timeout_sec=60)
+        f = await _aio(self._sandbox.open, target_path, "wb")
+        try:
+            await _aio(f.write, data)
+        finally:
+            await _aio(f.close)
+
+    async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        f = await _aio(self._sandbox.open, source_path, "rb")
+        try:
+            data = await _aio(f.read)
+        finally:
+            await _aio(f.close)
+        Path(target_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(target_path).write_bytes(data)
+
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+            tf.add(str(source_dir), arcname=".")
+        with tempfile.TemporaryDirectory(prefix="apexrl-modal-") as tmp:
+            local = Path(tmp) / "upload.tar.gz"
+            local.write_bytes(buf.getvalue())
+            remote = f"/tmp/apexrl-upload-{os.getpid()}-{time.monotonic_ns()}.tar.gz"
+            await self.upload_file(local, remote)
+        res = await self._exec_args(
+            ["sh", "-c", 'mkdir -p "$1" && tar -xzf "$2" -C "$1" && rm -f "$2"', "sh"]
+            + [target_dir, remote],
+            timeout_sec=600,
+        )
+        if res.return_code != 0:
+            raise RuntimeError(f"upload to {target_dir} failed: {res.stderr}")
+
+    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        remote = f"/tmp/apexrl-download-{os.getpid()}-{time.monotonic_ns()}.tar.gz"
+        res = await self._exec_args(["tar", "-czf", remote, "-C", source_dir, "."], timeout_sec=600)
+        if res.return_code != 0:
+            raise RuntimeError(f"download of {source_dir} failed: {res.stderr}")
+        with tempfile.TemporaryDirectory(prefix="apexrl-modal-") as tmp:
+            local = Path(tmp) / "download.tar.gz"
+            await self.download_file(remote, local)
+            target = Path(target_dir)
+            target.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(local, "r:gz") as tf:
+                tf.extractall(target, filter="data")  # no links out, no absolute paths
+        await self._exec_args(["rm", "-f", remote], timeout_sec=60)
