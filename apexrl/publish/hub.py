@@ -15,6 +15,7 @@ the Hub's message and what to do. A missing or rejected token exits 3.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -202,6 +203,16 @@ def commit_groups(files: list[PlanFile], max_bytes: int, max_files: int) -> list
     return [g for g in groups if g]
 
 
+def _operation(cls, f: PlanFile):
+    """A CommitOperationAdd that reuses the plan's sha256 (the client would hash again)."""
+    op = cls(path_in_repo=f.path, path_or_fileobj=str(f.local))
+    info = op.upload_info
+    if getattr(info, "is_hashed", True) is False:
+        with contextlib.suppress(AttributeError):  # a client without the setter hashes itself
+            info.sha256 = bytes.fromhex(f.sha256)
+    return op
+
+
 def upload(
     plan: Plan,
     *,
@@ -239,7 +250,7 @@ def upload(
     groups = commit_groups(todo, commit_bytes, commit_files)
     commit = None
     for k, group in enumerate(groups, 1):
-        ops = [CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=str(f.local)) for f in group]
+        ops = [_operation(CommitOperationAdd, f) for f in group]
         what = f"upload to {plan.repo} (commit {k}/{len(groups)})"
         with_retries(
             what,

@@ -1,0 +1,133 @@
+"""`publish traces` on a run dir written by the real `apexrl eval run` (trials scripted)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from apexrl.cli.app import app
+from apexrl.trial.config import TrialConfig, TrialOutcome
+from tests.publish.conftest import PLANTED, make_checkpoint
+
+
+def _meta(task_dir):
+    import tomllib
+
+    return tomllib.loads((task_dir / "task.toml").read_text())["metadata"]
+
+
+def agent_like_trial(task_dir, config: TrialConfig) -> TrialOutcome:
+    """What the apexrl agent leaves in a trial's logs: ATIF + TITO trajectory, grading."""
+    from apexrl.artifacts.models import TrialResult
+    from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+
+    meta = _meta(task_dir)
+    messages = [
+        {"role": "user", "content": f"Do {meta['task_id']}"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "files_read", "arguments": "{}"},
+                },
+            ],
+        },  # fmt: skip
+        {"role": "tool", "tool_call_id": "c1", "content": f"token={PLANTED['hf']}"},
+        {"role": "assistant", "content": "42"},
+    ]
+    traj = TitoTrajectory(
+        trajectory_id=f"{meta['task_id']}-{config.attempt}",
+        model="tiny",
+        messages=messages,
+        prompt_ids=[1, 2],
+        n_prompt_messages=1,
+        turns=[
+            TitoTurn(kind="sampled", token_ids=[3], logprobs=[-0.5], message_index=1),
+            TitoTurn(kind="observation", token_ids=[4, 5], message_index=2),
+            TitoTurn(kind="sampled", token_ids=[6], logprobs=[-0.1], message_index=3),
+        ],
+    )
+    agent = config.logs_dir / "agent"
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "trajectory.json").write_text(json.dumps(traj.to_atif()))
+    (agent / "tito.json").write_text(traj.model_dump_json())
+    (agent / "agent.log").write_text(f"export AWS_ACCESS_KEY_ID={PLANTED['aws_key']}\n")
+    ver = config.logs_dir / "verifier"
+    ver.mkdir(parents=True, exist_ok=True)
+    (ver / "grading.json").write_text(
+        json.dumps({"verdicts": [{"verifier_id": "v1", "criteria": "c", "met": True,
+                                  "source": "deterministic"}]})
+    )  # fmt: skip
+    n = int(meta.get("n_criteria") or 1)
+    return TrialOutcome(
+        result=TrialResult(
+            task_id=meta["task_id"],
+            domain=meta["domain"],
+            world_id=meta["world_id"],
+            attempt=config.attempt,
+            reward=1.0,
+            criteria_met=n,
+            criteria_total=n,
+            turns=2,
+        ),  # fmt: skip
+        trajectory_path=agent / "trajectory.json",
+        tokens_path=agent / "tito.json",
+    )
+
+
+@pytest.fixture
+def eval_run(runner, mini_apex, tmp_path, monkeypatch):
+    import apexrl.cli.eval as cli_eval
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: agent_like_trial)
+    tasks = tmp_path / "tasks"
+    assert runner.invoke(app, ["tasks", "convert", str(mini_apex), "-o", str(tasks)]).exit_code == 0
+    run = tmp_path / "run"
+    res = runner.invoke(
+        app, ["eval", "run", "--agent", "oracle", "--tasks", str(tasks), "-o", str(run), "-k", "2"]
+    )
+    assert res.exit_code == 0, res.output
+    return run
+
+
+def test_traces_of_a_real_eval_run(runner, eval_run, tmp_path):
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app,
+        ["publish", "traces", str(eval_run), "--repo", "acme/t", "--include-tokens",
+         "--dry-run", "--stage", str(stage), "--json"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    results = pq.read_table(eval_run / "results.parquet").to_pylist()
+    rows = pq.read_table(stage / "data/train-00000-of-00001.parquet").to_pylist()
+    assert sorted(x["trial_id"] for x in rows) == sorted(x["trial_id"] for x in results)
+    for row in rows:
+        assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool", "assistant"]
+        assert row["messages"][2]["content"] == "token=[REDACTED:hf-token]"
+        assert row["token_ids"] == [1, 2, 3, 4, 5, 6]
+        assert row["loss_mask"] == [0, 0, 1, 0, 0, 1]
+        assert row["criteria"][0]["source"] == "deterministic"
+        assert "agent/agent.log" in [x["name"] for x in row["logs"]]
+        assert PLANTED["aws_key"] not in json.dumps(row)
+    card = (stage / "README.md").read_text()
+    assert "| this run | all |" in card
+
+
+def test_model_card_from_a_real_eval_run(runner, eval_run, tmp_path):
+    ckpt = make_checkpoint(tmp_path / "ckpt")
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app,
+        ["publish", "model", str(ckpt), "--repo", "acme/m", "--eval", str(eval_run),
+         "--dry-run", "--stage", str(stage)],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    card = (stage / "README.md").read_text()
+    assert "| run | all | 4 | 100.00 | [100.00, 100.00] |" in card
+    assert "name: Pass@1 (law)" in card
