@@ -81,7 +81,7 @@ def _register() -> None:
     app.add_typer(tasks.app, name="tasks")
     app.command("schema")(schema.schema)
     app.command("doctor")(doctor.doctor)
-    for name in ("world", "image", "tito", "engine", "eval", "train", "publish"):
+    for name in ("world", "image", "tito", "engine", "eval", "train", "plan", "publish"):
         _register_optional(name)
 
 

@@ -1,0 +1,494 @@
+"""SkyRL generator on apexrl trials: one Harbor trial per trajectory.
+
+`TrialGenerator.generate(input_batch)` takes SkyRL's GeneratorInput (prompts,
+env_extras with the task's `task_path`, trajectory_ids, batch_metadata) and
+returns SkyRL's GeneratorOutput: per trajectory the prompt ids, response ids,
+loss mask, rollout logprobs, reward and stop reason, all read from the agent's
+token record (TITO: the exact ids the engine saw and sampled), plus
+rollout_metrics, trajectory_ids and generation times. Lists are aligned:
+len(response_ids[i]) == len(loss_masks[i]) == len(rollout_logprobs[i]).
+
+Every trial runs in its own process (a fresh interpreter from `ProcessExecutor`,
+or a Ray task from `RayExecutor` on a cluster): the agent's asyncio loop, MCP
+streams and SSL contexts never share a process (FACTS 5). A semaphore caps the
+trials in flight (`concurrency`, set by the KV-cache planner) and an optional
+rate limit spaces trial starts.
+
+FAILURE SEMANTICS (the one place they are decided; `outcome_policy`):
+
+| trial status          | reward            | loss mask       | stop reason        |
+|-----------------------|-------------------|-----------------|--------------------|
+| complete              | verifier reward   | as recorded     | stop               |
+| length (turn/step cap)| 0                 | as recorded     | length             |
+| context_length        | 0                 | as recorded     | context_length     |
+| agent_timeout         | 0                 | as recorded     | agent_timeout      |
+| error                 | 0                 | all 0 (masked)  | error              |
+| no_verifier_result    | 0                 | all 0 (masked)  | no_verifier_result |
+
+Budget outcomes are the policy's own behaviour: they train, with reward 0 (runs
+that did not complete score 0, they are not dropped). Infrastructure failures
+(sandbox, engine, MCP, judge) say nothing about the policy: they keep reward 0 but
+every token is masked so they add no gradient. Sandbox-start failures are retried
+by the trial machinery (`trial_retries`, default 2) before they count as `error`;
+a trial whose process died or whose runner raised is retried once more here, then
+counts as `error`. A trial with no token record (it failed before its first engine
+call) yields one placeholder token, masked. Responses longer than the context
+budget (`max_seq_len` in training, `eval_max_seq_len` in eval) are cut to fit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from apexrl.trial.config import AgentBudgets, Sampling, TrialConfig, TrialOutcome
+
+DEFAULT_RUNNER = "apexrl.trial.run:run_trial"
+PLACEHOLDER_TOKEN = 0
+
+# status -> (reward kept?, mask kept?, stop reason)
+OUTCOME_POLICY: dict[str, tuple[bool, bool, str]] = {
+    "complete": (True, True, "stop"),
+    "length": (False, True, "length"),
+    "context_length": (False, True, "context_length"),
+    "agent_timeout": (False, True, "agent_timeout"),
+    "error": (False, False, "error"),
+    "no_verifier_result": (False, False, "no_verifier_result"),
+}
+
+
+def outcome_policy(status: str) -> tuple[bool, bool, str]:
+    """(reward kept, loss mask kept, stop reason) for a trial status; unknown = error."""
+    return OUTCOME_POLICY.get(status, OUTCOME_POLICY["error"])
+
+
+class GeneratorSettings(BaseModel):
+    """What the generator needs from the recipe (rendered into the run spec)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tasks_dir: str  # Harbor task dirs (unpacked dataset)
+    logs_dir: str  # trial folders go under <logs_dir>/<phase>/step-<n>/<trajectory_id>
+    worlds_dir: str | None = None
+    agent: str = "apexrl"
+    environment: str = "local"
+    model: str | None = None  # served model name
+    tokenizer: str | None = None
+    chat_template: str | None = None
+    judge: str | None = None
+    budgets: AgentBudgets = Field(default_factory=AgentBudgets)
+    eval_max_steps: int = 250
+    sampling: Sampling = Field(default_factory=Sampling)
+    max_seq_len: int = 32768
+    eval_max_seq_len: int | None = None
+    max_tokens_per_turn: int | None = None
+    concurrency: int = 64
+    rate_limit_per_s: float = 0.0
+    session_affinity: bool = True
+    trial_retries: int = 2
+    runner_retries: int = 1
+    executor: str = "process"  # process | ray | inline
+    runner: str = DEFAULT_RUNNER
+    endpoints: list[str] = Field(default_factory=list)  # engine URLs; empty: from SkyRL's client
+
+
+class Sample(BaseModel):
+    """One trajectory as the trainer sees it."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    reward: float
+    stop_reason: str
+    status: str
+    error_class: str | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    tool_call_success_rate: float | None = None
+    duration_s: float = 0.0
+    llm_s: float | None = None
+    env_s: float | None = None
+
+
+# --- token records ------------------------------------------------------------------------
+def read_token_record(outcome: TrialOutcome, logs_dir: Path):
+    """The agent's TitoTrajectory for this trial, or None.
+
+    Looks at outcome.tokens_path (JSON object, or JSONL whose last line is the
+    trajectory), then <logs_dir>/agent/tito.json.
+    """
+    from apexrl.tito.trajectory import TitoTrajectory
+
+    cands = [outcome.tokens_path, Path(logs_dir) / "agent" / "tito.json"]
+    for p in cands:
+        if p is None or not Path(p).is_file():
+            continue
+        text = Path(p).read_text("utf-8").strip()
+        if not text:
+            continue
+        lines = [text] if text.startswith("{") and "\n{" not in text else text.splitlines()
+        for line in reversed(lines):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                data = json.loads(line)
+                if "prompt_ids" in data and "turns" in data:
+                    return TitoTrajectory.model_validate(data)
+            except (ValueError, TypeError):
+                continue
+    return None
+
+
+def build_sample(outcome: TrialOutcome, traj, *, max_seq_len: int | None) -> Sample:
+    """Apply the failure policy to one outcome and its token record."""
+    r = outcome.result
+    keep_reward, keep_mask, stop = outcome_policy(r.status)
+    prompt: list[int] = []
+    resp: list[int] = []
+    mask: list[int] = []
+    lps: list[float] = []
+    if traj is not None:
+        prompt = list(traj.prompt_ids)
+        turns = list(traj.turns)
+        while turns and turns[-1].kind == "observation":  # no signal after the last sample
+            turns.pop()
+        for t in turns:
+            resp.extend(t.token_ids)
+            if t.kind == "sampled":
+                mask.extend([1] * len(t.token_ids))
+                lps.extend(float(x) for x in (t.logprobs or [0.0] * len(t.token_ids)))
+            else:
+                mask.extend([0] * len(t.token_ids))
+                lps.extend([0.0] * len(t.token_ids))
+    if max_seq_len and prompt and len(prompt) + len(resp) > max_seq_len:
+        keep = max(max_seq_len - len(prompt), 0)
+        resp, mask, lps = resp[:keep], mask[:keep], lps[:keep]
+        if r.status == "complete":
+            stop = "length"
+    if not prompt:
+        prompt = [PLACEHOLDER_TOKEN]
+    if not resp:
+        resp, mask, lps = [PLACEHOLDER_TOKEN], [0], [0.0]
+        keep_mask = False
+    if not keep_mask:
+        mask = [0] * len(resp)
+    reward = float(r.reward) if keep_reward else 0.0
+    t = outcome.timings or {}
+    return Sample(
+        prompt_ids=prompt,
+        response_ids=resp,
+        loss_mask=mask,
+        logprobs=lps,
+        reward=reward,
+        stop_reason=stop,
+        status=r.status,
+        error_class=r.error_class,
+        turns=r.turns,
+        tool_calls=r.tool_calls,
+        tool_call_success_rate=r.tool_call_success_rate,
+        duration_s=r.duration_s,
+        llm_s=t.get("llm"),
+        env_s=t.get("env"),
+    )
+
+
+def to_generator_output(samples: list[Sample], trajectory_ids: list | None) -> dict[str, Any]:
+    """SkyRL's GeneratorOutput (a TypedDict: a plain dict) from samples, in input order."""
+    times = [s.duration_s for s in samples]
+    splits = None
+    if samples and all(s.llm_s is not None and s.env_s is not None for s in samples):
+        splits = {"llm": [s.llm_s for s in samples], "env": [s.env_s for s in samples]}
+    return {
+        "prompt_token_ids": [s.prompt_ids for s in samples],
+        "response_ids": [s.response_ids for s in samples],
+        "rewards": [s.reward for s in samples],
+        "loss_masks": [s.loss_mask for s in samples],
+        "stop_reasons": [s.stop_reason for s in samples],
+        "rollout_metrics": rollout_metrics(samples),
+        "rollout_logprobs": [s.logprobs for s in samples],
+        "trajectory_ids": trajectory_ids,
+        "trajectory_generation_times": times,
+        "trajectory_time_splits": splits,
+    }
+
+
+def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
+    n = len(samples) or 1
+    statuses = Counter(s.status for s in samples)
+    out: dict[str, float] = {f"apexrl/status/{k}": v / n for k, v in sorted(statuses.items())}
+    out["apexrl/reward_mean"] = sum(s.reward for s in samples) / n
+    out["apexrl/masked_frac"] = sum(1 for s in samples if not any(s.loss_mask)) / n
+    out["apexrl/turns_mean"] = sum(s.turns for s in samples) / n
+    out["apexrl/response_tokens_mean"] = sum(len(s.response_ids) for s in samples) / n
+    out["apexrl/trial_seconds_mean"] = sum(s.duration_s for s in samples) / n
+    rates = [s.tool_call_success_rate for s in samples if s.tool_call_success_rate is not None]
+    if rates:
+        out["apexrl/tool_call_success"] = sum(rates) / len(rates)
+    return out
+
+
+# --- executors: where a trial runs ---------------------------------------------------------
+def resolve_runner(spec: str) -> Callable[[Path, TrialConfig], TrialOutcome]:
+    mod, _, fn = spec.partition(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def _run_in_child(runner: str, task_dir: str, config_json: str) -> str:
+    """Entry of a trial's own process: returns the outcome as JSON."""
+    import os
+
+    os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    outcome = resolve_runner(runner)(Path(task_dir), TrialConfig.model_validate_json(config_json))
+    return outcome.model_dump_json()
+
+
+class Executor(Protocol):
+    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome: ...
+
+    def close(self) -> None: ...
+
+
+class InlineExecutor:
+    """Runs the trial in a worker thread of this process (tests, debugging)."""
+
+    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+        out = await asyncio.to_thread(
+            _run_in_child, runner, str(task_dir), config.model_dump_json()
+        )
+        return TrialOutcome.model_validate_json(out)
+
+    def close(self) -> None:
+        pass
+
+
+class ProcessExecutor:
+    """One fresh (spawned) process per trial: nothing leaks between trials."""
+
+    def __init__(self, max_workers: int) -> None:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool = ProcessPoolExecutor(
+            max_workers=max(1, max_workers),
+            mp_context=mp.get_context("spawn"),
+            max_tasks_per_child=1,
+        )
+
+    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+        loop = asyncio.get_running_loop()
+        out = await loop.run_in_executor(
+            self._pool, _run_in_child, runner, str(task_dir), config.model_dump_json()
+        )
+        return TrialOutcome.model_validate_json(out)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class RayExecutor:
+    """One Ray task per trial (a worker process; max_calls=1 makes it a fresh one)."""
+
+    def __init__(self, num_cpus: float = 1.0) -> None:
+        import ray
+
+        self._task = ray.remote(num_cpus=num_cpus, max_calls=1, max_retries=0)(_run_in_child)
+
+    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+        ref = self._task.remote(runner, str(task_dir), config.model_dump_json())
+        out = await asyncio.wrap_future(ref.future())
+        return TrialOutcome.model_validate_json(out)
+
+    def close(self) -> None:
+        pass
+
+
+def make_executor(kind: str, concurrency: int) -> Executor:
+    if kind == "inline":
+        return InlineExecutor()
+    if kind == "ray":
+        return RayExecutor()
+    if kind == "process":
+        return ProcessExecutor(concurrency)
+    raise ValueError(f"unknown executor {kind!r} (process, ray, inline)")
+
+
+class RateLimiter:
+    """Spaces trial starts at most `per_s` per second (0: no limit)."""
+
+    def __init__(self, per_s: float) -> None:
+        self.interval = 1.0 / per_s if per_s > 0 else 0.0
+        self._next = 0.0
+        self._lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            delay = self._next - now
+            self._next = max(now, self._next) + self.interval
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+def pick_endpoint(endpoints: list[str], session: str, affinity: bool, i: int) -> str | None:
+    """Session affinity: a trajectory always talks to the same engine (its KV prefix
+    stays cached there); without affinity, round-robin."""
+    if not endpoints:
+        return None
+    if not affinity:
+        return endpoints[i % len(endpoints)]
+    h = int.from_bytes(hashlib.sha256(session.encode()).digest()[:8], "big")
+    return endpoints[h % len(endpoints)]
+
+
+# --- the generator -------------------------------------------------------------------------
+def _tid_string(tid: Any, i: int) -> str:
+    if tid is None:
+        return f"traj-{i}"
+    if hasattr(tid, "to_string"):
+        return tid.to_string()
+    if isinstance(tid, dict):
+        return f"{tid.get('instance_id')}_{tid.get('repetition_id')}"
+    return str(tid)
+
+
+class TrialGenerator:
+    """SkyRL's generator contract over apexrl trials (SkyRL itself is not imported here;
+    `apexrl.train.entrypoint` mixes in SkyRL's GeneratorInterface)."""
+
+    def __init__(self, settings: GeneratorSettings, executor: Executor | None = None) -> None:
+        self.settings = settings
+        self.executor = executor or make_executor(settings.executor, settings.concurrency)
+        self._sem: asyncio.Semaphore | None = None
+        self._limiter: RateLimiter | None = None
+        self._counter = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def _gates(self) -> tuple[asyncio.Semaphore, RateLimiter]:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(max(1, self.settings.concurrency))
+            self._limiter = RateLimiter(self.settings.rate_limit_per_s)
+        return self._sem, self._limiter  # type: ignore[return-value]
+
+    def trial_config(self, *, phase: str, logs_dir: Path, endpoint: str | None) -> TrialConfig:
+        s = self.settings
+        budgets = s.budgets.model_copy()
+        ctx = s.max_seq_len
+        if phase == "eval":
+            budgets.max_steps = s.eval_max_steps
+            ctx = s.eval_max_seq_len or s.max_seq_len
+        budgets.context_window = ctx
+        sampling = s.sampling.model_copy()
+        if s.max_tokens_per_turn:
+            sampling.max_tokens = s.max_tokens_per_turn
+        fields: dict[str, Any] = {
+            "agent": s.agent,
+            "environment": s.environment,
+            "worlds_dir": s.worlds_dir,
+            "endpoint": endpoint,
+            "model": s.model,
+            "tokenizer": s.tokenizer,
+            "chat_template": s.chat_template,
+            "judge": s.judge,
+            "budgets": budgets,
+            "sampling": sampling,
+            "logs_dir": logs_dir,
+        }
+        if "retries" in TrialConfig.model_fields:
+            fields["retries"] = s.trial_retries
+        return TrialConfig(**fields)
+
+    async def run_one(
+        self, task_dir: Path, *, session: str, phase: str, step: int, sampling: dict | None
+    ) -> Sample:
+        sem, limiter = self._gates()
+        i = self._counter
+        self._counter += 1
+        async with sem:
+            await limiter.wait()
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                logs = Path(self.settings.logs_dir) / phase / f"step-{step}" / session
+                endpoint = pick_endpoint(
+                    self.settings.endpoints, session, self.settings.session_affinity, i
+                )
+                config = self.trial_config(phase=phase, logs_dir=logs, endpoint=endpoint)
+                if sampling and sampling.get("temperature") is not None:
+                    config.sampling.temperature = float(sampling["temperature"])
+                outcome = await self._run_with_retries(task_dir, config)
+                traj = read_token_record(outcome, logs)
+                ctx = config.budgets.context_window
+                return build_sample(outcome, traj, max_seq_len=ctx)
+            finally:
+                self.in_flight -= 1
+
+    async def _run_with_retries(self, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+        from apexrl.artifacts.models import TrialResult
+
+        last: BaseException | None = None
+        for attempt in range(self.settings.runner_retries + 1):
+            try:
+                return await self.executor.run(
+                    self.settings.runner, task_dir, config.model_copy(update={"attempt": attempt})
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the runner raised or its process died: infrastructure
+                last = e
+        return TrialOutcome(
+            result=TrialResult(
+                task_id=Path(task_dir).name,
+                attempt=config.attempt,
+                status="error",
+                error_class="runner_crashed",
+            ),
+            error_message=f"{type(last).__name__}: {last}",
+        )
+
+    def _task_dir(self, extras: dict | None, i: int) -> Path:
+        extras = extras or {}
+        rel = extras.get("task_path") or extras.get("path") or extras.get("task_id")
+        if not rel:
+            raise ValueError(f"env_extras[{i}] has no task_path: the dataset was not prepared")
+        return Path(self.settings.tasks_dir) / str(rel)
+
+    async def generate(self, input_batch: dict) -> dict:
+        prompts = input_batch.get("prompts") or []
+        extras = input_batch.get("env_extras") or [None] * len(prompts)
+        tids = input_batch.get("trajectory_ids")
+        meta = input_batch.get("batch_metadata")
+        phase = getattr(meta, "training_phase", None) or (meta or {}).get("training_phase", "train")
+        step = getattr(meta, "global_step", None)
+        if step is None:
+            step = (meta or {}).get("global_step", 0) if isinstance(meta, dict) else 0
+        sampling = input_batch.get("sampling_params")
+        jobs = []
+        for i in range(len(prompts)):
+            session = _tid_string(tids[i] if tids else None, i)
+            jobs.append(
+                self.run_one(
+                    self._task_dir(extras[i], i),
+                    session=session,
+                    phase=str(phase),
+                    step=int(step or 0),
+                    sampling=sampling,
+                )
+            )
+        samples = list(await asyncio.gather(*jobs))
+        return to_generator_output(samples, list(tids) if tids else None)
+
+    def close(self) -> None:
+        self.executor.close()
