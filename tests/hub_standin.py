@@ -74,7 +74,9 @@ class HubRepo:
 class Fault:
     """Fail requests whose "METHOD /path" matches `pattern` (regex), `times` times.
 
-    The first `skip` matching requests pass; status 0 drops the connection unanswered."""
+    The first `skip` matching requests pass; status 0 drops the connection unanswered;
+    status -1 holds the request (as a stuck server would) until `hub.release` is set,
+    then drops it."""
 
     pattern: str
     status: int
@@ -94,6 +96,8 @@ class HubStandIn:
         self.requests: list[str] = []
         self.lfs_puts: list[str] = []  # sha256 of every LFS object received
         self.page_size = 1000
+        self.held: list[str] = []  # requests held by a status -1 fault
+        self.release = threading.Event()
         self._salt = os.urandom(8)  # commit ids unique per stand-in, like the Hub's
         self._lock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -115,6 +119,7 @@ class HubStandIn:
     def __exit__(self, *exc) -> None:
         import huggingface_hub.constants as c
 
+        self.release.set()
         for k, v in self._saved.items():
             setattr(c, k, v)
         shutil.rmtree(self._cache, ignore_errors=True)
@@ -308,7 +313,10 @@ class HubStandIn:
                             f.skip -= 1
                             continue
                         f.times -= 1
-                        if f.status == 0:
+                        if f.status == -1:
+                            hub.held.append(line)
+                            hub.release.wait(timeout=60)
+                        if f.status in (0, -1):
                             self.close_connection = True
                             self.connection.close()
                             return

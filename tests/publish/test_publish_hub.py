@@ -249,3 +249,45 @@ def test_dataset_roundtrip(runner, hub_env, packed_dataset, tmp_path):
                 with tarfile.open(fileobj=io.BytesIO(row["task_binary"]), mode="r:gz") as tf:
                     assert tf.getmembers()
                 assert hashlib.sha256(row["task_binary"]).hexdigest() == row["sha256"]
+
+
+def test_killed_upload_resumes(runner, hub_env, ckpt, tmp_path):
+    """SIGKILL in the middle of an upload (the second commit hangs), then rerun."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    hub = hub_env
+    hub.faults.append(Fault(r"POST /api/models/acme/tiny/commit/", -1, times=1, skip=1))
+    args = ["model", str(ckpt), "--repo", "acme/tiny", "--commit-size", "0.000001"]
+    env = {**os.environ, "HF_HUB_DISABLE_XET": "1", "NO_COLOR": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "apexrl", "publish", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not hub.held and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert hub.held, proc.stderr.read().decode() if proc.poll() is not None else "no commit"
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stderr.close()
+        hub.release.set()
+    repo = hub.repo("acme/tiny")
+    committed = set(repo.commits[0]["ops"])
+    assert len(repo.commits) == 1 and "README.md" not in repo.branches["main"]
+    puts = list(hub.lfs_puts)
+    r = _publish(runner, *args)
+    assert r.exit_code == 0, r.stderr
+    assert {x["path"] for x in _rows(r) if x["status"] == "unchanged"} == committed
+    assert not committed & {p for c in repo.commits[1:] for p in c["ops"]}
+    assert not set(hub.lfs_puts[len(puts) :]) & set(puts)
+    assert "README.md" in repo.branches["main"]
