@@ -1,6 +1,7 @@
 """Uploading a `Plan` to the Hub with huggingface_hub: resumable, retried, verified.
 
-1. create the repo (exist_ok) and the branch when it is not main;
+1. create the repo (exist_ok; private unless --public) and the branch when it is not
+   main; a private publish into an existing public repo is refused;
 2. list the remote tree: files already there with the same content are skipped
    (a rerun after an interruption sends only what is missing);
 3. upload the rest in a few large commits (LFS objects first, through
@@ -235,6 +236,15 @@ def upload(
             plan.repo, repo_type=plan.repo_type, private=plan.private, exist_ok=True
         ),
     )
+    info = with_retries(
+        f"read {plan.repo}", lambda: api.repo_info(plan.repo, repo_type=plan.repo_type)
+    )
+    if plan.private and getattr(info, "private", None) is False:
+        raise ApexError(
+            f"{plan.repo} already exists and is public; this publish is private",
+            hint="pass --public to publish into a public repo, or choose another --repo",
+            code=ExitCode.CHECK_FAILED,
+        )
     if plan.revision != "main":
         with_retries(
             f"create branch {plan.revision}",

@@ -291,3 +291,13 @@ def test_killed_upload_resumes(runner, hub_env, ckpt, tmp_path):
     assert not committed & {p for c in repo.commits[1:] for p in c["ops"]}
     assert not set(hub.lfs_puts[len(puts) :]) & set(puts)
     assert "README.md" in repo.branches["main"]
+
+
+def test_private_publish_refuses_existing_public_repo(runner, hub_env, run_dir):
+    hub = hub_env
+    assert _publish(runner, "traces", str(run_dir), "--repo", "acme/t", "--public").exit_code == 0
+    assert not hub.repo("acme/t", "dataset").private
+    n = len(hub.repo("acme/t", "dataset").commits)
+    r = _publish(runner, "traces", str(run_dir), "--repo", "acme/t")  # private by default
+    assert r.exit_code == 1 and "already exists and is public" in r.stderr
+    assert len(hub.repo("acme/t", "dataset").commits) == n
