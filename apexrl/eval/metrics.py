@@ -187,11 +187,21 @@ def pass_hat_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
     return hit
 
 
-def resample_weights(n_items: int, *, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """(resamples, n_items) multiplicities of a with-replacement resample, each row / n_items."""
+def resampled_means(
+    values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED, chunk: int = 250
+) -> np.ndarray:
+    """(resamples, metrics): column means of `values` over with-replacement resamples of
+    its rows. Works in chunks of resamples so memory stays small for many tasks."""
+    n = values.shape[0]
     rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=resamples)
-    return counts / n_items
+    out = np.empty((resamples, values.shape[1]))
+    for start in range(0, resamples, chunk):
+        m = min(chunk, resamples - start)
+        picks = rng.integers(0, n, size=(m, n))
+        picks += np.arange(m)[:, None] * n  # one bincount for the whole chunk
+        counts = np.bincount(picks.ravel(), minlength=m * n).reshape(m, n).astype(np.float64)
+        out[start : start + m] = (counts @ values) / n
+    return out
 
 
 def bootstrap(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED):
@@ -203,7 +213,7 @@ def bootstrap(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEE
     point = values.mean(axis=0)
     if t == 1:
         return point, point, point
-    stats = resample_weights(t, resamples=resamples, seed=seed) @ values
+    stats = resampled_means(values, resamples=resamples, seed=seed)
     alpha = (1.0 - LEVEL) / 2
     low, high = np.quantile(stats, [alpha, 1.0 - alpha], axis=0)
     # Guard float noise: a CI contains its point estimate and stays within the
@@ -319,8 +329,8 @@ def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> di
         point, low, high = bootstrap(d, seed=seed)
         paired = True
     elif len(va) and len(vb):
-        sa = resample_weights(len(va), seed=seed) @ va
-        sb = resample_weights(len(vb), seed=seed + 1) @ vb
+        sa = resampled_means(va, seed=seed)
+        sb = resampled_means(vb, seed=seed + 1)
         point = vb.mean(axis=0) - va.mean(axis=0)
         low, high = np.quantile(sb - sa, [alpha, 1 - alpha], axis=0)
         paired = False
