@@ -22,6 +22,7 @@ sees them and from everything written.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
@@ -43,6 +44,8 @@ from apexrl.agent.records import (
     TITO_FILE,
     AgentRunRecord,
 )
+from apexrl.engine.serve import probe_endpoint
+from apexrl.errors import ApexError, UsageError
 from apexrl.trial.config import AgentBudgets, Sampling
 
 ENV_ANSWER_PATH = "/logs/agent/answer.txt"
@@ -62,24 +65,6 @@ def gateway_url_of(environment: Any, mcp_servers: list | None) -> str | None:
         ):
             return s.url
     return None
-
-
-async def engine_model_info(client, model: str | None) -> tuple[str | None, int | None]:
-    """(served model name, max_model_len) from /v1/models; (model, None) when unknown."""
-    import httpx
-
-    try:
-        hc = client._aclient or httpx.AsyncClient(timeout=client._timeout())
-        client._aclient = hc
-        r = await hc.get(client.base_url + "/v1/models", headers=client._headers())
-        data = r.json().get("data", []) if r.status_code == 200 else []
-    except (httpx.HTTPError, ValueError):
-        return model, None
-    for m in data:
-        if model is None or m.get("id") == model:
-            mml = m.get("max_model_len")
-            return m.get("id"), int(mml) if isinstance(mml, int) else None
-    return model, None
 
 
 class ApexAgent(BaseAgent):
@@ -170,7 +155,16 @@ class ApexAgent(BaseAgent):
                     rate_limit_delay_s=self.retry_base_delay_s * 30,
                 ),
             )
-            served, mml = await engine_model_info(client, self.model)
+            try:
+                info = await asyncio.to_thread(
+                    probe_endpoint, self.endpoint, model=self.model, timeout_s=30
+                )
+                served, mml = info.model, info.max_model_len
+            except UsageError as e:  # the engine does not serve this model: not retried
+                rec.status, rec.error_class, rec.error = "error", "llm_bad_request", str(e)
+                return
+            except ApexError:  # unreachable now: the first completion retries and classifies
+                served, mml = None, None
             self.model = client.model = served or self.model
             rec.model = self.model
             spec = self.tokenizer_spec or self.model
@@ -204,12 +198,19 @@ class ApexAgent(BaseAgent):
                 reconnect_timeout_s=self.reconnect_timeout_s,
             )
             loop.record.gateway_ready_s = rec.gateway_ready_s
-            rec = self.record = await loop.run(instruction)
+            await loop.run(instruction)
+        except asyncio.CancelledError:
+            # Harbor cancels run() at the task's agent timeout (or on abort): keep what ran
+            cur = loop.record if loop is not None else rec
+            cur.status, cur.error_class = "agent_timeout", "cancelled"
+            raise
         except Exception as e:  # setup failures (tokenizer, template): classified, not raised
             rec.error_class = rec.error_class or "setup"
             rec.error = redact(f"{type(e).__name__}: {e}")[:2000]
         finally:
-            if loop is None:
+            if loop is not None:
+                rec = self.record = loop.record
+            else:
                 rec.duration_s = time.monotonic() - t0
             if tools is not None:
                 await tools.close()
@@ -276,7 +277,6 @@ class ApexAgent(BaseAgent):
 
     async def _upload_answer(self, environment: BaseEnvironment, answer: str) -> None:
         """Put the final answer where the verifier reads it (best effort, bounded)."""
-        import asyncio
         import contextlib
 
         with tempfile.TemporaryDirectory(prefix="apexrl-answer-") as tmp:

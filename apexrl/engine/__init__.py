@@ -1,5 +1,10 @@
-"""Inference engines behind the OpenAI-compatible `/v1/completions` contract.
+"""Inference engines behind the OpenAI-compatible `/v1/completions` token-id contract.
 
-local  a CPU engine for small Hugging Face checkpoints (transformers on torch,
-       extra `local`), used by tests and laptop runs; same HTTP contract as vLLM.
+vllm      vLLM's OpenAI-compatible server as a managed subprocess (GPU, extra `serve`):
+          command line with the flags TITO needs, health wait, log file, clean stop
+local     a CPU engine for small Hugging Face checkpoints (transformers on torch,
+          extra `local`), used by tests and laptop runs; same HTTP contract as vLLM
+scripted  fixed completions tokenized with a real tokenizer, plus faults (tests)
+serve     choose/start an engine (`apexrl engine serve`), probe a running one
+          (`--endpoint URL`), `open_engine` for runners
 """

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import json
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -368,6 +369,12 @@ def _handler(engine: LocalEngine):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "apexrl-local-engine"
+
+        def setup(self) -> None:
+            super().setup()
+            # headers and body are two writes: without NODELAY a keep-alive client
+            # waits ~40 ms per response (Nagle + delayed ACK)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return

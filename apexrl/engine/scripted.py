@@ -18,6 +18,7 @@ It listens on 127.0.0.1; use it as a context manager.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -144,6 +145,12 @@ class ScriptedEngine:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                # headers and body go out in two writes: without NODELAY each keep-alive
+                # response waits ~40 ms (Nagle + delayed ACK)
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return

@@ -185,3 +185,35 @@ def test_secrets_never_reach_trajectories_or_logs(tmp_path, world_zip, monkeypat
             assert secret not in p.read_text(errors="replace"), p
     assert secret not in env.map("/logs/agent/answer.txt").read_text()
     assert secret not in repr(ctx.model_dump())
+
+
+def test_cancelled_by_harbor_keeps_the_partial_run(tmp_path, world_zip):
+    """Harbor cancels run() at the task's agent timeout: the record says so, files exist."""
+    import asyncio
+
+    from harbor.models.agent.context import AgentContext
+
+    from apexrl.agent import ApexAgent
+
+    env = HostEnv(tmp_path, world_zip)
+    logs = tmp_path / "agent"
+    with ScriptedEngine([tool_call_text("files_list", {}), Fault("hang", seconds=None)]) as eng:
+        agent = ApexAgent(logs_dir=logs, endpoint=eng.url, tokenizer="qwen3")
+        ctx = AgentContext()
+
+        async def go():
+            await env.start()
+            try:
+                await asyncio.wait_for(agent.run("Go.", env, ctx), timeout=3)
+            finally:
+                await env.stop()
+
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            asyncio.run(go())
+        assert time.monotonic() - t0 < 15
+    rec = agent.record
+    assert (rec.status, rec.error_class) == ("agent_timeout", "cancelled")
+    assert rec.tool_outcomes == {"ok": 1} and rec.steps == 1
+    assert (logs / "tito.json").is_file() and (logs / "apexrl_agent.json").is_file()
+    assert ctx.metadata["apexrl"]["trial_status"] == "agent_timeout"
