@@ -68,6 +68,7 @@ class HubRepo:
     branches: dict[str, dict[str, StoredFile]] = field(default_factory=lambda: {"main": {}})
     heads: dict[str, str] = field(default_factory=lambda: {"main": "0" * 40})
     commits: list[dict] = field(default_factory=list)
+    lfs_oids: set[str] = field(default_factory=set)  # LFS objects uploaded to this repo
 
 
 @dataclass
@@ -173,7 +174,9 @@ class HubStandIn:
         files = {}
         for p in sorted(p for p in root.rglob("*") if p.is_file()):
             data = p.read_bytes()
-            files[p.relative_to(root).as_posix()] = self._stored(p.name, data)
+            f = files[p.relative_to(root).as_posix()] = self._stored(p.name, data)
+            if f.lfs:
+                repo.lfs_oids.add(f.sha256)
         self._apply(repo, "main", files, "initial import")
         self.store[("dataset", repo_id)] = repo
 
@@ -337,10 +340,11 @@ class HubStandIn:
                     return self._create_repo(json.loads(self._read_body() or b"{}"))
                 if parts[:2] == ["api", "validate-yaml"] and cmd == "POST":
                     return self._validate_yaml(json.loads(self._read_body() or b"{}"))
-                if parts[:1] == ["_lfs"] and cmd == "PUT" and len(parts) == 2:
-                    return self._lfs_put(parts[1])
-                if parts[:1] == ["_lfs_verify"] and cmd == "POST":
-                    return self._lfs_verify(json.loads(self._read_body() or b"{}"))
+                if parts[:1] == ["_lfs"] and cmd == "PUT" and len(parts) == 5:
+                    return self._lfs_put(parts[1], "/".join(parts[2:4]), parts[4])
+                if parts[:1] == ["_lfs_verify"] and cmd == "POST" and len(parts) == 4:
+                    payload = json.loads(self._read_body() or b"{}")
+                    return self._lfs_verify(parts[1], "/".join(parts[2:4]), payload)
                 if parts[:1] == ["api"] and len(parts) >= 4 and parts[1] in TYPES:
                     rtype = TYPES[parts[1]]
                     repo_id = "/".join(parts[2:4])
@@ -551,10 +555,11 @@ class HubStandIn:
                 for o in payload.get("objects", []):
                     oid, size = o["oid"], int(o["size"])
                     entry: dict = {"oid": oid, "size": size, "authenticated": True}
-                    if oid not in hub.lfs:
+                    if oid not in repo.lfs_oids:  # the Hub dedups per repo
+                        where = f"{rtype}/{repo_id}"
                         entry["actions"] = {
-                            "upload": {"href": f"{hub.url}/_lfs/{oid}", "header": {}},
-                            "verify": {"href": f"{hub.url}/_lfs_verify"},
+                            "upload": {"href": f"{hub.url}/_lfs/{where}/{oid}", "header": {}},
+                            "verify": {"href": f"{hub.url}/_lfs_verify/{where}"},
                         }
                     objects.append(entry)
                 self._send(
@@ -563,17 +568,23 @@ class HubStandIn:
                     {"Content-Type": "application/vnd.git-lfs+json"},
                 )
 
-            def _lfs_put(self, oid: str) -> None:
+            def _lfs_put(self, rtype: str, repo_id: str, oid: str) -> None:
                 data = self._read_body()
+                repo = hub.repo(repo_id, rtype)
+                if repo is None:
+                    return self._error(404, "Repository not found", "RepoNotFound")
                 if hashlib.sha256(data).hexdigest() != oid:
                     return self._error(400, f"content does not match oid {oid}")
                 with hub._lock:
                     hub.lfs[oid] = data
+                    repo.lfs_oids.add(oid)
                     hub.lfs_puts.append(oid)
                 self._send(200, b"")
 
-            def _lfs_verify(self, payload: dict) -> None:
-                data = hub.lfs.get(payload.get("oid") or "")
+            def _lfs_verify(self, rtype: str, repo_id: str, payload: dict) -> None:
+                repo = hub.repo(repo_id, rtype)
+                oid = payload.get("oid") or ""
+                data = hub.lfs.get(oid) if repo is not None and oid in repo.lfs_oids else None
                 if data is None or len(data) != payload.get("size"):
                     return self._error(404, f"object {payload.get('oid')} not found or wrong size")
                 self._json({"success": True})
@@ -605,7 +616,7 @@ class HubStandIn:
                             )
                         elif key == "lfsFile":
                             oid = val.get("oid")
-                            if oid not in hub.lfs:
+                            if oid not in repo.lfs_oids:
                                 return self._error(
                                     400,
                                     f"Your push was rejected: LFS pointer ({oid}) is missing",

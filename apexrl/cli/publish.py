@@ -30,7 +30,7 @@ STAGE_OPT = typer.Option(
 )
 LICENSE_OPT = typer.Option(None, "--license", help="Licence id for the card (e.g. apache-2.0).")
 JSON_OPT = typer.Option(False, "--json", help="NDJSON output on a terminal too.")
-COMMIT_OPT = typer.Option(20.0, "--commit-size", help="Bytes per commit in GB (few large commits).")
+COMMIT_OPT = typer.Option(20.0, "--commit-size", help="Size of each commit in GB (few large commits).")
 
 
 def _check_repo(repo: str) -> None:
