@@ -56,7 +56,8 @@ def _modal():
         import modal
     except ImportError as e:
         raise UsageError(
-            "the modal environment needs the Modal client", hint="pip install modal; modal setup"
+            "the modal environment needs the Modal client",
+            hint="pip install 'apexrl[modal]' (or pip install modal), then modal setup",
         ) from e
     return modal
 
