@@ -59,6 +59,9 @@ def run(
     limit: int = typer.Option(None, "--limit", help="Only the first N tasks."),
     domain: list[str] = typer.Option(None, "--domain", help="Only this domain (repeatable)."),
     judge: str = typer.Option(None, "--judge", help="LiteLLM judge model (default: checks only)."),
+    judge_api_base: str = typer.Option(
+        None, "--judge-api-base", help="OpenAI-compatible URL serving the judge (openai/<name>)."
+    ),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer (default: MODEL's)."),
     chat_template: str = typer.Option(None, "--chat-template", help="Template file or name."),
     max_steps: int = typer.Option(100, "--max-steps", help="Agent steps per trial."),
@@ -101,6 +104,7 @@ def run(
         limit=limit,
         domains=list(domain or []),
         judge=judge,
+        judge_api_base=judge_api_base,
         tokenizer=tokenizer,
         chat_template=chat_template,
         budgets=AgentBudgets(

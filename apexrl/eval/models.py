@@ -63,6 +63,7 @@ class EvalRunConfig(Record):
     chat_template: str | None = None
     chat_template_hash: str | None = None
     judge: str | None = None
+    judge_api_base: str | None = None  # where the judge is served (not part of the identity)
     agent: str = "apexrl"
     environment: str = "local"
     worlds_dir: str | None = None

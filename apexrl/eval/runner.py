@@ -200,6 +200,10 @@ def execute_trial(
         ):
             if p is not None and Path(p).is_file():
                 files[name] = Path(p).read_bytes()
+        if outcome.verdicts:  # per-criterion grading, beside the trajectory it judged
+            import orjson
+
+            files["verdicts.json"] = orjson.dumps({"verdicts": outcome.verdicts})
     except Exception as e:  # a bug in the trial machinery: classify, count, go on
         result = TrialResult(
             task_id=trial.task.task_id,
@@ -238,6 +242,7 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         tokenizer=run.tokenizer,
         chat_template=run.chat_template,
         judge=run.judge,
+        judge_api_base=run.judge_api_base,
         budgets=run.budgets,
         sampling=sampling,
         attempt=trial.attempt,
@@ -420,6 +425,7 @@ def build_run_config(
     worlds_dir: Path | None,
     judge: str | None,
     budgets,
+    judge_api_base: str | None = None,
     sampling,
     attempts: int,
     limit: int | None,
@@ -436,6 +442,7 @@ def build_run_config(
         chat_template=resolved.chat_template,
         chat_template_hash=resolved.chat_template_hash,
         judge=judge,
+        judge_api_base=judge_api_base,
         agent=agent,
         environment=environment,
         worlds_dir=str(Path(worlds_dir).resolve()) if worlds_dir else None,
@@ -471,6 +478,7 @@ class EvalRequest:
     limit: int | None = None
     domains: list[str] = field(default_factory=list)
     judge: str | None = None
+    judge_api_base: str | None = None
     tokenizer: str | None = None
     chat_template: str | None = None
     budgets: object = None  # AgentBudgets
@@ -519,6 +527,7 @@ def run_eval(
             environment=req.environment,
             worlds_dir=req.worlds_dir,
             judge=req.judge,
+            judge_api_base=req.judge_api_base,
             budgets=req.budgets or AgentBudgets(),
             sampling=req.sampling or Sampling(),
             attempts=req.attempts,

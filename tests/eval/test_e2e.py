@@ -27,6 +27,10 @@ def test_oracle_on_the_example_data_passes_everything(runner, example_dirs, tmp_
     rows = pq.read_table(run_dir / "results.parquet").to_pylist()
     assert len({r["trial_id"] for r in rows}) == 28
     assert all(r["status"] == "complete" and r["criteria_met"] == r["criteria_total"] for r in rows)
+    for r in rows:  # trajectory and per-criterion verdicts of every trial
+        d = run_dir / "trajectories" / r["trial_id"]
+        verdicts = orjson.loads((d / "verdicts.json").read_bytes())["verdicts"]
+        assert len(verdicts) == r["criteria_total"]
     # the same command again resumes: nothing to run
     res = runner.invoke(app, [*args, "-n", "4"])
     assert res.exit_code == 0 and "0 trial(s) run, 28 already done" in res.stderr
