@@ -323,6 +323,7 @@ def run_trials(
             on_result(td.row, prog)
         if time.monotonic() - last_compact > COMPACT_EVERY_S:
             resume.write_results(run_dir, done)
+            resume.write_summary(run_dir, summarize(done.values()))
             last_compact = time.monotonic()
 
     try:

@@ -234,3 +234,22 @@ def test_sigkill_mid_run_then_resume_gives_every_trial_exactly_once(task_dirs, t
         d = run_dir / "trajectories" / tid
         assert sorted(p.name for p in d.iterdir()) == ["tokens.jsonl", "trajectory.json"]
     assert sorted(p.name for p in (run_dir / "trajectories").iterdir()) == sorted(ids)
+
+
+def test_concurrency_is_bounded(task_dirs, tmp_path):
+    import threading
+
+    lock = threading.Lock()
+    state = {"now": 0, "max": 0}
+
+    def slow(task_dir, config):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.02)
+        with lock:
+            state["now"] -= 1
+        return passing_trial(task_dir, config)
+
+    r, _ = run_eval(req(task_dirs, tmp_path / "run", attempts=2, concurrency=3), trial_fn=slow)
+    assert r.ran == 28 and state["max"] == 3
