@@ -40,6 +40,7 @@ import weakref
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harbor.constants import MAIN_SERVICE_NAME
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode
@@ -71,6 +72,7 @@ ETC_FILES = (
 )
 ROOT_LINKS_OR_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
+BWRAP_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -103,6 +105,9 @@ def bwrap_path() -> str:
 
 
 def default_work_dir() -> Path:
+    """$APEXRL_LOCAL_WORKDIR, else <tmp>/apexrl-local: where trial folders go."""
+    if os.environ.get("APEXRL_LOCAL_WORKDIR"):
+        return Path(os.environ["APEXRL_LOCAL_WORKDIR"])
     return Path(tempfile.gettempdir()) / "apexrl-local"
 
 
@@ -236,8 +241,19 @@ class LocalEnvironment(BaseEnvironment):
         await asyncio.to_thread(shutil.copy2, src, target_path)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        src = self._readable(source_dir)
-        await asyncio.to_thread(shutil.copytree, src, target_dir, symlinks=True, dirs_exist_ok=True)
+        src = self._readable(source_dir).resolve()
+        dst = Path(target_dir).resolve()
+        if dst == src:
+            return  # already there (a mounted folder)
+        ignore = None
+        if dst.is_relative_to(src):  # never copy a folder into itself
+
+            def ignore(d: str, names: list[str]) -> list[str]:
+                return [n for n in names if (Path(d) / n).resolve() == dst]
+
+        await asyncio.to_thread(
+            shutil.copytree, src, dst, symlinks=True, dirs_exist_ok=True, ignore=ignore
+        )
 
     def is_path_mounted(self, environment_path: Any, host_path: Path) -> bool:
         """The log folders are the trial's own folders: nothing to download."""
@@ -270,6 +286,7 @@ class LocalEnvironment(BaseEnvironment):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            env=BWRAP_ENV,  # bwrap itself is PID 1 in the sandbox: /proc/1/environ is readable
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec or None)
@@ -330,11 +347,7 @@ class LocalEnvironment(BaseEnvironment):
             shutil.copytree(tw.task_files, world, symlinks=False, dirs_exist_ok=True)
         (world / "filesystem").mkdir(exist_ok=True)
         self.world_dir = world
-        for d in (
-            self.trial_paths.agent_dir,
-            self.trial_paths.verifier_dir,
-            self.trial_paths.artifacts_dir,
-        ):
+        for _, d in self._mounts_rw():
             d.mkdir(parents=True, exist_ok=True)
         self._world_state = WorldState(
             after_root=world,
@@ -348,7 +361,8 @@ class LocalEnvironment(BaseEnvironment):
         pairs = [
             ("/logs/agent", tp.agent_dir),
             ("/logs/verifier", tp.verifier_dir),
-            ("/logs/artifacts", tp.artifacts_dir),
+            # where Harbor expects the convention artifacts folder on the host
+            ("/logs/artifacts", tp.host_artifact_path(MAIN_SERVICE_NAME, "/logs/artifacts")),
             ("/world", self.root / "world"),
             ("/tests", self.root / "tests"),
             ("/solution", self.root / "solution"),
@@ -435,6 +449,7 @@ class LocalEnvironment(BaseEnvironment):
             stdout=asyncio.subprocess.PIPE,
             stderr=self._gateway_log,
             start_new_session=True,
+            env=BWRAP_ENV,  # bwrap itself is PID 1 in the sandbox: /proc/1/environ is readable
         )
         assert self._gateway_proc.stdout is not None
         try:

@@ -22,6 +22,9 @@ TOPS = ("filesystem", ".apps_data")
 
 
 def default_cache_dir() -> Path:
+    """$APEXRL_WORLD_CACHE, else $XDG_CACHE_HOME/apexrl/worlds (~/.cache/apexrl/worlds)."""
+    if os.environ.get("APEXRL_WORLD_CACHE"):
+        return Path(os.environ["APEXRL_WORLD_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "apexrl" / "worlds"
 

@@ -124,10 +124,17 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
     )
 
 
+def agent_meta(hr: Any) -> dict:
+    """What the agent reported in AgentContext.metadata (apexrl's agent: under "apexrl")."""
+    meta = (hr.agent_result.metadata or {}) if hr.agent_result is not None else {}
+    inner = meta.get("apexrl")
+    return inner if isinstance(inner, dict) else meta
+
+
 def classify(hr: Any) -> tuple[str, str | None, str | None]:
     """(status, error_class, message) of a Harbor TrialResult."""
-    meta = (hr.agent_result.metadata or {}) if hr.agent_result is not None else {}
-    agent_status = meta.get("status")
+    meta = agent_meta(hr)
+    agent_status = meta.get("trial_status") or meta.get("status")
     exc = hr.exception_info
     if exc is not None:
         t, msg = exc.exception_type, exc.exception_message
@@ -183,9 +190,9 @@ def outcome_from(
     if status == "complete":
         reward = float(hr.verifier_result.rewards.get("reward", 0.0))
     ctx = hr.agent_result
-    meta = (ctx.metadata or {}) if ctx is not None else {}
+    meta = agent_meta(hr)
     tool_calls = int(meta.get("tool_calls", 0) or 0)
-    ok_calls = meta.get("tool_calls_ok")
+    rate = meta.get("tool_call_success_rate")
     try:
         tw = task_world(task_dir)
         task_id, world_id = tw.task_id, tw.world_id
@@ -202,13 +209,11 @@ def outcome_from(
         reward=reward,
         criteria_met=met,
         criteria_total=total or int(_task_meta(task_dir).get("n_criteria", 0) or 0),
-        turns=int(meta.get("turns", 0) or 0),
+        turns=int(meta.get("steps", meta.get("turns", 0)) or 0),
         tokens_in=int((ctx.n_input_tokens if ctx else 0) or 0),
         tokens_out=int((ctx.n_output_tokens if ctx else 0) or 0),
         tool_calls=tool_calls,
-        tool_call_success_rate=(
-            float(ok_calls) / tool_calls if ok_calls is not None and tool_calls else None
-        ),
+        tool_call_success_rate=float(rate) if rate is not None else None,
         started_at=started.isoformat(),
         duration_s=wall_s,
     )
@@ -229,7 +234,7 @@ def outcome_from(
         None,
     )
     tokens = next(
-        (p for p in (agent_dir / "tokens.jsonl", agent_dir / "tokens.json") if p.is_file()), None
+        (p for p in (agent_dir / "tito.json", agent_dir / "tokens.jsonl") if p.is_file()), None
     )
     return TrialOutcome(
         result=result,
@@ -278,8 +283,12 @@ def _failed_outcome(
     )
 
 
-async def arun_trial(task_dir: Path, config: TrialConfig) -> TrialOutcome:
-    """run_trial for callers already in an event loop."""
+async def arun_trial(
+    task_dir: Path, config: TrialConfig, *, agent_config: Any = None
+) -> TrialOutcome:
+    """run_trial for callers already in an event loop.
+
+    agent_config: a Harbor AgentConfig to run instead of config.agent (custom agents)."""
     from harbor.trial.trial import Trial
 
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
@@ -293,7 +302,14 @@ async def arun_trial(task_dir: Path, config: TrialConfig) -> TrialOutcome:
         if i > 0:
             shutil.rmtree(logs, ignore_errors=True)
         try:
-            trial = await Trial.create(harbor_config(task_dir, config))
+            hc = harbor_config(task_dir, config)
+            if agent_config is not None:
+                if agent_config.override_timeout_sec is None:
+                    agent_config = agent_config.model_copy(
+                        update={"override_timeout_sec": hc.agent.override_timeout_sec}
+                    )
+                hc.agent = agent_config
+            trial = await Trial.create(hc)
             hr = await trial.run()
         except asyncio.CancelledError:
             raise
