@@ -43,7 +43,7 @@ class Format(StrEnum):
 @app.command("run")
 def run(
     model: str = typer.Argument(
-        None, help="HF model id (org/name[@rev]), local checkpoint dir, or served name."
+        None, help="HF model id (org/name or org/name@rev), local checkpoint dir, or served name."
     ),
     tasks: str = typer.Option(
         ..., "--tasks", "-t", help="Task dirs folder, Parquet dataset, or hf://org/name."
