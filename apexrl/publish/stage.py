@@ -177,10 +177,13 @@ def stage_model(
 
     recipe = (ckpt / "recipe.toml").read_text() if (ckpt / "recipe.toml").is_file() else None
     manifest = None
-    for name in ("apexrl_manifest.json", "manifest.json"):
-        if (ckpt / name).is_file():
-            manifest = cards.read_json(ckpt / name) or None
-            break
+    found = _find_manifest(ckpt)
+    if found is not None:
+        manifest = cards.read_json(found) or None
+        if manifest and found.parent != ckpt:  # `apexrl train` writes it beside the checkpoints
+            entries.append(
+                ("apexrl_manifest.json", _redacted_copy(plan, "apexrl_manifest.json", found))
+            )
     if base_model is None:
         base_model = _base_model(info.config, manifest)
     entries_eval = []
@@ -212,8 +215,20 @@ def stage_model(
     return _finish(plan, entries)
 
 
+def _find_manifest(ckpt: Path) -> Path | None:
+    """apexrl_manifest.json in the checkpoint or up to three folders above it."""
+    for d in [ckpt, *list(ckpt.resolve().parents)[:3]]:
+        for name in (
+            ("apexrl_manifest.json", "manifest.json") if d == ckpt else ("apexrl_manifest.json",)
+        ):
+            if (d / name).is_file():
+                return d / name
+    return None
+
+
 def _base_model(config: dict, manifest: dict | None) -> str | None:
-    for cand in ((manifest or {}).get("base_model"), config.get("_name_or_path")):
+    m = manifest or {}
+    for cand in (m.get("base_model"), m.get("model"), config.get("_name_or_path")):
         if isinstance(cand, str) and cand.count("/") == 1 and not cand.startswith((".", "/")):
             return cand
     return None
@@ -414,16 +429,34 @@ def _trial_id(row: dict, traj_root: Path) -> str:
     return f"{task}.a{attempt}"
 
 
-def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[dict]:
+def _result_rows(run_dir: Path) -> list[dict]:
+    """results.parquet; for a run killed before compaction, the results.jsonl journal
+    (last row of a trial wins)."""
     import pyarrow.parquet as pq
 
     results = run_dir / "results.parquet"
-    if not results.is_file():
-        raise UsageError(
-            f"{run_dir}: no results.parquet", hint="pass the folder written by `apexrl eval run`"
-        )
+    if results.is_file():
+        return pq.read_table(results).to_pylist()
+    journal = run_dir / "results.jsonl"
+    if journal.is_file():
+        rows: dict[str, dict] = {}
+        for k, line in enumerate(journal.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line torn by a kill: the trial reruns on resume
+            rows[str(row.get("trial_id") or k)] = row
+        return list(rows.values())
+    raise UsageError(
+        f"{run_dir}: no results.parquet", hint="pass the folder written by `apexrl eval run`"
+    )
+
+
+def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[dict]:
     traj_root = run_dir / "trajectories"
-    for n, row in enumerate(pq.read_table(results).to_pylist()):
+    for n, row in enumerate(_result_rows(run_dir)):
         tid = _trial_id(row, traj_root)
         where = f"data row {n} (trial {tid})"
         tdir = traj_root / tid

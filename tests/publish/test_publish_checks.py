@@ -266,3 +266,42 @@ def test_second_checkpoint_layout_single_file(tmp_path, runner):
     (ck / "model-00001-of-00001.safetensors").rename(ck / "model.safetensors")
     info = check_checkpoint(ck)
     assert info.weight_files == ["model.safetensors"]
+
+
+def test_train_manifest_beside_checkpoints(runner, tmp_path):
+    """`apexrl train` writes apexrl_manifest.json in the run folder above the checkpoints."""
+    run = tmp_path / "train-run"
+    ck = make_checkpoint(run / "export" / "global_step_10")
+    (ck / "recipe.toml").unlink()
+    (run / "apexrl_manifest.json").write_text(
+        json.dumps(
+            {"run_name": "r1", "recipe": "smoke-1gpu", "model": "Qwen/Qwen3-0.6B",
+             "dataset_digest": "sha256:ab", "overrides": [f"judge.key={PLANTED['openai']}"]}
+        )
+    )  # fmt: skip
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app, ["publish", "model", str(ck), "--repo", "acme/m", "--dry-run", "--stage", str(stage)]
+    )
+    assert r.exit_code == 0, r.stderr
+    card = (stage / "README.md").read_text()
+    assert "base_model: Qwen/Qwen3-0.6B" in card and '"recipe": "smoke-1gpu"' in card
+    assert PLANTED["openai"] not in card
+    assert "[REDACTED:openai-key]" in (stage / "apexrl_manifest.json").read_text()
+
+
+def test_traces_from_the_journal_of_a_killed_run(runner, run_dir, tmp_path):
+    rows = pq.read_table(run_dir / "results.parquet").to_pylist()
+    (run_dir / "results.parquet").unlink()
+    lines = [json.dumps(r) for r in rows] + [json.dumps(rows[0]), '{"torn": ']
+    (run_dir / "results.jsonl").write_text("\n".join(lines))
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app,
+        ["publish", "traces", str(run_dir), "--repo", "a/t", "--dry-run", "--stage", str(stage)],
+    )
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_table(stage / "data/train-00000-of-00001.parquet").num_rows == 4
+    (run_dir / "results.jsonl").unlink()
+    r = runner.invoke(app, ["publish", "traces", str(run_dir), "--repo", "a/t", "--dry-run"])
+    assert r.exit_code == 2 and "no results.parquet" in r.stderr
