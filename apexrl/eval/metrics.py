@@ -343,6 +343,8 @@ def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> di
         ma = va.mean(axis=0) if len(va) else np.zeros(len(names))
         mb = vb.mean(axis=0) if len(vb) else np.zeros(len(names))
     for i, name in enumerate(names):
+        if i >= 2 and name in ("pass_at_1", "pass_hat_1"):  # the same as Pass@1
+            continue
         metrics[name] = {
             "a": float(ma[i]),
             "b": float(mb[i]),
