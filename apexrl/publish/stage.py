@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import shutil
+import struct
 import tarfile
 from collections import Counter
 from collections.abc import Iterator
@@ -160,13 +161,14 @@ def stage_model(
         plan.redactor = redactor
     entries: list[tuple[str, Path]] = []
     weights = set(info.weight_files)
+    code = _remote_code(ckpt, info.config)
     for p in sorted(ckpt.rglob("*")):
         if not p.is_file():
             continue
         rel = p.relative_to(ckpt).as_posix()
         if rel in weights:
-            entries.append((rel, p))
-        elif rel in MODEL_FILES or rel in TRAIN_FILES:
+            entries.append((rel, _weights_file(plan, rel, p)))
+        elif rel in MODEL_FILES or rel in TRAIN_FILES or rel in code:
             entries.append((rel, _redacted_copy(plan, rel, p)))
         elif rel == "README.md":
             plan.skipped.append((str(p), "replaced by the generated model card"))
@@ -213,6 +215,40 @@ def stage_model(
     plan.card = plan.redactor.text(card, "README.md")
     entries.append(("README.md", _stage_text(plan, "README.md", plan.card.encode())))
     return _finish(plan, entries)
+
+
+def _remote_code(ckpt: Path, config: dict) -> set[str]:
+    """The modules a trust_remote_code checkpoint needs (named by config.json's auto_map)."""
+    refs = config.get("auto_map") or {}
+    names = set()
+    for v in refs.values():
+        for ref in v if isinstance(v, list) else [v]:
+            if isinstance(ref, str) and "--" not in ref and "." in ref:  # "module.Class"
+                names.add(ref.rsplit(".", 1)[0] + ".py")
+    return {n for n in names if "/" not in n and (ckpt / n).is_file()}
+
+
+def _weights_file(plan: Plan, rel: str, path: Path) -> Path:
+    """The shard itself, or a copy with a redacted `__metadata__` when its header
+    carries a secret (the tensor data is copied unchanged)."""
+    from apexrl.publish.checkpoint import read_safetensors_header
+
+    header, start = read_safetensors_header(path)
+    meta = header.get("__metadata__")
+    if not isinstance(meta, dict):
+        return path
+    red = plan.redactor.obj(meta, f"{rel} (__metadata__)")
+    if red == meta:
+        return path
+    raw = json.dumps({**header, "__metadata__": red}, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    out = plan.stage_dir / rel
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "rb") as src, open(out, "wb") as dst:
+        dst.write(struct.pack("<Q", len(raw)) + raw)
+        src.seek(start)
+        shutil.copyfileobj(src, dst, 16 * 1024 * 1024)
+    return out
 
 
 def _find_manifest(ckpt: Path) -> Path | None:

@@ -305,3 +305,30 @@ def test_traces_from_the_journal_of_a_killed_run(runner, run_dir, tmp_path):
     (run_dir / "results.jsonl").unlink()
     r = runner.invoke(app, ["publish", "traces", str(run_dir), "--repo", "a/t", "--dry-run"])
     assert r.exit_code == 2 and "no results.parquet" in r.stderr
+
+
+def test_secret_in_safetensors_metadata_and_remote_code(runner, ckpt, tmp_path):
+    shard = ckpt / "model-00002-of-00002.safetensors"
+    header, start = read_safetensors_header(shard)
+    header["__metadata__"] = {"format": "pt", "args": f"--hub-token {PLANTED['hf']}"}
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    data = shard.read_bytes()[start:]
+    shard.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+    cfg = json.loads((ckpt / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModelForCausalLM": "modeling_tiny.TinyForCausalLM"}
+    (ckpt / "config.json").write_text(json.dumps(cfg))
+    (ckpt / "modeling_tiny.py").write_text(f"KEY = '{PLANTED['github']}'\n")
+    (ckpt / "train.py").write_text("print('not needed to load the model')\n")
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app, ["publish", "model", str(ckpt), "--repo", "a/m", "--dry-run", "--stage", str(stage)]
+    )
+    assert r.exit_code == 0, r.stderr
+    copy = stage / shard.name
+    h2, s2 = read_safetensors_header(copy)
+    assert h2["__metadata__"]["args"] == "--hub-token [REDACTED:hf-token]"
+    assert copy.read_bytes()[s2:] == data  # tensors unchanged
+    check_checkpoint(ckpt)  # the original is still a valid checkpoint
+    assert "[REDACTED:github-token]" in (stage / "modeling_tiny.py").read_text()
+    assert not (stage / "train.py").exists() and "train.py" in r.stderr
