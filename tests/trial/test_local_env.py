@@ -1,0 +1,187 @@
+"""The local (bubblewrap) environment on its own: isolation, mapping, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from apexrl.envs.local import LocalEnvironment, SandboxError, sweep_stale
+from apexrl.envs.worlds import WorldStore, task_world
+from tests.trial.conftest import task_named
+
+pytestmark = pytest.mark.integration
+
+
+def make_env(task_dir: Path, trial_dir: Path, worlds: Path, **kw) -> LocalEnvironment:
+    from harbor.models.task.task import Task
+    from harbor.models.trial.paths import TrialPaths
+
+    task = Task(task_dir)
+    paths = TrialPaths(trial_dir)
+    paths.mkdir()
+    return LocalEnvironment(
+        environment_dir=task.paths.environment_dir,
+        environment_name=task.name,
+        session_id="t__env",
+        trial_paths=paths,
+        task_env_config=task.config.environment,
+        worlds_dir=worlds,
+        **kw,
+    )
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0): read its state
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sandbox_isolation_and_paths(tmp_path, trial_data, worlds, task_dirs):
+    task = task_named(task_dirs, "update-fy2025e-revenue")  # has a task input file
+    env = make_env(task, tmp_path / "trial", worlds)
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            r = {}
+            for name, cmd in {
+                "whoami": "pwd; ls /world/filesystem/inputs",
+                "project": f"ls {Path.cwd()}/README.md",
+                "usr": "touch /usr/apexrl-x",
+                "shadow": "cat /etc/shadow",
+                "home": "ls -A /root; echo HOME=$HOME",
+                "write": "echo hi > /world/filesystem/new.txt && echo ok",
+                "bg": "sleep 987 & echo started",
+            }.items():
+                r[name] = await env.exec(cmd, timeout_sec=20)
+            async with httpx.AsyncClient() as c:
+                health = (await c.get(env.gateway_health_url)).json()
+            return r, health
+        finally:
+            await env.stop(delete=True)
+
+    assert env.gateway_url is None
+    r, health = asyncio.run(go())
+    assert r["whoami"].stdout.splitlines()[0] == "/world/filesystem"
+    assert "management_case_v2.csv" in r["whoami"].stdout  # the task's input file overlay
+    assert r["project"].return_code != 0  # the project folder is not visible
+    assert r["usr"].return_code != 0  # the system is read-only
+    assert r["shadow"].return_code != 0
+    # a private, empty home (plus the mount point of a Python installed under /root)
+    assert set(r["home"].stdout.split()) <= {"HOME=/root", ".pyenv"}
+    assert r["write"].stdout.strip() == "ok"
+    assert r["bg"].stdout.strip() == "started"
+    assert health["status"] == "ok" and health["n_tools"] > 10
+    # a background process dies with its exec (own PID namespace)
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd(p) == "sleep 987"]
+    assert left == []
+    # the store's pristine world was not written
+    pristine = WorldStore(worlds).pristine(task_world(task).world_id)
+    assert not (pristine / "filesystem" / "new.txt").exists()
+    assert env.root is not None and not env.root.exists()
+    assert not pid_alive(env.gateway_pid)
+
+
+def _cmd(p: Path) -> str:
+    try:
+        return (p / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def test_upload_download_and_host_paths(tmp_path, worlds, task_dirs):
+    task = task_named(task_dirs, "steerco-40fc")
+    env = make_env(task, tmp_path / "trial", worlds, gateway=False)
+    src = tmp_path / "f.txt"
+    src.write_text("payload")
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            await env.upload_file(src, "/world/filesystem/up/f.txt")
+            r = await env.exec("cat /world/filesystem/up/f.txt")
+            await env.download_file("/world/filesystem/up/f.txt", tmp_path / "back.txt")
+            await env.download_dir("/world/filesystem/up", tmp_path / "backdir")
+            with pytest.raises(PermissionError):
+                await env.upload_file(src, "/usr/bin/evil")
+            with pytest.raises(FileNotFoundError):
+                await env.download_file("/etc/hostname", tmp_path / "h")
+            assert env.is_path_mounted("/logs/agent", env.trial_paths.agent_dir)
+            assert env.host_path("/logs/verifier/reward.json") == (
+                env.trial_paths.verifier_dir / "reward.json"
+            )
+            assert env.host_path("/etc/passwd") is None
+            return r
+        finally:
+            await env.stop(delete=True)
+
+    r = asyncio.run(go())
+    assert r.stdout == "payload"
+    assert (tmp_path / "back.txt").read_text() == "payload"
+    assert (tmp_path / "backdir" / "f.txt").read_text() == "payload"
+
+
+def test_no_world_store_is_a_start_error(tmp_path, task_dirs):
+    task = task_dirs[0]
+    env = make_env(task, tmp_path / "trial", None)  # type: ignore[arg-type]
+    with pytest.raises(SandboxError, match="world store"):
+        asyncio.run(env.start(force_build=False))
+
+
+CRASH_SCRIPT = """
+import asyncio, json, os, sys
+sys.path.insert(0, {root!r})
+from tests.trial.test_local_env import make_env
+from pathlib import Path
+env = make_env(Path({task!r}), Path({trial!r}), Path({worlds!r}))
+async def go():
+    await env.start(force_build=False)
+    print(json.dumps({{"root": str(env.root), "pid": env.gateway_pid}}), flush=True)
+    await asyncio.sleep(600)
+asyncio.run(go())
+"""
+
+
+def test_crash_leaves_nothing_running_and_the_next_start_sweeps(
+    tmp_path, trial_data, worlds, task_dirs
+):
+    task = task_named(task_dirs, "steerco-40fc")
+    script = CRASH_SCRIPT.format(
+        root=str(Path(__file__).resolve().parents[2]),
+        task=str(task),
+        trial=str(tmp_path / "crashed"),
+        worlds=str(worlds),
+    )
+    env = {**os.environ, "APEXRL_LOCAL_WORKDIR": str(tmp_path / "work")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        line = proc.stdout.readline()
+        info = json.loads(line)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    root, gw = Path(info["root"]), int(info["pid"])
+    deadline = time.monotonic() + 10
+    while pid_alive(gw) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(gw), "the gateway outlived its crashed owner"
+    assert root.exists()  # SIGKILL: nothing could clean up yet
+    assert sweep_stale(tmp_path / "work") == 1
+    assert not root.exists()
