@@ -32,6 +32,7 @@ BACKOFF_S = 2.0  # first wait; doubles each attempt
 BACKOFF_MAX_S = 60.0
 COMMIT_BYTES = 20 * 1024**3  # few large commits (the Hub allows ~128 commits/hour)
 COMMIT_FILES = 2_000
+COMMITS_PER_HOUR = 128  # FACTS.md section 9
 TIMEOUT = {"connect": 30.0, "read": 300.0, "write": 300.0, "pool": 60.0}
 
 
@@ -258,6 +259,13 @@ def upload(
     if on_progress:
         on_progress(sum(f.size for f in plan.files if f.path in done_paths))
     groups = commit_groups(todo, commit_bytes, commit_files)
+    if len(groups) > COMMITS_PER_HOUR // 2:
+        from apexrl.cli.output import warn
+
+        warn(
+            f"{len(groups)} commits: the Hub allows about {COMMITS_PER_HOUR} per hour "
+            "(429 answers are retried, but a larger --commit-size is faster)"
+        )
     commit = None
     for k, group in enumerate(groups, 1):
         ops = [_operation(CommitOperationAdd, f) for f in group]

@@ -83,6 +83,7 @@ def test_model_roundtrip(runner, hub_env, ckpt, run_dir, tmp_path):
 
 def test_rerun_sends_nothing(runner, hub_env, ckpt):
     hub = hub_env
+    hub.page_size = 3  # the tree listing comes in pages (Link: rel="next")
     assert _publish(runner, "model", str(ckpt), "--repo", "acme/tiny").exit_code == 0
     n_commits, n_puts = len(hub.repo("acme/tiny").commits), len(hub.lfs_puts)
     start = len(hub.requests)
@@ -91,6 +92,7 @@ def test_rerun_sends_nothing(runner, hub_env, ckpt):
     assert {x["status"] for x in _rows(r)} == {"unchanged"}
     assert len(hub.repo("acme/tiny").commits) == n_commits and len(hub.lfs_puts) == n_puts
     assert not [q for q in hub.requests[start:] if "/preupload/" in q or "/commit/" in q]
+    assert sum("/tree/main" in q for q in hub.requests[start:]) == 2 * 4  # 10 files, 2 listings
 
 
 def test_interrupted_upload_resumes_without_resending(runner, hub_env, ckpt):
