@@ -30,7 +30,9 @@ STAGE_OPT = typer.Option(
 )
 LICENSE_OPT = typer.Option(None, "--license", help="Licence id for the card (e.g. apache-2.0).")
 JSON_OPT = typer.Option(False, "--json", help="NDJSON output on a terminal too.")
-COMMIT_OPT = typer.Option(20.0, "--commit-size", help="Size of each commit in GB (few large commits).")
+COMMIT_OPT = typer.Option(
+    20.0, "--commit-size", help="Size of each commit in GB (few large commits)."
+)
 
 
 def _check_repo(repo: str) -> None:
@@ -84,7 +86,9 @@ def _run(plan_fn, *, dry_run: bool, strict: bool, json_out: bool, commit_gb: flo
         what = f"{plan.repo_type} repo {plan.repo}@{plan.revision}"
         size = plan.size_bytes
         if dry_run:
-            output.emit_records(plan.records(), json_out=json_out, columns=_COLUMNS)
+            output.emit_records(
+                _label(plan.records(), sdir, stage), json_out=json_out, columns=_COLUMNS
+            )
             output.info(
                 f"dry run: {len(plan.files)} file(s), {size:,} bytes to {what} "
                 f"({'private' if plan.private else 'public'}); {plan.redactor.total} redaction(s)"
@@ -99,12 +103,22 @@ def _run(plan_fn, *, dry_run: bool, strict: bool, json_out: bool, commit_gb: flo
                 commit_bytes=max(1, int(commit_gb * 1024**3)),
                 on_progress=advance,
             )
-        output.emit_records(records, json_out=json_out, columns=_COLUMNS)
+        output.emit_records(_label(records, sdir, stage), json_out=json_out, columns=_COLUMNS)
         output.info(
             f"published {result.n_files} file(s), {result.size_bytes:,} bytes to {what}: "
             f"{result.uploaded} sent, {result.unchanged} already there, "
             f"{result.commits} commit(s); verified. {result.url} @ {result.commit}"
         )
+
+
+def _label(records: list, sdir: Path, stage: Path | None) -> list:
+    """Staged copies in a temp folder (gone after the command) are named as such."""
+    if stage is None:
+        prefix = str(sdir) + "/"
+        for r in records:
+            if r.source.startswith(prefix):
+                r.source = "(staged copy)"
+    return records
 
 
 @app.command("model")
