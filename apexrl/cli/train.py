@@ -91,10 +91,10 @@ def command(
     manifest.job_id = job_id
     workdir = L.job_dir(spec, manifest)
 
-    def submit_and_follow(address: str) -> str:
+    def submit_and_follow(address: str, python: str = "python") -> str:
         jobs = L.RayJobs(address)
         env = L.job_runtime_env(spec, workdir, ship_code=ship_code)
-        jobs.submit(L.entrypoint_command(check_only), env, job_id)
+        jobs.submit(L.entrypoint_command(check_only, python), env, job_id)
         output.info(f"submitted    job {job_id} to {address}")
         if not follow_logs:
             return "SUBMITTED"
@@ -118,11 +118,18 @@ def command(
     else:
         output.info("ray          no --ray-address: starting a local Ray head on 127.0.0.1")
         with L.LocalRay() as head:
-            status = submit_and_follow(head.address)
+            status = submit_and_follow(head.address, sys.executable)
     output.emit_records(
-        [{"job_id": job_id, "status": status, "run_name": spec.run_name,
-          "checkpoint_path": spec.plan.checkpoint_path, "recipe_sha256": loaded.sha256}],
+        [
+            {
+                "job_id": job_id,
+                "status": status,
+                "run_name": spec.run_name,
+                "checkpoint_path": spec.plan.checkpoint_path,
+                "recipe_sha256": loaded.sha256,
+            }
+        ],
         json_out=json_out,
-    )  # fmt: skip
+    )
     if status in ("FAILED", "STOPPED"):
         raise typer.Exit(int(ExitCode.REMOTE))

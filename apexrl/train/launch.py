@@ -197,8 +197,11 @@ def job_runtime_env(spec: RunSpec, workdir: Path, *, ship_code: bool, environ=No
     return env
 
 
-def entrypoint_command(check_only: bool) -> str:
-    cmd = f"python -m apexrl.train.entrypoint {SPEC_NAME}"
+def entrypoint_command(check_only: bool, python: str = "python") -> str:
+    """The job's command; `python` is the cluster's interpreter (this one for a local Ray)."""
+    import shlex
+
+    cmd = f"{shlex.quote(python)} -m apexrl.train.entrypoint {SPEC_NAME}"
     return cmd + " --check-only" if check_only else cmd
 
 
@@ -330,12 +333,16 @@ class LocalRay:
         import signal
 
         if self.proc is not None and self.proc.poll() is None:
-            try:
+            # SIGTERM stops the head's processes (all in the group we created); the
+            # blocking `ray start` itself lingers, so the group gets SIGKILL after a grace.
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=30)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
         if getattr(self, "log", None):
             self.log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
