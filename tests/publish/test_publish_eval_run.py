@@ -77,6 +77,7 @@ def agent_like_trial(task_dir, config: TrialConfig) -> TrialOutcome:
         ),  # fmt: skip
         trajectory_path=agent / "trajectory.json",
         tokens_path=agent / "tito.json",
+        verdicts=[{"verifier_id": "v1", "criteria": "c", "met": True, "source": "reference"}],
     )
 
 
@@ -112,7 +113,9 @@ def test_traces_of_a_real_eval_run(runner, eval_run, tmp_path):
         assert row["messages"][2]["content"] == "token=[REDACTED:hf-token]"
         assert row["token_ids"] == [1, 2, 3, 4, 5, 6]
         assert row["loss_mask"] == [0, 0, 1, 0, 0, 1]
-        assert row["criteria"][0]["source"] == "deterministic"
+        # trajectories/<trial>/verdicts.json (written by eval run) wins over logs/ grading.json
+        assert (eval_run / "trajectories" / row["trial_id"] / "verdicts.json").is_file()
+        assert row["criteria"][0]["source"] == "reference"
         assert "agent/agent.log" in [x["name"] for x in row["logs"]]
         assert PLANTED["aws_key"] not in json.dumps(row)
     card = (stage / "README.md").read_text()
