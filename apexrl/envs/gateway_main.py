@@ -1,9 +1,13 @@
-"""The world's MCP gateway as the local sandbox runs it: `python -m apexrl.envs.gateway_main
-WORLD_DIR WORLD_ID READY_TIMEOUT_S`.
+"""The world's MCP gateway as the local sandbox runs it.
+
+    python -m apexrl.envs.gateway_main WORLD_DIR WORLD_ID [READY_TIMEOUT_S]
+    python -m apexrl.envs.gateway_main --wait WORLD_DIR [READY_TIMEOUT_S]
 
 Prints one JSON line (url, health_url, n_tools) on stdout once every tool answers,
-then serves until SIGTERM. Imports only what the gateway needs (no CLI), so it is
-ready sooner than `apexrl world serve`.
+then serves until SIGTERM. With --wait it first imports everything the gateway
+needs, prints {"warm": true}, and waits for one stdin line {"world_id": ...}: a
+sandbox started ahead of its trial (the local environment keeps one warm) only has
+to build and serve the gateway once its world has been copied in.
 """
 
 from __future__ import annotations
@@ -15,19 +19,46 @@ import signal
 import sys
 
 
-def main(argv: list[str]) -> int:
+def _preload() -> None:
+    import httpx  # noqa: F401  (wait_ready's client)
+    import mcp.client  # noqa: F401
+    import mcp.server  # noqa: F401
+    import starlette.applications  # noqa: F401
+    import uvicorn  # noqa: F401
+
+    import apexrl.worlds.gateway  # noqa: F401
+    from apexrl.worlds.servers import server_module
+    from apexrl.worlds.world import SERVERS
+
+    for name in SERVERS:
+        server_module(name)
+    # Warm the probe and registration code paths on an empty world, then drop it.
+    import tempfile
+    from pathlib import Path
+
+    from apexrl.worlds.gateway import build_gateway
+    from apexrl.worlds.world import open_world
+
+    with tempfile.TemporaryDirectory(prefix="warm-") as d:
+        (Path(d) / "filesystem").mkdir()
+        (Path(d) / ".apps_data").mkdir()
+        build_gateway(open_world(Path(d), world_id="warm"), strict=False)
+
+
+def _say(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def serve(world_dir: str, world_id: str, timeout: float) -> None:
     from apexrl.worlds.gateway import build_gateway, serve_forever
     from apexrl.worlds.world import open_world
 
-    world_dir, world_id = argv[0], argv[1]
-    timeout = float(argv[2]) if len(argv) > 2 else 30.0
     world = open_world(world_dir, world_id=world_id)
     gw = build_gateway(world, strict=True)
 
     def on_ready(r) -> None:
-        line = {"url": r.url, "health_url": r.health_url, "port": r.port, "n_tools": r.n_tools}
-        sys.stdout.write(json.dumps(line) + "\n")
-        sys.stdout.flush()
+        _say({"url": r.url, "health_url": r.health_url, "port": r.port, "n_tools": r.n_tools})
 
     async def run() -> None:
         task = asyncio.current_task()
@@ -39,6 +70,22 @@ def main(argv: list[str]) -> int:
             )
 
     asyncio.run(run())
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--wait":
+        world_dir = argv[1]
+        timeout = float(argv[2]) if len(argv) > 2 else 30.0
+        _preload()
+        _say({"warm": True})
+        line = sys.stdin.readline()
+        if not line.strip():
+            return 0  # released unused
+        world_id = json.loads(line)["world_id"]
+    else:
+        world_dir, world_id = argv[0], argv[1]
+        timeout = float(argv[2]) if len(argv) > 2 else 30.0
+    serve(world_dir, world_id, timeout)
     return 0
 
 

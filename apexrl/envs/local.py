@@ -33,8 +33,10 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from pathlib import Path, PurePosixPath
@@ -51,6 +53,7 @@ from apexrl.grading.evidence import WorldState, stats_of, walk_files
 ENV_TYPE = "apexrl-local"
 DIR_PREFIX = "apexrl-trial-"
 OWNER_FILE = ".owner"
+GATEWAY_LOG = "gateway.log"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_CWD = "/world/filesystem"
 ETC_FILES = (
@@ -164,6 +167,7 @@ class LocalEnvironment(BaseEnvironment):
         gateway: bool = True,
         gateway_ready_timeout_s: float = 60.0,
         keep: bool = False,
+        prewarm: bool | None = None,
         **kwargs: Any,
     ) -> None:
         self._worlds_dir = Path(worlds_dir) if worlds_dir else None
@@ -172,12 +176,12 @@ class LocalEnvironment(BaseEnvironment):
         self._gateway_enabled = gateway
         self._gateway_timeout = gateway_ready_timeout_s
         self._keep = keep
+        self._prewarm = prewarm_count() if prewarm is None else (2 if prewarm else 0)
         self.root: Path | None = None
         self.world_dir: Path | None = None
         self.gateway_url: str | None = None
         self.gateway_health_url: str | None = None
-        self._gateway_proc: asyncio.subprocess.Process | None = None
-        self._gateway_log: Any = None
+        self._slot: Slot | None = None
         self._world_state: WorldState | None = None
         self._task_world: TaskWorld | None = None
         self._stopped = False
@@ -207,11 +211,20 @@ class LocalEnvironment(BaseEnvironment):
         self._work_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(sweep_stale, self._work_dir)
         tw = self._task_world = task_world(self.environment_dir.parent)
+        _LIVE.add(self)
         try:
-            await asyncio.to_thread(self._make_root, tw)
-            _LIVE.add(self)
+            slot = POOL.take(self._work_dir) if self._gateway_enabled and self._prewarm else None
+            if slot is None:
+                slot = await asyncio.to_thread(
+                    new_slot, self._work_dir, self._gateway_timeout, self._gateway_enabled
+                )
+            self._slot = slot
+            self.root = slot.root
+            await asyncio.to_thread(self._make_world, tw)
             if self._gateway_enabled:
                 await self._start_gateway(tw)
+                if self._prewarm:  # the next trials' sandboxes warm up while this one runs
+                    POOL.refill(self._work_dir, self._gateway_timeout, self._prewarm)
         except BaseException:
             await self.stop(delete=True)
             raise
@@ -221,7 +234,11 @@ class LocalEnvironment(BaseEnvironment):
         if self._stopped:
             return
         self._stopped = True
-        await self._stop_gateway()
+        slot = self._slot
+        if slot is not None:
+            await asyncio.to_thread(slot.kill)
+            with contextlib.suppress(OSError):  # keep the gateway's log with the trial
+                shutil.copyfile(slot.root / GATEWAY_LOG, self.trial_paths.trial_dir / GATEWAY_LOG)
         if self.root is not None and (delete or not self._keep):
             await asyncio.to_thread(shutil.rmtree, self.root, True)
         _LIVE.discard(self)
@@ -270,10 +287,10 @@ class LocalEnvironment(BaseEnvironment):
     ) -> ExecResult:
         if self.root is None or self._stopped:
             raise SandboxError("the sandbox is not running", kind="died")
-        if self._gateway_proc is not None and self._gateway_proc.returncode is not None:
-            raise SandboxDiedError(
-                f"the sandbox's gateway process died (exit {self._gateway_proc.returncode})"
-            )
+        if self._slot is not None and self._slot.started and self._slot.proc is not None:
+            rc = self._slot.proc.poll()
+            if rc is not None:
+                raise SandboxDiedError(f"the sandbox's gateway process died (exit {rc})")
         merged = self._merge_env(env) or {}
         argv = self._bwrap_argv(
             env=merged,
@@ -327,22 +344,17 @@ class LocalEnvironment(BaseEnvironment):
 
     @property
     def gateway_pid(self) -> int | None:
-        return self._gateway_proc.pid if self._gateway_proc is not None else None
+        slot = self._slot
+        return slot.proc.pid if slot is not None and slot.proc is not None else None
 
     # --- internals ----------------------------------------------------------------------
 
-    def _make_root(self, tw: TaskWorld) -> None:
+    def _make_world(self, tw: TaskWorld) -> None:
         store = WorldStore(self._worlds_dir, self._cache_dir)  # type: ignore[arg-type]
         pristine = store.pristine(tw.world_id)
-        root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._work_dir))
-        self.root = root
-        (root / OWNER_FILE).write_text(
-            json.dumps({"pid": os.getpid(), "start": _proc_start(os.getpid())})
-        )
-        for name in ("tmp", "home", "tests", "solution"):
-            (root / name).mkdir()
-        world = root / "world"
-        shutil.copytree(pristine, world, symlinks=True)
+        assert self.root is not None
+        world = self.root / "world"
+        shutil.copytree(pristine, world, symlinks=True, dirs_exist_ok=True)
         if tw.task_files is not None:
             shutil.copytree(tw.task_files, world, symlinks=False, dirs_exist_ok=True)
         (world / "filesystem").mkdir(exist_ok=True)
@@ -387,112 +399,243 @@ class LocalEnvironment(BaseEnvironment):
         return host
 
     def _bwrap_argv(self, *, env: dict[str, str], cwd: str, network: bool) -> list[str]:
-        argv = [
-            bwrap_path(),
-            "--die-with-parent",
-            "--new-session",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-drop",
-            "ALL",
-            "--hostname",
-            "apexrl-sandbox",
-        ]
-        if not network:
-            argv.append("--unshare-net")
-        argv += ["--ro-bind", "/usr", "/usr"]
-        for p in ROOT_LINKS_OR_DIRS:
-            if os.path.islink(p):
-                argv += ["--symlink", os.readlink(p), p]
-            elif os.path.isdir(p):
-                argv += ["--ro-bind", p, p]
-        for p in ETC_FILES:
-            if os.path.exists(p):
-                argv += ["--ro-bind", p, p]
-        argv += ["--proc", "/proc", "--dev", "/dev"]
-        rw = self._mounts_rw()
-        for target, source in sorted(rw, key=lambda t: len(t[0])):  # parents first
-            argv += ["--bind", str(source), target]
-        for p in _python_paths():
-            argv += ["--ro-bind", p, p]
-        argv += ["--clearenv"]
-        base = {
-            "PATH": DEFAULT_PATH,
-            "HOME": "/root",
-            "LANG": "C.UTF-8",
-            "TMPDIR": "/tmp",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        for k, v in {**base, **env}.items():
-            argv += ["--setenv", k, str(v)]
-        argv += ["--chdir", cwd, "--"]
-        return argv
+        return bwrap_argv(self._mounts_rw(), env=env, cwd=cwd, network=network)
 
     async def _start_gateway(self, tw: TaskWorld) -> None:
-        assert self.root is not None
-        log_path = self.trial_paths.trial_dir / "gateway.log"
-        self._gateway_log = open(log_path, "ab")  # noqa: SIM115 (closed in _stop_gateway)
-        cmd = [
-            sys.executable,
-            "-m",
-            "apexrl.envs.gateway_main",
-            "/world",
-            tw.world_id,
-            str(self._gateway_timeout),
-        ]
-        argv = self._bwrap_argv(env={"PYTHONUNBUFFERED": "1"}, cwd="/world", network=True) + cmd
-        self._gateway_proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=self._gateway_log,
-            start_new_session=True,
-            env=BWRAP_ENV,  # bwrap itself is PID 1 in the sandbox: /proc/1/environ is readable
-        )
-        assert self._gateway_proc.stdout is not None
+        slot = self._slot
+        assert slot is not None and slot.proc is not None
+        log = slot.root / GATEWAY_LOG
         try:
-            line = await asyncio.wait_for(
-                self._gateway_proc.stdout.readline(), timeout=self._gateway_timeout + 5
+            rec = await asyncio.wait_for(
+                asyncio.to_thread(slot.handshake, tw.world_id), timeout=self._gateway_timeout + 5
             )
         except TimeoutError:
             raise SandboxError(
                 f"world {tw.world_id}: the gateway was not ready within "
-                f"{self._gateway_timeout:.0f}s (log: {log_path})",
+                f"{self._gateway_timeout:.0f}s (log: {log})",
                 kind="gateway",
             ) from None
-        try:
-            rec = json.loads(line)
-            self.gateway_url, self.gateway_health_url = rec["url"], rec["health_url"]
-        except (ValueError, KeyError):
+        if not rec or "url" not in rec:
+            tail = _tail(log)
             raise SandboxError(
-                f"world {tw.world_id}: the gateway did not start "
-                f"(exit {self._gateway_proc.returncode}); see {log_path}",
+                f"world {tw.world_id}: the gateway did not start (exit {slot.proc.poll()}): {tail}",
                 kind="gateway",
-            ) from None
-
-    async def _stop_gateway(self) -> None:
-        proc = self._gateway_proc
-        if proc is not None and proc.returncode is None:
-            _kill_group(proc, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), timeout=3)
-            except TimeoutError:
-                _kill_group(proc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(proc.wait(), timeout=3)
-        if self._gateway_log is not None:
-            self._gateway_log.close()
-            self._gateway_log = None
+            )
+        self.gateway_url, self.gateway_health_url = rec["url"], rec["health_url"]
 
     def _sync_cleanup(self) -> None:
         """At interpreter exit: kill what is left and remove the trial folder."""
-        proc = self._gateway_proc
-        if proc is not None and proc.returncode is None:
-            _kill_group(proc)
+        if self._slot is not None:
+            self._slot.kill()
         if self.root is not None and not self._keep:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def bwrap_argv(
+    rw: list[tuple[str, Path]], *, env: dict[str, str], cwd: str, network: bool
+) -> list[str]:
+    """bubblewrap's command line: the read-only system, `rw` binds, a clean environment."""
+    argv = [
+        bwrap_path(),
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "apexrl-sandbox",
+    ]
+    if not network:
+        argv.append("--unshare-net")
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for p in ROOT_LINKS_OR_DIRS:
+        if os.path.islink(p):
+            argv += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            argv += ["--ro-bind", p, p]
+    for p in ETC_FILES:
+        if os.path.exists(p):
+            argv += ["--ro-bind", p, p]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for target, source in sorted(rw, key=lambda t: len(t[0])):  # parents first
+        argv += ["--bind", str(source), target]
+    for p in _python_paths():
+        argv += ["--ro-bind", p, p]
+    argv += ["--clearenv"]
+    base = {
+        "PATH": DEFAULT_PATH,
+        "HOME": "/root",
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    for k, v in {**base, **env}.items():
+        argv += ["--setenv", k, str(v)]
+    argv += ["--chdir", cwd, "--"]
+    return argv
+
+
+def _tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_text("utf-8", "replace")[-n:].strip()
+    except OSError:
+        return "(no log)"
+
+
+def prewarm_count() -> int:
+    """Warm sandboxes kept ready for the next trials: $APEXRL_LOCAL_PREWARM (default 2, 0 = off)."""
+    raw = os.environ.get("APEXRL_LOCAL_PREWARM", "2").strip().lower()
+    if raw in ("false", "no", "off"):
+        return 0
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return 2
+
+
+class Slot:
+    """A trial folder and its gateway sandbox, possibly started before its trial."""
+
+    def __init__(self, root: Path, proc: subprocess.Popen | None) -> None:
+        self.root = root
+        self.proc = proc
+        self.started = False  # told which world to serve
+
+    def go(self, world_id: str) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        warm = self.read_json()
+        if not warm or not warm.get("warm"):
+            raise SandboxError(
+                f"the gateway sandbox did not start: {_tail(self.root / GATEWAY_LOG)}",
+                kind="gateway",
+            )
+        self.proc.stdin.write((json.dumps({"world_id": world_id}) + "\n").encode())
+        self.proc.stdin.flush()
+        self.started = True
+
+    def handshake(self, world_id: str) -> dict | None:
+        """Tell the waiting gateway its world; its ready line (None if it died)."""
+        self.go(world_id)
+        return self.read_json()
+
+    def read_json(self) -> dict | None:
+        assert self.proc is not None and self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        try:
+            return json.loads(line) if line.strip() else None
+        except ValueError:
+            return None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=3)
+        for f in (proc.stdin, proc.stdout):
+            with contextlib.suppress(Exception):
+                if f is not None:
+                    f.close()
+
+
+def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Slot:
+    """A fresh trial folder and, with `gateway`, its gateway sandbox waiting for a world."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=work_dir))
+    (root / OWNER_FILE).write_text(
+        json.dumps({"pid": os.getpid(), "start": _proc_start(os.getpid())})
+    )
+    for name in ("tmp", "home", "tests", "solution", "world"):
+        (root / name).mkdir()
+    if not gateway:
+        return Slot(root, None)
+    rw = [("/world", root / "world"), ("/tmp", root / "tmp"), ("/root", root / "home")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "apexrl.envs.gateway_main",
+        "--wait",
+        "/world",
+        str(ready_timeout_s),
+    ]
+    argv = bwrap_argv(rw, env={"PYTHONUNBUFFERED": "1"}, cwd="/world", network=True) + cmd
+    with open(root / GATEWAY_LOG, "ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+            env=BWRAP_ENV,  # bwrap itself is PID 1 in the sandbox: /proc/1/environ is readable
+        )
+    return Slot(root, proc)
+
+
+class _Pool:
+    """Warm slots per work dir, refilled in the background after each take."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.slots: dict[str, list[Slot]] = {}
+        self.filling: dict[str, int] = {}
+
+    def take(self, work_dir: Path) -> Slot | None:
+        with self.lock:
+            slots = self.slots.get(str(work_dir), [])
+            while slots:
+                slot = slots.pop(0)  # the oldest: the most likely to be warm
+                if slot.alive():
+                    return slot
+                slot.kill()
+                shutil.rmtree(slot.root, ignore_errors=True)
+        return None
+
+    def refill(self, work_dir: Path, ready_timeout_s: float, target: int) -> None:
+        key = str(work_dir)
+        with self.lock:
+            n = target - len(self.slots.get(key, [])) - self.filling.get(key, 0)
+            if n <= 0:
+                return
+            self.filling[key] = self.filling.get(key, 0) + n
+
+        def fill() -> None:
+            for _ in range(n):
+                try:
+                    slot = new_slot(work_dir, ready_timeout_s)
+                    with self.lock:
+                        self.slots.setdefault(key, []).append(slot)
+                except Exception:  # a warm slot is an optimisation: a start makes its own
+                    pass
+                finally:
+                    with self.lock:
+                        self.filling[key] -= 1
+
+        threading.Thread(target=fill, name="apexrl-prewarm", daemon=True).start()
+
+    def drain(self) -> None:
+        with self.lock:
+            slots = [s for v in self.slots.values() for s in v]
+            self.slots.clear()
+        for slot in slots:
+            slot.kill()
+            shutil.rmtree(slot.root, ignore_errors=True)
+
+
+POOL = _Pool()
 
 
 def _kill_group(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> None:
@@ -532,3 +675,5 @@ def _cleanup_all() -> None:
     for env in list(_LIVE):
         with contextlib.suppress(Exception):
             env._sync_cleanup()
+    with contextlib.suppress(Exception):
+        POOL.drain()

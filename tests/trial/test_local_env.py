@@ -183,5 +183,6 @@ def test_crash_leaves_nothing_running_and_the_next_start_sweeps(
         time.sleep(0.1)
     assert not pid_alive(gw), "the gateway outlived its crashed owner"
     assert root.exists()  # SIGKILL: nothing could clean up yet
-    assert sweep_stale(tmp_path / "work") == 1
+    assert sweep_stale(tmp_path / "work") >= 1  # the trial's folder and any warm ones
     assert not root.exists()
+    assert list((tmp_path / "work").iterdir()) == []

@@ -33,9 +33,14 @@ def run_script(task: Path, cfg: TrialConfig, **kwargs):
 
 
 def no_sandbox_left(trial_data: Path) -> None:
+    """No trial folder is left but the warm ones kept for the next trials."""
+    from apexrl.envs.local import POOL
+
     work = trial_data / "work"
-    left = [p.name for p in work.glob("apexrl-trial-*")] if work.is_dir() else []
+    warm = {s.root for v in POOL.slots.values() for s in v}
+    left = [p.name for p in work.glob("apexrl-trial-*") if p not in warm] if work.is_dir() else []
     assert left == [], f"sandbox folders left behind: {left}"
+    assert len(warm) <= 2
 
 
 def test_oracle_scores_one_on_every_example_task(tmp_path, trial_data, worlds, task_dirs):
