@@ -67,7 +67,9 @@ def command(
         loaded, data_train=data, data_val=val_data, model=model, resume=resume, strict=strict
     )
     if R.skyrl_available():
-        ver = R.validate_with_skyrl(spec.skyrl, loaded.source)
+        ver = R.validate_with_skyrl(
+            spec.skyrl, loaded.source, check_batches=loaded.recipe.mode == "train"
+        )
         check = f"SkyRL {ver} config classes accept it"
     else:
         check = "SkyRL not installed here: its own classes check on the cluster"

@@ -407,7 +407,7 @@ def skyrl_available() -> bool:
     return importlib.util.find_spec("skyrl") is not None
 
 
-def validate_with_skyrl(overrides: dict, where: str) -> str:
+def validate_with_skyrl(overrides: dict, where: str, *, check_batches: bool = True) -> str:
     """Build SkyRL's own SkyRLTrainConfig from the overrides; returns SkyRL's version.
 
     Raises BadRecordError with SkyRL's message when SkyRL rejects the config.
@@ -417,9 +417,18 @@ def validate_with_skyrl(overrides: dict, where: str) -> str:
     from skyrl.train.config import SkyRLTrainConfig
 
     try:
-        SkyRLTrainConfig.from_cli_overrides(dict(overrides))
+        cfg = SkyRLTrainConfig.from_cli_overrides(dict(overrides))
     except (ValueError, TypeError, AssertionError) as e:
         raise BadRecordError(where, f"SkyRL rejects the rendered config: {e}") from None
+    if check_batches:
+        try:
+            from skyrl.train.utils.utils import validate_batch_sizes
+        except ImportError:  # SkyRL without its training extras: config classes only
+            return version("skyrl")
+        try:
+            validate_batch_sizes(cfg)
+        except (ValueError, AssertionError, ZeroDivisionError) as e:
+            raise BadRecordError(where, f"SkyRL rejects the batch sizes: {e}") from None
     return version("skyrl")
 
 
