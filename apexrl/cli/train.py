@@ -115,12 +115,17 @@ def command(
             output.info(f"job continues; stop it with: ray job stop {job_id} --address {address}")
             return "DETACHED"
 
-    if ray_address:
-        status = submit_and_follow(ray_address)
-    else:
-        output.info("ray          no --ray-address: starting a local Ray head on 127.0.0.1")
-        with L.LocalRay() as head:
-            status = submit_and_follow(head.address, sys.executable)
+    try:
+        if ray_address:
+            status = submit_and_follow(ray_address)
+        else:
+            output.info("ray          no --ray-address: starting a local Ray head on 127.0.0.1")
+            with L.LocalRay() as head:
+                status = submit_and_follow(head.address, sys.executable)
+    finally:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)  # Ray uploaded it at submit time
     output.emit_records(
         [
             {

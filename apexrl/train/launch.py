@@ -240,6 +240,33 @@ class RayJobs:
     def stop(self, job_id: str) -> bool:
         return bool(self.client.stop_job(job_id))
 
+    def tail(self, job_id: str, write: Callable[[str], Any], on_status, poll_s: float) -> str:
+        """Stream logs with Ray's websocket tail (new text only, however long the log),
+        reporting status changes; returns the final status."""
+        import asyncio
+
+        async def run() -> str:
+            last = None
+
+            async def watch() -> str:
+                nonlocal last
+                while True:
+                    status = self.status(job_id)
+                    if status != last:
+                        on_status(status)
+                        last = status
+                    if status in TERMINAL:
+                        return status
+                    await asyncio.sleep(poll_s)
+
+            watcher = asyncio.create_task(watch())
+            async for chunk in self.client.tail_job_logs(job_id):
+                write(chunk)
+            status = await watcher
+            return status
+
+        return asyncio.run(run())
+
 
 def follow(
     jobs: RayJobs,
@@ -251,6 +278,8 @@ def follow(
     timeout_s: float | None = None,
 ) -> str:
     """Stream the job's logs (new text only) until it ends; returns the final status."""
+    if hasattr(jobs, "tail") and timeout_s is None:
+        return jobs.tail(job_id, write, on_status, poll_s)
     seen = 0
     last = None
     t0 = time.monotonic()

@@ -242,6 +242,16 @@ def check_rules(r: Recipe, concurrency: int | None = None) -> tuple[list[Violati
             f"{r.model.arch.params_b:g}B parameters: checkpoints this size must go to S3 "
             '(set checkpoint.s3 = "s3://bucket/prefix")',
         )
+    from apexrl.secrets import SECRET_ENV_KEYS
+
+    for name in r.env.vars:
+        if name in SECRET_ENV_KEYS or name == "WANDB_API_KEY":
+            bad(
+                "secrets",
+                f"env.vars.{name}",
+                "a secret's value does not belong in a recipe: it is forwarded by name from "
+                "the environment (apexrl.secrets); for others list the name in env.forward",
+            )
     if r.logging.logger == "wandb" and "WANDB_API_KEY" not in r.env.forward:
         warn.append("logger wandb: add WANDB_API_KEY to env.forward")
     if concurrency is not None and a.enabled:

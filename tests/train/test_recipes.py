@@ -249,3 +249,10 @@ def test_cli_bad_key_exit_code(runner):
 
 def test_errors_are_apex_errors():
     assert issubclass(RecipeRuleError, ApexError)
+
+
+def test_secret_values_may_not_sit_in_a_recipe():
+    got = rules(['env.vars={HF_TOKEN = "hf_xxx", PLAIN = "1"}'], "smoke-1gpu")
+    assert got == ["secrets:env.vars.HF_TOKEN"]
+    spec = render(load_recipe("smoke-1gpu", ['env.vars={PLAIN = "1"}']))
+    assert runtime_env(spec, {})["env_vars"] == {"PLAIN": "1"}
