@@ -256,3 +256,10 @@ def test_secret_values_may_not_sit_in_a_recipe():
     assert got == ["secrets:env.vars.HF_TOKEN"]
     spec = render(load_recipe("smoke-1gpu", ['env.vars={PLAIN = "1"}']))
     assert runtime_env(spec, {})["env_vars"] == {"PLAIN": "1"}
+
+
+def test_cli_submit_without_data_is_a_usage_error(runner, tmp_path):
+    from apexrl.cli.app import app
+
+    res = runner.invoke(app, ["train", "smoke-1gpu", "--set", f'checkpoint.path="{tmp_path}/c"'])
+    assert res.exit_code == 2 and "--data" in res.stderr
