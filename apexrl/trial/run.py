@@ -103,8 +103,8 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
         env = EnvironmentConfig(import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds})
     elif config.environment == "modal":
         env = EnvironmentConfig(import_path=MODAL_ENV, kwargs={"worlds_dir": worlds})
-    else:
-        env = EnvironmentConfig(type=config.environment)
+    else:  # Harbor's own podman/docker: keep the world image (shared by many tasks)
+        env = EnvironmentConfig(type=config.environment, delete=False)
     verifier = VerifierConfig(
         import_path=VERIFIER,
         kwargs={

@@ -43,12 +43,29 @@ if [ -z "$PY" ]; then
     if command -v "$c" >/dev/null 2>&1; then PY="$c"; break; fi
   done
 fi
+PORT="${APEXRL_PORT:-8080}"
+case "${1:-}" in
+  ""|-*|healthcheck) ;;
+  *)  # a command (Harbor's docker/podman environments run `sh -c "sleep infinity"`):
+      # serve the gateway in the background, then run the command
+      if [ -n "$PY" ]; then
+        "$PY" -m apexrl world serve "${APEXRL_WORLD:-/world}" \\
+          --host "${APEXRL_HOST:-0.0.0.0}" --port "$PORT" \\
+          ${APEXRL_WORLD_ID:+--world-id "$APEXRL_WORLD_ID"} \\
+          ${APEXRL_APPS:+--apps "$APEXRL_APPS"} >/tmp/apexrl-gateway.log 2>&1 &
+      fi
+      # run it as a child so SIGTERM (docker/podman stop) ends the container at once
+      "$@" &
+      child=$!
+      trap 'kill -TERM "$child" 2>/dev/null; exit 143' TERM INT
+      wait "$child"
+      exit $? ;;
+esac
 if [ -z "$PY" ]; then
   echo "apexrl: no python in this image; pack with a base that has Python >= 3.12" \\
        "(e.g. --base python:3.12-slim) and the dependencies (--deps DIR)" >&2
   exit 127
 fi
-PORT="${APEXRL_PORT:-8080}"
 if [ "${1:-}" = "healthcheck" ]; then
   exec "$PY" -c "import sys, urllib.request; \\
 urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=4); sys.exit(0)"
