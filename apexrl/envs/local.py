@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -215,8 +217,10 @@ class LocalEnvironment(BaseEnvironment):
         try:
             slot = POOL.take(self._work_dir) if self._gateway_enabled and self._prewarm else None
             if slot is None:
-                slot = await asyncio.to_thread(
-                    new_slot, self._work_dir, self._gateway_timeout, self._gateway_enabled
+                slot = await asyncio.wrap_future(
+                    SPAWNER.submit(
+                        new_slot, self._work_dir, self._gateway_timeout, self._gateway_enabled
+                    )
                 )
             self._slot = slot
             self.root = slot.root
@@ -613,18 +617,18 @@ class _Pool:
             self.filling[key] = self.filling.get(key, 0) + n
 
         def fill() -> None:
-            for _ in range(n):
-                try:
-                    slot = new_slot(work_dir, ready_timeout_s)
-                    with self.lock:
-                        self.slots.setdefault(key, []).append(slot)
-                except Exception:  # a warm slot is an optimisation: a start makes its own
-                    pass
-                finally:
-                    with self.lock:
-                        self.filling[key] -= 1
+            try:
+                slot = new_slot(work_dir, ready_timeout_s)
+                with self.lock:
+                    self.slots.setdefault(key, []).append(slot)
+            except Exception:  # a warm slot is an optimisation: a start makes its own
+                pass
+            finally:
+                with self.lock:
+                    self.filling[key] -= 1
 
-        threading.Thread(target=fill, name="apexrl-prewarm", daemon=True).start()
+        for _ in range(n):
+            SPAWNER.submit(fill)
 
     def drain(self) -> None:
         with self.lock:
@@ -636,6 +640,43 @@ class _Pool:
 
 
 POOL = _Pool()
+
+
+class _Spawner:
+    """One long-lived thread starts every gateway sandbox.
+
+    bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that
+    started the process exits; sandboxes started from short-lived threads (asyncio's
+    to_thread workers, a pool refill thread) would die with them."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def submit(self, fn, *args) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self.jobs.put((fn, args, fut))
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(
+                    target=self._run, name="apexrl-sandbox-spawner", daemon=True
+                )
+                self.thread.start()
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            fn, args, fut = self.jobs.get()
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # handed to the caller
+                fut.set_exception(e)
+
+
+SPAWNER = _Spawner()
 
 
 def _kill_group(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> None:

@@ -1,0 +1,187 @@
+"""Per-trial overhead of the local (bubblewrap) environment next to podman, same task, same run.
+
+The oracle agent does the task's whole work in one exec (solution/solve.sh), so a
+trial's wall time is almost all machinery: sandbox start and gateway ready,
+grading, teardown. Measured with run_trial on the example task "market size
+table" (a file output, 4 criteria):
+
+  local           run_trial(environment="local") (bubblewrap, warm sandboxes)
+  podman          run_trial(environment="podman"): Harbor's podman environment on the
+                  world's image, apexrl's grading (same machinery as local otherwise)
+  harbor_podman   `harbor run -p TASK -a oracle -e podman` (Harbor's CLI, oracle and
+                  in-container verifier) wall time end to end
+
+Writes bench/results.json key "trial_overhead". Target (issue 5): local overhead
+<= 2 s median and <= 0.2x the podman trial.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.benchmarks.results import record
+
+N_LOCAL = 8
+N_PODMAN = 3
+TASK = "market-size-table"
+WORLD = "world_8ee6dc9ad01f38c743fa5b5a24a31e07"
+REF = "localhost/apexrl-bench-world:w8ee"
+
+
+def _median(xs: list[float]) -> float:
+    return round(statistics.median(xs), 3) if xs else float("nan")
+
+
+def _overhead(o) -> float:
+    t = o.timings
+    return t["total"] - t.get("agent_execution", 0.0)
+
+
+def test_bench_trial_overhead(tmp_path):
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all
+    from apexrl.tasks.example import write_example
+    from apexrl.trial.config import TrialConfig
+    from apexrl.trial.run import run_trial
+
+    os.environ["HARBOR_TELEMETRY"] = "0"
+    os.environ["APEXRL_LOCAL_WORKDIR"] = str(tmp_path / "work")
+    os.environ["APEXRL_WORLD_CACHE"] = str(tmp_path / "cache")
+    write_example(tmp_path / "ex", seed=0)
+    list(convert_all(load_source(tmp_path / "ex"), tmp_path / "tasks", {}, strict=True))
+    task = next(p for p in (tmp_path / "tasks").iterdir() if TASK in p.name)
+    worlds = tmp_path / "ex" / "world_files_zipped"
+
+    def local(i: int):
+        cfg = TrialConfig(agent="oracle", worlds_dir=worlds, logs_dir=tmp_path / "l" / str(i))
+        out = run_trial(task, cfg)
+        assert out.result.reward == 1.0, out.error_message
+        return out
+
+    t0 = time.perf_counter()
+    cold = local(0)  # the first trial of a process: no warm sandbox yet
+    cold_s = time.perf_counter() - t0
+    runs = [local(i) for i in range(1, N_LOCAL + 1)]
+    figures: dict = {
+        "command": "make bench (tests/benchmarks/test_bench_trial.py)",
+        "task": task.name,
+        "agent": "oracle (solution/solve.sh in the sandbox)",
+        "local": {
+            "n_trials": len(runs),
+            "median_total_s": _median([o.timings["total"] for o in runs]),
+            "median_overhead_s": _median([_overhead(o) for o in runs]),
+            "median_environment_setup_s": _median(
+                [o.timings.get("environment_setup", 0) for o in runs]
+            ),
+            "median_verifier_s": _median([o.timings.get("verifier", 0) for o in runs]),
+            "median_agent_execution_s": _median(
+                [o.timings.get("agent_execution", 0) for o in runs]
+            ),
+            "cold_first_trial_s": round(cold_s, 3),
+            "cold_first_trial_overhead_s": round(_overhead(cold), 3),
+        },
+        "target": "local overhead <= 2 s median and <= 0.2x the podman trial",
+        "note": "overhead = trial wall time minus the agent's own execution; local keeps "
+        "warm sandboxes (APEXRL_LOCAL_PREWARM, default 2) so sandbox start overlaps the "
+        "previous trial",
+    }
+    figures["podman"] = _podman(tmp_path, task, worlds)
+    pm = figures["podman"]
+    if pm.get("median_total_s"):
+        loc = figures["local"]
+        figures["local_vs_podman_total"] = round(loc["median_total_s"] / pm["median_total_s"], 3)
+        figures["local_overhead_vs_podman_overhead"] = round(
+            loc["median_overhead_s"] / pm["median_overhead_s"], 3
+        )
+    if pm.get("harbor_cli_median_s"):
+        figures["local_vs_harbor_run_podman"] = round(
+            figures["local"]["median_total_s"] / pm["harbor_cli_median_s"], 3
+        )
+    figures["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)  # other load on the machine
+    record("trial_overhead", figures)
+    print(figures)
+
+
+def _podman(tmp_path: Path, task: Path, worlds: Path) -> dict:
+    """The same task in Harbor's podman environment; {"skipped": why} when it cannot run."""
+    from apexrl.trial.config import TrialConfig
+    from apexrl.trial.run import run_trial
+    from tests.trial.podman_world import build_world_image, podman_env
+
+    for tool in ("podman", "umoci"):
+        if not shutil.which(tool):
+            return {"skipped": f"{tool} is not installed"}
+    bindir = str(Path(sys.executable).parent)
+    os.environ["PATH"] = f"{bindir}:{os.environ['PATH']}"
+    if not shutil.which("podman-compose"):
+        return {"skipped": "podman-compose is not installed (dev extra)"}
+    work = tmp_path / "podman"
+    work.mkdir()
+    try:
+        build_world_image(worlds / f"{WORLD}.zip", work, REF)
+    except Exception as e:
+        return {"skipped": f"could not build/load the world image: {e}"[:500]}
+    os.environ["CONTAINERS_CONF"] = podman_env(work)["CONTAINERS_CONF"]
+    ptask = work / "tasks" / task.name
+    shutil.copytree(task, ptask)
+    toml = (ptask / "task.toml").read_text()
+    toml = re.sub(r"(?m)^\[environment\]$", f'[environment]\ndocker_image = "{REF}"', toml)
+    (ptask / "task.toml").write_text(toml)
+    runs = []
+    for i in range(N_PODMAN):
+        cfg = TrialConfig(
+            agent="oracle",
+            environment="podman",
+            worlds_dir=worlds,
+            retries=0,
+            logs_dir=tmp_path / "p" / str(i),
+        )
+        out = run_trial(ptask, cfg)
+        if out.result.reward != 1.0:
+            return {"skipped": f"podman trial failed: {out.error_message}"[:500]}
+        runs.append(out)
+    cli = []
+    for i in range(N_PODMAN):
+        t0 = time.perf_counter()
+        p = subprocess.run(
+            [
+                f"{bindir}/harbor",
+                "run",
+                "-p",
+                str(ptask),
+                "-a",
+                "oracle",
+                "-e",
+                "podman",
+                "-o",
+                str(tmp_path / "jobs" / str(i)),
+                "-y",
+                "-q",
+                "--no-delete",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        cli.append(time.perf_counter() - t0)
+        assert p.returncode == 0, p.stderr[-2000:]
+    return {
+        "n_trials": len(runs),
+        "median_total_s": _median([o.timings["total"] for o in runs]),
+        "median_overhead_s": _median([_overhead(o) for o in runs]),
+        "median_environment_setup_s": _median(
+            [o.timings.get("environment_setup", 0) for o in runs]
+        ),
+        "median_verifier_s": _median([o.timings.get("verifier", 0) for o in runs]),
+        "harbor_cli_n": len(cli),
+        "harbor_cli_median_s": _median(cli),
+        "peer": "Harbor's podman environment (podman-compose) on the world's OCI image, "
+        "same task, same run; harbor_cli = `harbor run -a oracle -e podman` end to end",
+    }
