@@ -10,6 +10,8 @@
    one that waits 50 ms like an engine call (concurrency 8 should approach 8x the
    trials per minute of concurrency 1 if the harness is not the bottleneck). Peer:
    the same trial function called in a plain loop, no harness.
+3. 40 of those tasks as real trials (Harbor, local environment, oracle agent,
+   apexrl grading) at concurrency 1 and 8, in trials per minute.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from apexrl.artifacts.models import TrialResult
 from apexrl.trial.config import TrialOutcome
 from tests.benchmarks.results import best_of, record
 
 DOMAINS = ("investment-banking", "law", "management-consulting")
+N_REAL = 40  # real trials per concurrency level (about 1.5 s each here)
 
 
 def _rows(n_tasks: int, attempts: int, seed: int = 0) -> list[dict]:
@@ -171,11 +175,43 @@ def _throughput_figures(tmp_path: Path) -> dict:
     return out
 
 
+def _real_trial_figures(tmp_path: Path) -> dict:
+    """40 of the 100 tasks as real trials: Harbor Trial API, local (bubblewrap)
+    environment, oracle agent, apexrl grading."""
+    import os
+
+    from apexrl.eval.runner import EvalRequest, run_eval
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    tasks, worlds = tmp_path / "data" / "tasks", tmp_path / "data" / "expert" / "world_files_zipped"
+    fig = {}
+    for n in (1, 8):
+        t0 = time.perf_counter()
+        req = EvalRequest(
+            tasks=str(tasks),
+            run_dir=tmp_path / f"real-{n}",
+            agent="oracle",
+            worlds_dir=worlds,
+            concurrency=n,
+            limit=N_REAL,
+        )
+        report, _ = run_eval(req)
+        t = time.perf_counter() - t0
+        assert report.ran == N_REAL and report.summary.pass_at_1.value == 1.0
+        fig[f"concurrency_{n}_trials_per_min"] = round(N_REAL * 60 / t, 1)
+    fig["concurrency_8_vs_1"] = round(
+        fig["concurrency_8_trials_per_min"] / fig["concurrency_1_trials_per_min"], 2
+    )
+    return fig
+
+
+@pytest.mark.timeout(1200)
 def test_bench_eval(tmp_path):
     figures = {
         "command": "make bench (tests/benchmarks/test_bench_eval.py)",
         "aggregate_30720_rows": _aggregate_figures(tmp_path),
         "eval_100_tasks_scripted_trials": _throughput_figures(tmp_path),
+        "eval_40_tasks_oracle_local_env": _real_trial_figures(tmp_path),
         "peer": "aggregation: none (target < 2 s); throughput: the same trial function in a "
         "plain loop without the harness, same run",
         "target": "aggregate 30,720 rows < 2 s; concurrency 8 ~8x concurrency 1 with 50 ms trials",
