@@ -250,16 +250,23 @@ class LocalEnvironment(BaseEnvironment):
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
         dst = self._writable(target_path)
         dst.parent.mkdir(parents=True, exist_ok=True)
+        self._inside_mount(dst.parent, target_path)
+        if dst.is_symlink():  # never write through a link the agent planted
+            dst.unlink()
         await asyncio.to_thread(shutil.copy2, source_path, dst)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         dst = self._writable(target_dir)
+        dst.mkdir(parents=True, exist_ok=True)
+        self._inside_mount(dst, target_dir)
+        await asyncio.to_thread(_drop_links, dst)
         await asyncio.to_thread(shutil.copytree, source_dir, dst, symlinks=True, dirs_exist_ok=True)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
         src = self._readable(source_path)
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(shutil.copy2, src, target_path)
+        # a link the agent made is copied as a link, never followed to a host file
+        await asyncio.to_thread(shutil.copy2, src, target_path, follow_symlinks=False)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
         src = self._readable(source_dir).resolve()
@@ -332,7 +339,10 @@ class LocalEnvironment(BaseEnvironment):
     # --- apexrl's additions -------------------------------------------------------------
 
     def host_path(self, sandbox_path: str) -> Path | None:
-        """The host path behind a sandbox path, or None when it is not a mounted folder."""
+        """The host path behind a sandbox path, or None when it is not a mounted folder
+        (or names '..'). Links inside are the caller's to refuse (they may point out)."""
+        if not str(sandbox_path).startswith("/") or ".." in PurePosixPath(sandbox_path).parts:
+            return None
         p = PurePosixPath(sandbox_path)
         for target, source in self._mounts_rw():
             t = PurePosixPath(target)
@@ -396,10 +406,22 @@ class LocalEnvironment(BaseEnvironment):
             )
         return host
 
+    def _inside_mount(self, host: Path, sandbox_path: str) -> None:
+        """Refuse a host path that resolves out of its mount (through a planted link)."""
+        p = PurePosixPath(sandbox_path)
+        for target, source in self._mounts_rw():
+            t = PurePosixPath(target)
+            if p == t or p.is_relative_to(t):
+                if host.resolve().is_relative_to(Path(source).resolve()):
+                    return
+                break
+        raise PermissionError(f"{sandbox_path} leads out of the sandbox (a link)")
+
     def _readable(self, sandbox_path: str) -> Path:
         host = self.host_path(sandbox_path)
         if host is None or not host.exists():
             raise FileNotFoundError(f"{sandbox_path} does not exist in the local sandbox")
+        self._inside_mount(host, sandbox_path)
         return host
 
     def _bwrap_argv(self, *, env: dict[str, str], cwd: str, network: bool) -> list[str]:
@@ -480,6 +502,15 @@ def bwrap_argv(
         argv += ["--setenv", k, str(v)]
     argv += ["--chdir", cwd, "--"]
     return argv
+
+
+def _drop_links(root: Path) -> None:
+    """Remove every symlink under `root` (the agent's), so a copy into it stays inside."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                p.unlink()
 
 
 def _tail(path: Path, n: int = 1500) -> str:

@@ -16,7 +16,8 @@ store, for the before-state when the environment does not provide one).
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -113,18 +114,13 @@ class ApexVerifier(BaseVerifier):
         host = getattr(self.environment, "host_path", None)
         src = host(ANSWER_FILE) if callable(host) else None
         try:
-            if src is not None:
-                if not src.is_file():
-                    return ""
-                shutil.copyfile(src, target)
+            if src is not None:  # the sandbox's own folder: never follow a link out of it
+                return read_no_follow(src)
             else:
                 await self.environment.download_file(ANSWER_FILE, target)
         except Exception:  # no answer file: the agent gave no final answer
             return ""
-        if not target.is_file():
-            return ""
-        with open(target, "rb") as f:
-            return f.read(MAX_ANSWER_BYTES).decode("utf-8", "replace")
+        return read_no_follow(target)
 
     async def _world_state(self, tmp: Path) -> WorldState:
         provided = getattr(self.environment, "world_state", None)
@@ -141,6 +137,19 @@ class ApexVerifier(BaseVerifier):
                 WorldStore(self.worlds_dir).pristine(tw.world_id), tw.task_files
             )
         return WorldState(after_root=after, before=before)
+
+
+def read_no_follow(path: Path, limit: int = MAX_ANSWER_BYTES) -> str:
+    """A regular file's text; "" for a missing file, a link (the agent could point one at
+    any host file) or anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return ""
+        return f.read(limit).decode("utf-8", "replace")
 
 
 def _write(path: Path, text: str) -> None:

@@ -186,3 +186,40 @@ def test_crash_leaves_nothing_running_and_the_next_start_sweeps(
     assert sweep_stale(tmp_path / "work") >= 1  # the trial's folder and any warm ones
     assert not root.exists()
     assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_links_planted_by_the_agent_never_reach_host_files(tmp_path, worlds, task_dirs):
+    """A link in a writable folder is not followed by uploads, downloads or the verifier."""
+    from apexrl.grading.verifier import read_no_follow
+
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY-CONTENT")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    task = task_named(task_dirs, "steerco-40fc")
+    env = make_env(task, tmp_path / "trial", worlds, gateway=False)
+    payload = tmp_path / "payload.txt"
+    payload.write_text("overwritten")
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            agent = env.trial_paths.agent_dir
+            (agent / "answer.txt").symlink_to(secret)
+            (agent / "out.txt").symlink_to(victim)
+            (agent / "dir").symlink_to(tmp_path)
+            assert read_no_follow(agent / "answer.txt") == ""
+            await env.upload_file(payload, "/logs/agent/out.txt")
+            with pytest.raises(PermissionError):
+                await env.upload_file(payload, "/logs/agent/dir/victim.txt")
+            with pytest.raises(PermissionError):
+                await env.download_dir("/logs/agent/dir", tmp_path / "stolen")
+            with pytest.raises(PermissionError):
+                await env.download_file("/logs/agent/answer.txt", tmp_path / "copied")
+            assert env.host_path("/logs/agent/../../etc/passwd") is None
+        finally:
+            await env.stop(delete=True)
+
+    asyncio.run(go())
+    assert victim.read_text() == "untouched"
+    assert not (tmp_path / "copied").exists() and not (tmp_path / "stolen").exists()
