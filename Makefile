@@ -13,7 +13,7 @@ PYTHON312 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/pyth
 	  "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo "$$c"; break; }; done)
 
 # Debian packages the integration tests use (real registry, image tools, sandbox, browser).
-APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-utils
+APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-utils chromium
 
 .PHONY: help install sysdeps test test-fast bench lint format completions demo clean
 
