@@ -136,12 +136,15 @@ def sweep_stale(work_dir: Path) -> int:
             owner = json.loads((d / OWNER_FILE).read_text())
             pid, boot = int(owner["pid"]), owner.get("start")
         except (OSError, ValueError, KeyError):
-            # no owner file: a folder being created right now, or debris; only old debris
-            with contextlib.suppress(OSError):
-                if time.time() - d.stat().st_mtime > 3600:
-                    shutil.rmtree(d, ignore_errors=True)
-                    n += 1
-            continue
+            # no owner file yet: the pid is in the name (apexrl-trial-<pid>-xxxx)
+            try:
+                pid, boot = int(d.name[len(DIR_PREFIX) :].split("-", 1)[0]), None
+            except ValueError:
+                with contextlib.suppress(OSError):  # foreign debris: only when old
+                    if time.time() - d.stat().st_mtime > 3600:
+                        shutil.rmtree(d, ignore_errors=True)
+                        n += 1
+                continue
         if not _pid_alive(pid) or (boot is not None and _proc_start(pid) != boot):
             shutil.rmtree(d, ignore_errors=True)
             n += 1
@@ -590,7 +593,9 @@ class Slot:
 def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Slot:
     """A fresh trial folder and, with `gateway`, its gateway sandbox waiting for a world."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=work_dir))
+    # the owner's pid is in the name, so a crash between mkdtemp and the owner file
+    # still leaves a folder the next sweep can attribute
+    root = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=work_dir))
     (root / OWNER_FILE).write_text(
         json.dumps({"pid": os.getpid(), "start": _proc_start(os.getpid())})
     )
