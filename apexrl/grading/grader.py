@@ -83,6 +83,7 @@ async def grade(
                 rationale=r.rationale,
                 judge_model=judge.model,
                 attempts=r.attempts,
+                prompt_sha256=r.prompt_sha256,
             )
     final = [v for v in verdicts if v is not None]
     met = sum(v.met for v in final)

@@ -12,6 +12,7 @@ rather than a wrong score.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -64,6 +65,7 @@ class JudgeVerdict:
     met: bool
     rationale: str
     attempts: int
+    prompt_sha256: str = ""  # of the user prompt the judge saw (task, criterion, evidence)
 
 
 def parse_verdict(text: str) -> tuple[bool, str]:
@@ -144,9 +146,11 @@ class Judge:
         return resp.choices[0].message.content or ""
 
     async def judge(self, task: str, criterion: str, answer: str, changes: str) -> JudgeVerdict:
+        prompt = user_prompt(task, criterion, answer, changes)
+        digest = hashlib.sha256(prompt.encode()).hexdigest()
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": user_prompt(task, criterion, answer, changes)},
+            {"role": "user", "content": prompt},
         ]
         why = ""
         async with self._sem:
@@ -154,7 +158,9 @@ class Judge:
                 reply = await self._complete(messages)
                 try:
                     met, rationale = parse_verdict(reply)
-                    return JudgeVerdict(met=met, rationale=rationale, attempts=attempt)
+                    return JudgeVerdict(
+                        met=met, rationale=rationale, attempts=attempt, prompt_sha256=digest
+                    )
                 except ValueError as e:
                     why = str(e)
                     messages = messages[:2] + [

@@ -27,6 +27,7 @@ class Verdict(BaseModel):
     error: str | None = None
     judge_model: str | None = None
     attempts: int = 0  # judge calls made for this criterion (bad JSON is retried)
+    prompt_sha256: str | None = None  # of the judge's user prompt (with judge_system_prompt)
 
 
 class FileChangeSummary(BaseModel):

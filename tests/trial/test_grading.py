@@ -130,6 +130,7 @@ def test_judge_bad_json_is_retried_then_verdict_recorded(fs):
     v = res.verdicts[1]
     assert (v.source, v.met, v.attempts, v.judge_model) == ("judge", True, 2, "openai/judge-model")
     assert v.rationale == "The answer states it."
+    assert v.prompt_sha256 and len(v.prompt_sha256) == 64
     assert res.judge_model == "openai/judge-model" and res.judge_prompt_version
     assert "is_criteria_true" in res.judge_system_prompt
     assert len(j.requests) == 2
