@@ -74,3 +74,15 @@ def test_unwritable_output_is_a_clear_error(runner, tmp_path):
     result = runner.invoke(app, ["tasks", "example", "-o", str(blocker / "sub")])
     assert result.exit_code == 1
     assert str(blocker) in result.stderr and "internal error" not in result.stderr
+
+
+def test_every_record_has_a_schema(runner):
+    from apexrl.schemas import all_schemas
+
+    names = list(all_schemas())
+    expected = {"trial-result", "eval-summary", "tito-trajectory", "world-diff", "publish-file"}
+    assert expected <= set(names)
+    for name in names:
+        result = runner.invoke(app, ["schema", name])
+        assert result.exit_code == 0, name
+        assert json.loads(result.stdout)["type"] == "object"

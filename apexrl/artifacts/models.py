@@ -262,10 +262,3 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "packed-image": PackedImageRecord,
     "trial-result": TrialResult,
 }
-
-# Token-in/token-out records live with their code (light modules: pydantic only).
-from apexrl.tito.records import TitoFinding  # noqa: E402
-from apexrl.tito.trajectory import TitoTrajectory  # noqa: E402
-
-SCHEMAS["tito-trajectory"] = TitoTrajectory
-SCHEMAS["tito-finding"] = TitoFinding

@@ -12,7 +12,9 @@ def schema(
     name: str = typer.Argument(None, help="Record name; omit to list them."),
 ) -> None:
     """Print the JSON Schema of an artifact record (omit NAME to list names)."""
-    from apexrl.artifacts.models import SCHEMAS
+    from apexrl.schemas import all_schemas
+
+    SCHEMAS = all_schemas()
 
     if not name:
         for key, model in SCHEMAS.items():
