@@ -87,6 +87,8 @@ def command(
         raise ApexError(
             "no training data", hint="pass --data DATASET or set data.train", code=ExitCode.USAGE
         )
+    if loaded.recipe.mode == "eval" and not spec.data_val:
+        raise ApexError("no evaluation data", hint="pass --val-data DATASET", code=ExitCode.USAGE)
 
     job_id = f"apexrl-{spec.run_name}-{uuid.uuid4().hex[:8]}"
     manifest = L.make_manifest(loaded, spec, ray_address=ray_address)

@@ -96,6 +96,7 @@ class GeneratorSettings(BaseModel):
     trial_retries: int = 2
     runner_retries: int = 1
     executor: str = "process"  # process | ray | inline
+    trial_cpus: float = 0.5  # Ray CPUs reserved per trial task (the sandbox runs elsewhere)
     runner: str = DEFAULT_RUNNER
     endpoints: list[str] = Field(default_factory=list)  # engine URLs; empty: from SkyRL's client
 
@@ -312,11 +313,11 @@ class RayExecutor:
         pass
 
 
-def make_executor(kind: str, concurrency: int) -> Executor:
+def make_executor(kind: str, concurrency: int, trial_cpus: float = 0.5) -> Executor:
     if kind == "inline":
         return InlineExecutor()
     if kind == "ray":
-        return RayExecutor()
+        return RayExecutor(trial_cpus)
     if kind == "process":
         return ProcessExecutor(concurrency)
     raise ValueError(f"unknown executor {kind!r} (process, ray, inline)")
@@ -369,7 +370,9 @@ class TrialGenerator:
 
     def __init__(self, settings: GeneratorSettings, executor: Executor | None = None) -> None:
         self.settings = settings
-        self.executor = executor or make_executor(settings.executor, settings.concurrency)
+        self.executor = executor or make_executor(
+            settings.executor, settings.concurrency, settings.trial_cpus
+        )
         self._sem: asyncio.Semaphore | None = None
         self._limiter: RateLimiter | None = None
         self._counter = 0

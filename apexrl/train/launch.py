@@ -338,6 +338,7 @@ class LocalRay:
             cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
         self.address = f"http://127.0.0.1:{dash}"
+        self.gcs_address = f"127.0.0.1:{port}"  # for ray.init(address=...)
         self._wait_ready()
         return self
 
