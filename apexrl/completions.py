@@ -96,7 +96,8 @@ def _fish(tree) -> str:
             if not path
             else "__fish_seen_subcommand_from " + path[-1]
             if len(path) == 1
-            else f"__fish_seen_subcommand_from {path[0]}; and __fish_seen_subcommand_from {path[-1]}"
+            else f"__fish_seen_subcommand_from {path[0]}; "
+            f"and __fish_seen_subcommand_from {path[-1]}"
         )
         subs = [w for w in words if not w.startswith("-")]
         opts = [w[2:] for w in words if w.startswith("--")]

@@ -5,6 +5,21 @@ _apexrl() {
         [[ "$w" == -* ]] && continue
         case "${path:+$path }$w" in
             "doctor") path="doctor" ;;
+            "engine") path="engine" ;;
+            "engine check") path="engine check" ;;
+            "engine make-tiny") path="engine make-tiny" ;;
+            "engine serve") path="engine serve" ;;
+            "eval") path="eval" ;;
+            "eval report") path="eval report" ;;
+            "eval run") path="eval run" ;;
+            "image") path="image" ;;
+            "image push") path="image push" ;;
+            "plan") path="plan" ;;
+            "plan concurrency") path="plan concurrency" ;;
+            "publish") path="publish" ;;
+            "publish dataset") path="publish dataset" ;;
+            "publish model") path="publish model" ;;
+            "publish traces") path="publish traces" ;;
             "schema") path="schema" ;;
             "tasks") path="tasks" ;;
             "tasks convert") path="tasks convert" ;;
@@ -14,12 +29,34 @@ _apexrl() {
             "tasks split") path="tasks split" ;;
             "tasks unpack") path="tasks unpack" ;;
             "tasks validate") path="tasks validate" ;;
+            "tito") path="tito" ;;
+            "tito verify") path="tito verify" ;;
+            "train") path="train" ;;
             "world") path="world" ;;
+            "world diff") path="world diff" ;;
+            "world pack") path="world pack" ;;
+            "world serve") path="world serve" ;;
+            "world snapshot") path="world snapshot" ;;
         esac
     done
     case "$path" in
-        "") words="doctor schema tasks world --version --debug --help" ;;
+        "") words="doctor engine eval image plan publish schema tasks tito train world --version --debug --help" ;;
         "doctor") words="--json --help" ;;
+        "engine") words="check make-tiny serve --help" ;;
+        "engine check") words="--endpoint --model --timeout --help" ;;
+        "engine make-tiny") words="--tokenizer --seed --hidden-size --layers --help" ;;
+        "engine serve") words="--model --engine --host --port --served-model-name --max-model-len --tensor-parallel-size --tp --threads --log-file --ready-timeout --help" ;;
+        "eval") words="report run --help" ;;
+        "eval report") words="--format --out --help" ;;
+        "eval run") words="--tasks --out --endpoint --engine --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --tokenizer --chat-template --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --temperature --top-p --max-tokens --seed --ray-address --retry-errors --force --json --help" ;;
+        "image") words="push --help" ;;
+        "image push") words="--to --tag --concurrency --retries --timeout --registry-endpoint --dry-run --json --help" ;;
+        "plan") words="concurrency --help" ;;
+        "plan concurrency") words="--model-config --gpu-memory --engines --tp --gpu-mem-util --max-model-len --avg-tokens --overhead-gb --json --help" ;;
+        "publish") words="dataset model traces --help" ;;
+        "publish dataset") words="--repo --private --public --license --dry-run --strict --stage --commit-size --json --help" ;;
+        "publish model") words="--repo --eval --base-model --private --public --revision --license --dry-run --strict --stage --commit-size --json --help" ;;
+        "publish traces") words="--repo --include-tokens --private --public --license --dry-run --strict --stage --commit-size --json --help" ;;
         "schema") words="--help" ;;
         "tasks") words="convert example ls pack split unpack validate --help" ;;
         "tasks convert") words="--out --images --strict --json --help" ;;
@@ -29,7 +66,14 @@ _apexrl() {
         "tasks split") words="--out --by --eval-fraction --seed --shard-size --help" ;;
         "tasks unpack") words="--out --strict --json --help" ;;
         "tasks validate") words="--json --help" ;;
-        "world") words="--help" ;;
+        "tito") words="verify --help" ;;
+        "tito verify") words="--tokenizer --chat-template --mode --trajectories --endpoint --model --conversations --turns --max-tokens --temperature --seed --timeout --logprob-tol --no-thinking --allow --json --help" ;;
+        "train") words="--set --data --val-data --model --ray-address --dry-run --resume --check-only --follow --no-follow --ship-code --no-ship-code --json --help" ;;
+        "world") words="diff pack serve snapshot --help" ;;
+        "world diff") words="--json --help" ;;
+        "world pack") words="--out --base --deps --runtime --port --level --registry-endpoint --json --help" ;;
+        "world serve") words="--host --port --apps --workdir --world-id --ready-timeout --help" ;;
+        "world snapshot") words="--out --files --help" ;;
     esac
     [[ "$cur" == -* || -n "$words" ]] && COMPREPLY=($(compgen -W "$words" -- "$cur"))
     [[ ${#COMPREPLY[@]} -eq 0 ]] && COMPREPLY=($(compgen -f -- "$cur"))

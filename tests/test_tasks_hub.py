@@ -1,4 +1,4 @@
-"""`tasks unpack hf://org/name` through huggingface_hub's real client against a local Hub stand-in."""
+"""`tasks unpack hf://org/name`: huggingface_hub's real client against a local Hub stand-in."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ def test_unpack_from_hub(runner, mini_apex, tmp_path, monkeypatch):
         monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         out = tmp_path / "out"
-        result = runner.invoke(app, ["tasks", "unpack", "hf://acme/apex-tasks", "-o", str(out), "--json"])
+        result = runner.invoke(
+            app, ["tasks", "unpack", "hf://acme/apex-tasks", "-o", str(out), "--json"]
+        )
         assert result.exit_code == 0, result.output
         rows = [json.loads(line) for line in result.stdout.splitlines()]
         assert len(rows) == 4 and {r["status"] for r in rows} == {"written"}
@@ -30,7 +32,9 @@ def test_unpack_from_hub(runner, mini_apex, tmp_path, monkeypatch):
         )
         assert any(r.startswith("GET /datasets/acme/apex-tasks/resolve/") for r in hub.requests)
 
-        missing = runner.invoke(app, ["tasks", "unpack", "hf://acme/nope", "-o", str(tmp_path / "o2")])
+        missing = runner.invoke(
+            app, ["tasks", "unpack", "hf://acme/nope", "-o", str(tmp_path / "o2")]
+        )
         assert missing.exit_code == 4, missing.stderr
         assert "not found" in missing.stderr
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
