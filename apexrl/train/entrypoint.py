@@ -194,7 +194,18 @@ def run(spec: RunSpec, overrides: dict) -> None:
                 if cfg.trainer.fully_async.simulate_training:
                     from skyrl.train.fully_async_trainer_sim import FullyAsyncTrainerSim
 
-                    return FullyAsyncTrainerSim(**kwargs)
+                    class Sim(FullyAsyncTrainerSim):
+                        def init_weight_sync_state(self):
+                            super().init_weight_sync_state()
+                            # SkyRL 0.4.0: the simulated dispatch lacks two hooks the
+                            # fully async loop calls (step timings, final save)
+                            d = self.dispatch
+                            if not hasattr(d, "get_timing_metrics"):
+                                d.get_timing_metrics = dict
+                            if not hasattr(d, "finalize_pending_saves"):
+                                d.finalize_pending_saves = lambda *a, **k: None
+
+                    return Sim(**kwargs)
                 from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
 
                 return FullyAsyncRayPPOTrainer(**kwargs)
