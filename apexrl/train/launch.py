@@ -223,13 +223,23 @@ class RayJobs:
                 hint="is the head node up and its dashboard port (8265) reachable?",
             ) from None
 
-    def submit(self, entrypoint: str, runtime_env: dict, submission_id: str) -> str:
-        try:
-            return self.client.submit_job(
-                entrypoint=entrypoint, runtime_env=runtime_env, submission_id=submission_id
-            )
-        except Exception as e:
-            raise RemoteError(f"Ray rejected the job: {e}", retryable=False) from None
+    def submit(
+        self, entrypoint: str, runtime_env: dict, submission_id: str, wait_s: float = 120.0
+    ) -> str:
+        """Submit; a head whose job agent is still starting is retried for `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        delay = 1.0
+        while True:
+            try:
+                return self.client.submit_job(
+                    entrypoint=entrypoint, runtime_env=runtime_env, submission_id=submission_id
+                )
+            except Exception as e:
+                starting = "No available agent" in str(e) or "try again later" in str(e)
+                if not starting or time.monotonic() + delay > deadline:
+                    raise RemoteError(f"Ray rejected the job: {e}", retryable=starting) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     def status(self, job_id: str) -> str:
         return str(self.client.get_job_status(job_id).value)
