@@ -112,8 +112,9 @@ def test_report_formats(runner, two_runs):
 
 def test_html_report_is_self_contained_and_renders_in_chromium(runner, two_runs, tmp_path):
     a, b = two_runs
-    res = runner.invoke(app, ["eval", "report", str(a), str(b), "-f", "html", "-o", "cmp.html"])
-    assert res.exit_code == 0
+    cmp = tmp_path / "cmp.html"
+    res = runner.invoke(app, ["eval", "report", str(a), str(b), "-f", "html", "-o", str(cmp)])
+    assert res.exit_code == 0 and cmp.is_file()
     res = runner.invoke(app, ["eval", "report", str(a), "-f", "html"])
     assert res.exit_code == 0 and res.stdout.strip() == str(a / "report.html")
     page = (a / "report.html").read_text()
