@@ -140,10 +140,6 @@ def _inside(base: Path, name: str) -> Path:
     return candidate
 
 
-def domain_of(world: ApexWorld | None, task: ApexTask) -> str:
-    return task.domain or (world.world_name.split("-")[0] if world else "")
-
-
 def _describe(e: ValidationError) -> str:
     parts = []
     for err in e.errors()[:3]:

@@ -32,7 +32,6 @@ ANSWER_FILE = "/logs/agent/answer.txt"
 WORLD_FS = "/world/filesystem"
 AGENT_TIMEOUT_S = 3600.0
 VERIFIER_TIMEOUT_S = 600.0
-ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
 
 
 @dataclass
