@@ -274,6 +274,16 @@ class EngineClient:
             self._client = httpx.Client(timeout=self._timeout(), headers=self._headers())
         return self._client
 
+    def _backoff_or_raise(self, err: Exception, attempt: int) -> float:
+        """Seconds to wait before retrying `err`; raises it when it is final."""
+        if (
+            not isinstance(err, EngineError)
+            or not err.retryable
+            or attempt >= self.retry.max_retries
+        ):
+            raise err
+        return self.retry.delay(err.kind, attempt, getattr(err, "retry_after", None))
+
     def post(self, path: str, body: dict) -> dict:
         import httpx
 
@@ -288,13 +298,7 @@ class EngineClient:
                 err = self._error_from_exc(e)
             except ValueError as e:  # bad JSON body
                 err = EngineError("transient", f"engine sent invalid JSON: {e}")
-            if (
-                not isinstance(err, EngineError)
-                or not err.retryable
-                or attempt >= self.retry.max_retries
-            ):
-                raise err
-            time.sleep(self.retry.delay(err.kind, attempt, getattr(err, "retry_after", None)))
+            time.sleep(self._backoff_or_raise(err, attempt))
             attempt += 1
 
     def complete(self, prompt_ids: Sequence[int], **kw: Any) -> Completion:
@@ -329,15 +333,7 @@ class EngineClient:
                 err = self._error_from_exc(e)
             except ValueError as e:
                 err = EngineError("transient", f"engine sent invalid JSON: {e}")
-            if (
-                not isinstance(err, EngineError)
-                or not err.retryable
-                or attempt >= self.retry.max_retries
-            ):
-                raise err
-            await asyncio.sleep(
-                self.retry.delay(err.kind, attempt, getattr(err, "retry_after", None))
-            )
+            await asyncio.sleep(self._backoff_or_raise(err, attempt))
             attempt += 1
 
     async def acomplete(self, prompt_ids: Sequence[int], **kw: Any) -> Completion:

@@ -197,6 +197,32 @@ def _tarinfo(e: Entry, mtime: int) -> tarfile.TarInfo:
     return ti
 
 
+def _write_tar(
+    fileobj: IO[bytes],
+    entries: Iterable[Entry],
+    mtime: int,
+    on_bytes: Callable[[int], None] | None,
+) -> None:
+    """The one deterministic tar writer behind layers and image archives."""
+    with tarfile.open(
+        fileobj=fileobj,
+        mode="w",
+        format=tarfile.PAX_FORMAT,
+        encoding="utf-8",
+        copybufsize=COPY_BUFSIZE,
+    ) as tar:
+        for e in entries:
+            ti = _tarinfo(e, mtime)
+            if e.kind == "file":
+                assert e.opener is not None
+                with e.opener() as fh:
+                    tar.addfile(ti, _Exact(fh, e.size, e.name))
+                if on_bytes:
+                    on_bytes(e.size)
+            else:
+                tar.addfile(ti)
+
+
 def write_layer(
     entries: Iterable[Entry],
     dest: Path,
@@ -217,23 +243,7 @@ def write_layer(
         gz = _PipelinedGzip(comp, level)
         plain = _HashingWriter(gz)
         try:
-            with tarfile.open(
-                fileobj=plain,  # type: ignore[arg-type]
-                mode="w",
-                format=tarfile.PAX_FORMAT,
-                encoding="utf-8",
-                copybufsize=COPY_BUFSIZE,
-            ) as tar:
-                for e in ordered:
-                    ti = _tarinfo(e, mtime)
-                    if e.kind == "file":
-                        assert e.opener is not None
-                        with e.opener() as fh:
-                            tar.addfile(ti, _Exact(fh, e.size, e.name))
-                        if on_bytes:
-                            on_bytes(e.size)
-                    else:
-                        tar.addfile(ti)
+            _write_tar(plain, ordered, mtime, on_bytes)
         except BaseException:
             gz.abort()
             raise
@@ -496,23 +506,7 @@ def write_image_archive(
     mtime = spec.created
     with open(dest, "wb") as raw:
         w = _HashingWriter(raw)
-        with tarfile.open(
-            fileobj=w,  # type: ignore[arg-type]
-            mode="w",
-            format=tarfile.PAX_FORMAT,
-            encoding="utf-8",
-            copybufsize=COPY_BUFSIZE,
-        ) as tar:
-            for e in with_parents(entries):
-                ti = _tarinfo(e, mtime)
-                if e.kind == "file":
-                    assert e.opener is not None
-                    with e.opener() as fh:
-                        tar.addfile(ti, _Exact(fh, e.size, e.name))
-                    if on_bytes:
-                        on_bytes(e.size)
-                else:
-                    tar.addfile(ti)
+        _write_tar(w, with_parents(entries), mtime, on_bytes)
     return BuiltImage(
         manifest_digest,
         len(manifest_bytes),
