@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -86,3 +87,35 @@ def test_every_record_has_a_schema(runner):
         result = runner.invoke(app, ["schema", name])
         assert result.exit_code == 0, name
         assert json.loads(result.stdout)["type"] == "object"
+
+
+def _all_commands(group, path=()):
+    for name, cmd in getattr(group, "commands", {}).items():
+        yield (*path, name), cmd
+        yield from _all_commands(cmd, (*path, name))
+
+
+def test_help_looks_like_a_conventional_cli(runner):
+    """Flags carry no type, value options show TYPE in caps, arguments are NAME in usage."""
+    for args in (["--help"], ["tasks", "convert", "--help"], ["eval", "run", "--help"]):
+        r = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert r.exit_code == 0, r.output
+        assert "<bool>" not in r.output and "<path>" not in r.output and "<int>" not in r.output
+    r = runner.invoke(app, ["tasks", "convert", "--help"], env={"COLUMNS": "200"})
+    assert "Usage: apexrl tasks convert [OPTIONS] SRC" in r.output
+    assert re.search(r"--out\s+-o\s+PATH", r.output)
+    assert re.search(r"--strict\s+Stop at the first bad record", r.output)
+    r = runner.invoke(app, ["tasks", "pack", "--help"], env={"COLUMNS": "200"})
+    assert re.search(r"--shard-size\s+.*(INTEGER|FLOAT)", r.output)
+
+
+def test_no_command_help_shows_typer_style_metavars(runner):
+    """Every command's help renders without a `<type>` or `{arg}` placeholder."""
+    from typer.main import get_command
+
+    root = get_command(app)
+    for path, _cmd in _all_commands(root):
+        r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+        assert r.exit_code == 0, (path, r.output)
+        assert not re.search(r"<(bool|path|int|float|str|text)>", r.output), (path, r.output)
+        assert not re.search(r"Usage: .*\{[a-z_]+\}", r.output), (path, r.output)

@@ -11,8 +11,10 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from apexrl import __version__
-from apexrl.cli import output
+from apexrl.cli import help_style, output
 from apexrl.errors import ApexError, ExitCode
+
+help_style.install()
 
 _state = {"debug": bool(os.environ.get("APEXRL_DEBUG"))}
 
