@@ -68,9 +68,9 @@ completions: install
 # The pipeline on embedded defaults: example -> convert -> pack -> unpack -> validate
 # -> split, world images, a TITO check of the bundled Qwen3 tokenizer, evaluation
 # (oracle and a tiny local model) with its report, and Hub publishing as dry runs.
-demo: install
+demo: install sysdeps
 	@rm -rf $(DEMO) && mkdir -p $(DEMO)
-	@A=$(VENV)/bin/apexrl; set -eo pipefail; \
+	@A=$(VENV)/bin/apexrl; set -euo pipefail; trap 'echo "demo stopped: the step above failed (exit $$?)" >&2' ERR; \
 	echo "== 1/11 tasks example   -> $(DEMO)/expert"; \
 	$$A tasks example -o $(DEMO)/expert --seed 0 > $(DEMO)/example.json; \
 	echo "== 2/11 tasks convert   -> $(DEMO)/tasks"; \
@@ -79,7 +79,7 @@ demo: install
 	$$A tasks pack $(DEMO)/tasks -o $(DEMO)/dataset > $(DEMO)/dataset.json; \
 	echo "== 4/11 tasks unpack    -> $(DEMO)/unpacked"; \
 	$$A tasks unpack $(DEMO)/dataset -o $(DEMO)/unpacked > $(DEMO)/unpacked.jsonl; \
-	diff -r -x .apexrl $(DEMO)/tasks $(DEMO)/unpacked && echo "   unpack(pack(tasks)) is byte-identical"; \
+	diff -r -x .apexrl $(DEMO)/tasks $(DEMO)/unpacked; echo "   unpack(pack(tasks)) is byte-identical"; \
 	echo "== 5/11 tasks validate"; \
 	$$A tasks validate $(DEMO)/dataset > $(DEMO)/findings.jsonl; \
 	echo "== 6/11 tasks split     -> $(DEMO)/split (train/eval share no world)"; \
@@ -91,18 +91,19 @@ demo: install
 	echo "== 9/11 eval run      (oracle agent, local sandbox) -> $(DEMO)/eval-oracle"; \
 	$$A eval run --agent oracle --tasks $(DEMO)/tasks --worlds $(DEMO)/expert/world_files_zipped -o $(DEMO)/eval-oracle -k 2 -n 4 > $(DEMO)/eval-oracle.json; \
 	echo "== 10/11 eval run     (tiny random Qwen3 on the local CPU engine) -> $(DEMO)/eval-tiny"; \
-	$(PY) -c 'import sys; from apexrl.engine.local import make_tiny_checkpoint as m; m(sys.argv[1], max_position_embeddings=32768)' $(DEMO)/tiny-qwen3 >/dev/null 2>&1; \
+	$(PY) -c 'import sys; from apexrl.engine.local import make_tiny_checkpoint as m; m(sys.argv[1], max_position_embeddings=32768)' $(DEMO)/tiny-qwen3 >/dev/null; \
 	$$A eval run $(DEMO)/tiny-qwen3 --tasks $(DEMO)/tasks --worlds $(DEMO)/expert/world_files_zipped -o $(DEMO)/eval-tiny --limit 3 --max-steps 3 --max-tokens 64 -n 3 > $(DEMO)/eval-tiny.json; \
 	$$A eval report $(DEMO)/eval-oracle $(DEMO)/eval-tiny --format html -o $(DEMO)/eval-report.html; \
 	echo "== 11/11 publish      (dry runs: dataset and traces)"; \
-	$$A publish dataset $(DEMO)/dataset --repo demo/apex-tasks --dry-run --license other > $(DEMO)/publish-dataset.jsonl 2>/dev/null; \
-	$$A publish traces $(DEMO)/eval-oracle --repo demo/apex-traces --dry-run > $(DEMO)/publish-traces.jsonl 2>/dev/null; \
+	$$A publish dataset $(DEMO)/dataset --repo demo/apex-tasks --dry-run --license other > $(DEMO)/publish-dataset.jsonl 2> $(DEMO)/publish-dataset.log; \
+	$$A publish traces $(DEMO)/eval-oracle --repo demo/apex-traces --dry-run > $(DEMO)/publish-traces.jsonl 2> $(DEMO)/publish-traces.log; \
 	echo; echo "== summary"; \
 	$(PY) -c 'import json,sys; d=json.load(open(sys.argv[1])); print("dataset:", d["n_tasks"], "tasks,", len(d["worlds"]), "worlds, by domain", d["domains"])' $(DEMO)/dataset/_dataset.json; \
 	$(PY) -c 'import json,sys; [print("split {split}: {n_tasks} tasks from {nw} world(s)".format(nw=len(r["worlds"]), **r)) for r in map(json.loads, open(sys.argv[1]))]' $(DEMO)/split.jsonl; \
 	$(PY) -c 'import json,sys; [print("image {w}  {d}  {size_bytes} bytes".format(w=r["world_id"][:24], d=r["digest"][:23], **r)) for r in map(json.loads, open(sys.argv[1]))]' $(DEMO)/images.jsonl; \
 	echo "findings: $$(wc -l < $(DEMO)/findings.jsonl) ; tito cases consistent: $$(grep -c '"ok":true' $(DEMO)/tito.jsonl)/$$(wc -l < $(DEMO)/tito.jsonl)"; \
 	echo "publish dry runs: $$(wc -l < $(DEMO)/publish-dataset.jsonl) dataset file(s), $$(wc -l < $(DEMO)/publish-traces.jsonl) trace file(s) planned"; \
+	$(PY) -c 'import sys; from apexrl.eval.models import EvalSummary as S; from apexrl.eval.report import summary_line as f; [print(f"eval {p.split(\"eval-\")[-1][:-5]}:", f(S.model_validate_json(open(p).read()))) for p in sys.argv[1:]]' $(DEMO)/eval-oracle.json $(DEMO)/eval-tiny.json; \
 	echo; $$A eval report $(DEMO)/eval-oracle --format md; \
 	echo; echo "HTML report (oracle vs tiny model): $(DEMO)/eval-report.html"; \
 	echo "artifacts in $(DEMO)/"

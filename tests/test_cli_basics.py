@@ -119,3 +119,16 @@ def test_no_command_help_shows_typer_style_metavars(runner):
         assert r.exit_code == 0, (path, r.output)
         assert not re.search(r"<(bool|path|int|float|str|text)>", r.output), (path, r.output)
         assert not re.search(r"Usage: .*\{[a-z_]+\}", r.output), (path, r.output)
+
+
+def test_litellm_is_offline_and_quiet_under_apexrl():
+    """LiteLLM (the judge; Harbor imports it too) must not try the network for its price
+    map nor print warnings into apexrl's stderr (it retried ~8 s offline)."""
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("LITELLM")}
+    code = "import apexrl, litellm, os; print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
+    p = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "True"
+    assert "cost map" not in p.stderr and "LiteLLM" not in p.stderr, p.stderr

@@ -74,6 +74,8 @@ def root(
 ) -> None:
     if debug:
         _state["debug"] = True
+        os.environ["APEXRL_DEBUG"] = "1"
+        os.environ["LITELLM_LOG"] = "DEBUG"  # third-party logs only with --debug
 
 
 def _register() -> None:

@@ -128,11 +128,11 @@ def run(
             on_result=on_result,
             on_bad_task=lambda e: output.warn(f"skipped task: {e}"),
         )
+    from apexrl.eval.report import summary_line
+
     s = report.summary
     output.info(
-        f"{report.ran} trial(s) run, {report.skipped} already done; "
-        f"Pass@1 {100 * s.pass_at_1.value:.1f}% [{100 * s.pass_at_1.ci_low:.1f}, "
-        f"{100 * s.pass_at_1.ci_high:.1f}] over {s.n_tasks} task(s) -> {out}"
+        f"{report.ran} trial(s) run, {report.skipped} already done; {summary_line(s)} -> {out}"
     )
     if json_out or not output.stdout_is_terminal():
         output.emit_records([s], json_out=True)

@@ -78,18 +78,31 @@ class WorldStore:
             )
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
 
-    def pristine(self, world_id: str) -> Path:
-        """The world's root folder (filesystem/, .apps_data/), never to be written."""
+    def _find(self, world_id: str) -> tuple[Path | None, Path | None]:
+        """(world folder, world zip) for WORLD_ID, either None where the store has none."""
         check_safe_id(world_id, "world_id")
         for cand in (self.root / world_id, self.root / "worlds" / world_id):
             if cand.is_dir() and any((cand / t).is_dir() for t in TOPS):
-                return cand
+                return cand, None
         for z in (
             self.root / f"{world_id}.zip",
             self.root / "world_files_zipped" / f"{world_id}.zip",
         ):
             if z.is_file():
-                return self._extracted(z, world_id)
+                return None, z
+        return None, None
+
+    def has(self, world_id: str) -> bool:
+        """Whether the store holds WORLD_ID (nothing is extracted)."""
+        return self._find(world_id) != (None, None)
+
+    def pristine(self, world_id: str) -> Path:
+        """The world's root folder (filesystem/, .apps_data/), never to be written."""
+        folder, zpath = self._find(world_id)
+        if folder is not None:
+            return folder
+        if zpath is not None:
+            return self._extracted(zpath, world_id)
         raise UsageError(
             f"world {world_id} is not in the world store {self.root}",
             hint=f"add {world_id}/ or {world_id}.zip to the store",

@@ -53,6 +53,15 @@ def fmt_delta(d: dict) -> str:
     return f"{100 * d['delta']:+.1f} pts [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"
 
 
+def summary_line(s: EvalSummary) -> str:
+    """One line for a terminal: Pass@1 with its CI, trials, and errors by class."""
+    errs = ", ".join(f"{k} {v}" for k, v in sorted(s.errors.items(), key=lambda kv: -kv[1]))
+    return (
+        f"Pass@1 {fmt_ci(s.pass_at_1)} over {s.n_tasks} task(s), {s.n_trials} trial(s); "
+        f"errors: {errs or 'none'}"
+    )
+
+
 # --- rows shared by table and Markdown --------------------------------------------------
 
 

@@ -56,6 +56,7 @@ class TaskRef:
     task_id: str
     domain: str
     world_id: str
+    required_env_keys: tuple[str, ...] = ()
 
 
 def _task_ref(d: Path) -> TaskRef:
@@ -73,6 +74,7 @@ def _task_ref(d: Path) -> TaskRef:
         task_id=str(meta.get("task_id") or d.name),
         domain=str(meta.get("domain") or ""),
         world_id=str(meta.get("world_id") or ""),
+        required_env_keys=tuple(str(k) for k in meta.get("required_env_keys") or ()),
     )
 
 
@@ -537,6 +539,8 @@ def run_eval(
             concurrency=req.concurrency,
             ray_address=req.ray_address,
         )
+        if trial_fn is None:  # apexrl's own trials: check their environment up front
+            preflight(req, tasks, resolved)
         old = resume.load_config(run_dir)
         if old is not None and old.fingerprint() == run.fingerprint():
             run.created_at = old.created_at
@@ -560,6 +564,22 @@ def run_eval(
                 on_result=on_result,
             )
         return report, run
+
+
+def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:
+    """Stop before any trial when the environment, worlds, engine or credentials would
+    fail every one of them (apexrl.eval.preflight)."""
+    from apexrl.eval.preflight import PreflightRequest, TaskNeeds, run_preflight
+
+    kind = resolved.engine.kind
+    run_preflight(
+        PreflightRequest(
+            environment=req.environment,
+            tasks=[TaskNeeds(t.name, t.world_id, t.required_env_keys) for t in tasks],
+            worlds_dir=Path(req.worlds_dir) if req.worlds_dir else None,
+            engine_kind=kind if kind in ("local", "vllm") else None,
+        )
+    )
 
 
 def _never(task_dir, config):  # pragma: no cover - called only when a plan is empty

@@ -38,15 +38,17 @@ def test_oracle_on_the_example_data_passes_everything(runner, example_dirs, tmp_
     assert md.exit_code == 0 and "| Pass@2 | 100.0% [100.0, 100.0] |" in md.stdout
 
 
-def test_missing_world_is_classified_per_trial_and_the_run_goes_on(runner, example_dirs, tmp_path):
+def test_missing_world_stops_the_run_at_the_preflight(runner, example_dirs, tmp_path):
+    """A world the store lacks used to fail each of its trials one by one; the preflight
+    now names it before any trial starts (exit 2)."""
     expert, tasks = example_dirs
     store = tmp_path / "worlds"
     store.mkdir()
-    law = next(
-        r["world_id"]
+    by_domain = {
+        r["domain"]: r["world_id"]
         for r in orjson.loads((expert / "tasks_and_rubrics.json").read_bytes())
-        if r["domain"] == "law"
-    )
+    }
+    law = by_domain["law"]
     shutil.copy(expert / "world_files_zipped" / f"{law}.zip", store)
     run_dir = tmp_path / "run"
     res = runner.invoke(
@@ -55,16 +57,10 @@ def test_missing_world_is_classified_per_trial_and_the_run_goes_on(runner, examp
         + ["-o", str(run_dir), "--domain", "law", "--domain", "management-consulting"]
         + ["--limit", "3", "--json"],
     )
-    assert res.exit_code == 1, res.output  # the oracle did not reach 100%
-    assert "oracle passed" in res.stderr
-    rows = pq.read_table(run_dir / "results.parquet").to_pylist()
-    assert len(rows) == 3
-    for r in rows:
-        if r["world_id"] == law:
-            assert r["status"] == "complete" and r["reward"] == 1.0
-        else:
-            assert r["status"] != "complete" and r["error_class"] and r["reward"] == 0.0
-    assert {r["world_id"] == law for r in rows} == {True, False}
+    assert res.exit_code == 2, res.output
+    assert "preflight failed" in res.stderr
+    assert by_domain["management-consulting"] in res.stderr and law not in res.stderr
+    assert not (run_dir / "results.parquet").exists()
 
 
 def test_tiny_local_model_through_the_local_engine(runner, example_dirs, tiny_model, tmp_path):

@@ -1,0 +1,257 @@
+"""Preflight: check, before any trial starts, what would make every trial fail the same way.
+
+An eval of 480 tasks x 8 attempts whose sandbox tool is missing used to start all of
+them and report 3,840 identical errors. These checks run in seconds and stop the run
+with one message naming each problem and its fix:
+
+- the environment's tools: `bwrap` that can create a sandbox (local), `podman` /
+  `docker` with a daemon, the `modal` package and its credentials;
+- the world store: every selected task's world is there (local);
+- the engine: the local CPU engine's libraries when one will be started
+  (an `--endpoint` is probed by `eval.engine.resolve_model`);
+- credentials: every env key a selected task declares (`required_env_keys`) is set.
+
+Problems are gathered, not stopped at the first, and raised as one `PreflightError`
+whose exit code is 2 (usage: install or pass something) or 3 (credentials) when only
+credentials are missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from apexrl.errors import ApexError, ExitCode
+
+PROBE_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class Problem:
+    what: str
+    fix: str
+    code: ExitCode = ExitCode.USAGE
+
+
+class PreflightError(ApexError):
+    def __init__(self, problems: list[Problem]) -> None:
+        lines = [f"preflight failed ({len(problems)} problem(s)); no trial was started:"]
+        for p in problems:
+            lines.append(f"  - {p.what}\n    fix: {p.fix}")
+        code = ExitCode.AUTH if all(p.code == ExitCode.AUTH for p in problems) else ExitCode.USAGE
+        super().__init__("\n".join(lines), code=code)
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class TaskNeeds:
+    """What one selected task needs from the host."""
+
+    name: str
+    world_id: str
+    required_env_keys: tuple[str, ...] = ()
+
+
+@dataclass
+class PreflightRequest:
+    environment: str
+    tasks: list[TaskNeeds]
+    worlds_dir: Path | None = None
+    engine_kind: str | None = None  # "local" / "vllm" when one will be started, else None
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+def run_preflight(req: PreflightRequest) -> None:
+    """Raise PreflightError listing every problem found; return quietly when none."""
+    problems: list[Problem] = []
+    problems += check_environment(req.environment, req.env)
+    if req.environment == "local":
+        problems += check_worlds(req.tasks, req.worlds_dir)
+    problems += check_engine(req.engine_kind)
+    problems += check_task_env_keys(req.tasks, req.env)
+    if problems:
+        raise PreflightError(problems)
+
+
+# --- environment ---------------------------------------------------------------------
+
+
+def check_environment(environment: str, env: dict[str, str]) -> list[Problem]:
+    if environment == "local":
+        return _check_bwrap(env)
+    if environment in ("podman", "docker"):
+        return _check_container_cli(environment, env)
+    if environment == "modal":
+        return _check_modal(env)
+    return [Problem(f"unknown environment {environment!r}", "use --env local|modal|podman|docker")]
+
+
+def _which(tool: str, env: dict[str, str]) -> str | None:
+    return shutil.which(tool, path=env.get("PATH"))
+
+
+def _check_bwrap(env: dict[str, str]) -> list[Problem]:
+    bwrap = _which("bwrap", env)
+    if bwrap is None:
+        return [
+            Problem(
+                "the local environment needs bubblewrap (bwrap), and it is not on PATH",
+                "install it (`apt-get install bubblewrap`, or `make sysdeps`), "
+                "or run trials elsewhere with --env podman|modal",
+            )
+        ]
+    # A sandbox that cannot be created (user namespaces off, seccomp) fails every trial.
+    argv = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    failure = _probe(argv, env)
+    if failure:
+        return [
+            Problem(
+                f"bubblewrap cannot create a sandbox here: {failure}",
+                "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) "
+                "or run as root, or use --env podman|modal",
+            )
+        ]
+    return []
+
+
+def _check_container_cli(tool: str, env: dict[str, str]) -> list[Problem]:
+    exe = _which(tool, env)
+    if exe is None:
+        return [
+            Problem(
+                f"--env {tool} needs the `{tool}` command, and it is not on PATH",
+                f"install {tool} (`apt-get install {tool}`) or use --env local",
+            )
+        ]
+    failure = _probe([exe, "info"], env)
+    if failure:
+        return [
+            Problem(
+                f"`{tool} info` fails, so {tool} cannot run containers: {failure}",
+                f"start the {tool} service (or fix its configuration), or use --env local",
+            )
+        ]
+    return []
+
+
+def _check_modal(env: dict[str, str]) -> list[Problem]:
+    problems = []
+    if importlib.util.find_spec("modal") is None:
+        problems.append(
+            Problem("--env modal needs the modal package", "pip install 'apexrl[modal]'")
+        )
+    has_token = env.get("MODAL_TOKEN_ID") and env.get("MODAL_TOKEN_SECRET")
+    config = Path(env.get("MODAL_CONFIG_PATH") or Path.home() / ".modal.toml")
+    if not has_token and not config.is_file():
+        problems.append(
+            Problem(
+                "--env modal needs Modal credentials: MODAL_TOKEN_ID and MODAL_TOKEN_SECRET "
+                "are not set and there is no ~/.modal.toml",
+                "run `modal token new`, or export MODAL_TOKEN_ID and MODAL_TOKEN_SECRET",
+                ExitCode.AUTH,
+            )
+        )
+    return problems
+
+
+def _probe(argv: list[str], env: dict[str, str]) -> str | None:
+    """None when ARGV exits 0 within the timeout, else a one-line reason."""
+    try:
+        p = subprocess.run(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"`{' '.join(argv[:2])}` did not answer within {PROBE_TIMEOUT_S:.0f} s"
+    except OSError as e:
+        return str(e)
+    if p.returncode == 0:
+        return None
+    text = (p.stderr or p.stdout).decode("utf-8", "replace").strip().splitlines()
+    return (text[-1] if text else f"exit code {p.returncode}")[:300]
+
+
+# --- worlds, engine, credentials -------------------------------------------------------
+
+
+def check_worlds(tasks: list[TaskNeeds], worlds_dir: Path | None) -> list[Problem]:
+    from apexrl.envs.worlds import WorldStore
+
+    if worlds_dir is None:
+        return [
+            Problem(
+                "the local environment needs a world store, and --worlds was not given",
+                "pass --worlds DIR holding <world_id>/ folders or <world_id>.zip files "
+                "(e.g. the world_files_zipped/ folder of the expert data)",
+            )
+        ]
+    if not Path(worlds_dir).is_dir():
+        return [Problem(f"--worlds {worlds_dir} is not a folder", "pass an existing folder")]
+    store = WorldStore(Path(worlds_dir))
+    missing: dict[str, list[str]] = {}
+    for t in tasks:
+        if not t.world_id:
+            missing.setdefault("(none declared)", []).append(t.name)
+        elif not _has_world(store, t.world_id):
+            missing.setdefault(t.world_id, []).append(t.name)
+    if not missing:
+        return []
+    n_tasks = sum(len(v) for v in missing.values())
+    shown = ", ".join(f"{w} ({len(v)} task(s), e.g. {v[0]})" for w, v in list(missing.items())[:5])
+    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    return [
+        Problem(
+            f"{len(missing)} world(s) needed by {n_tasks} task(s) are not in the world store "
+            f"{worlds_dir}: {shown}{more}",
+            "add <world_id>/ or <world_id>.zip for each to --worlds, or select other tasks "
+            "(--domain, --limit)",
+        )
+    ]
+
+
+def _has_world(store, world_id: str) -> bool:
+    try:
+        return store.has(world_id)
+    except ApexError:  # an unsafe world id is as good as missing
+        return False
+
+
+def check_engine(engine_kind: str | None) -> list[Problem]:
+    if engine_kind != "local":
+        return []
+    lacking = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if not lacking:
+        return []
+    return [
+        Problem(
+            f"the local CPU engine needs {' and '.join(lacking)}, not installed here",
+            "pip install 'apexrl[local]', or serve the model elsewhere and pass --endpoint URL",
+        )
+    ]
+
+
+def check_task_env_keys(tasks: Iterable[TaskNeeds], env: dict[str, str]) -> list[Problem]:
+    missing: dict[str, int] = {}
+    for t in tasks:
+        for key in t.required_env_keys:
+            if not env.get(key):
+                missing[key] = missing.get(key, 0) + 1
+    if not missing:
+        return []
+    names = ", ".join(f"{k} ({n} task(s))" for k, n in sorted(missing.items()))
+    return [
+        Problem(
+            f"the selected tasks need environment variables that are not set: {names}",
+            "export them (values are never written to the run), or skip those tasks",
+            ExitCode.AUTH,
+        )
+    ]
