@@ -91,7 +91,7 @@ demo: install sysdeps
 	echo "== 9/11 eval run      (oracle agent, local sandbox) -> $(DEMO)/eval-oracle"; \
 	$$A eval run --agent oracle --tasks $(DEMO)/tasks --worlds $(DEMO)/expert/world_files_zipped -o $(DEMO)/eval-oracle -k 2 -n 4 > $(DEMO)/eval-oracle.json; \
 	echo "== 10/11 eval run     (tiny random Qwen3 on the local CPU engine) -> $(DEMO)/eval-tiny"; \
-	$(PY) -c 'import sys; from apexrl.engine.local import make_tiny_checkpoint as m; m(sys.argv[1], max_position_embeddings=32768)' $(DEMO)/tiny-qwen3 >/dev/null; \
+	$(PY) -c 'import sys; from apexrl.engine.local import make_tiny_checkpoint as m; m(sys.argv[1], max_position_embeddings=32768)' $(DEMO)/tiny-qwen3 >/dev/null 2>$(DEMO)/tiny-qwen3.log || { cat $(DEMO)/tiny-qwen3.log >&2; false; }; \
 	$$A eval run $(DEMO)/tiny-qwen3 --tasks $(DEMO)/tasks --worlds $(DEMO)/expert/world_files_zipped -o $(DEMO)/eval-tiny --limit 3 --max-steps 3 --max-tokens 64 -n 3 > $(DEMO)/eval-tiny.json; \
 	$$A eval report $(DEMO)/eval-oracle $(DEMO)/eval-tiny --format html -o $(DEMO)/eval-report.html; \
 	echo "== 11/11 publish      (dry runs: dataset and traces)"; \
@@ -103,7 +103,7 @@ demo: install sysdeps
 	$(PY) -c 'import json,sys; [print("image {w}  {d}  {size_bytes} bytes".format(w=r["world_id"][:24], d=r["digest"][:23], **r)) for r in map(json.loads, open(sys.argv[1]))]' $(DEMO)/images.jsonl; \
 	echo "findings: $$(wc -l < $(DEMO)/findings.jsonl) ; tito cases consistent: $$(grep -c '"ok":true' $(DEMO)/tito.jsonl)/$$(wc -l < $(DEMO)/tito.jsonl)"; \
 	echo "publish dry runs: $$(wc -l < $(DEMO)/publish-dataset.jsonl) dataset file(s), $$(wc -l < $(DEMO)/publish-traces.jsonl) trace file(s) planned"; \
-	$(PY) -c 'import sys; from apexrl.eval.models import EvalSummary as S; from apexrl.eval.report import summary_line as f; [print(f"eval {p.split(\"eval-\")[-1][:-5]}:", f(S.model_validate_json(open(p).read()))) for p in sys.argv[1:]]' $(DEMO)/eval-oracle.json $(DEMO)/eval-tiny.json; \
+	$(PY) -c 'import sys; from apexrl.eval.models import EvalSummary as S; from apexrl.eval.report import summary_line as f; [print("eval", n + ":", f(S.model_validate_json(open(p).read()))) for n, p in zip(("oracle", "tiny"), sys.argv[1:])]' $(DEMO)/eval-oracle.json $(DEMO)/eval-tiny.json; \
 	echo; $$A eval report $(DEMO)/eval-oracle --format md; \
 	echo; echo "HTML report (oracle vs tiny model): $(DEMO)/eval-report.html"; \
 	echo "artifacts in $(DEMO)/"
