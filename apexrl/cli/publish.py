@@ -102,6 +102,7 @@ def _run(plan_fn, *, dry_run: bool, strict: bool, json_out: bool, commit_gb: flo
                 token=token,
                 commit_bytes=max(1, int(commit_gb * 1024**3)),
                 on_progress=advance,
+                on_warn=output.warn,
             )
         output.emit_records(_label(records, sdir, stage), json_out=json_out, columns=_COLUMNS)
         output.info(

@@ -17,8 +17,10 @@ the Hub's message and what to do. A missing or rejected token exits 3.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -112,7 +114,12 @@ def _hint(status: int) -> str:
     }.get(status, "fix what the Hub's message says and rerun")
 
 
-def with_retries(what: str, fn: Callable, *, sleep=time.sleep):
+def warn_stderr(message: str) -> None:
+    """The default warning sink when no caller passes `on_warn` (the CLI passes its own)."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def with_retries(what: str, fn: Callable, *, sleep=time.sleep, on_warn=warn_stderr):
     """Run `fn()`; retry 429/5xx/network errors with backoff; classify the rest."""
     for attempt in range(1, RETRIES + 1):
         try:
@@ -142,9 +149,7 @@ def with_retries(what: str, fn: Callable, *, sleep=time.sleep):
                 wait = min(BACKOFF_S * 2 ** (attempt - 1), BACKOFF_MAX_S)
                 if retry_after and retry_after.isdigit():
                     wait = min(float(retry_after), BACKOFF_MAX_S)
-                from apexrl.cli.output import warn
-
-                warn(f"{what}: {label} ({msg}); retrying in {wait:g}s ({attempt}/{RETRIES - 1})")
+                on_warn(f"{what}: {label} ({msg}); retrying in {wait:g}s ({attempt}/{RETRIES - 1})")
                 sleep(wait)
                 continue
             raise RemoteError(
@@ -173,7 +178,7 @@ def _same(f: PlanFile, remote) -> bool:
     return remote.blob_id == git_blob_oid(f.local)
 
 
-def _remote_files(api, plan: Plan) -> dict:
+def _remote_files(api, plan: Plan, on_warn=warn_stderr) -> dict:
     from huggingface_hub.errors import EntryNotFoundError, RevisionNotFoundError
 
     def listing():
@@ -185,7 +190,7 @@ def _remote_files(api, plan: Plan) -> dict:
         except (EntryNotFoundError, RevisionNotFoundError):
             return {}
 
-    return with_retries(f"list files of {plan.repo}", listing)
+    return with_retries(f"list files of {plan.repo}", listing, on_warn=on_warn)
 
 
 def commit_groups(files: list[PlanFile], max_bytes: int, max_files: int) -> list[list[PlanFile]]:
@@ -222,24 +227,24 @@ def upload(
     commit_bytes: int = COMMIT_BYTES,
     commit_files: int = COMMIT_FILES,
     on_progress: Callable[[int], None] | None = None,
+    on_warn: Callable[[str], None] = warn_stderr,
 ) -> tuple[PublishResult, list]:
     """Upload `plan`; return the result and the per-file records (status set)."""
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.utils import disable_progress_bars
 
+    retry = functools.partial(with_retries, on_warn=on_warn)
     _install_timeouts()
     disable_progress_bars()  # ours is on stderr already
     endpoint = os.environ.get("HF_ENDPOINT") or None
     api = HfApi(endpoint=endpoint, token=token)
-    repo_url = with_retries(
+    repo_url = retry(
         f"create {plan.repo_type} repo {plan.repo}",
         lambda: api.create_repo(
             plan.repo, repo_type=plan.repo_type, private=plan.private, exist_ok=True
         ),
     )
-    info = with_retries(
-        f"read {plan.repo}", lambda: api.repo_info(plan.repo, repo_type=plan.repo_type)
-    )
+    info = retry(f"read {plan.repo}", lambda: api.repo_info(plan.repo, repo_type=plan.repo_type))
     if plan.private and getattr(info, "private", None) is False:
         raise ApexError(
             f"{plan.repo} already exists and is public; this publish is private",
@@ -247,22 +252,20 @@ def upload(
             code=ExitCode.CHECK_FAILED,
         )
     if plan.revision != "main":
-        with_retries(
+        retry(
             f"create branch {plan.revision}",
             lambda: api.create_branch(
                 plan.repo, branch=plan.revision, repo_type=plan.repo_type, exist_ok=True
             ),
         )
-    remote = _remote_files(api, plan)
+    remote = _remote_files(api, plan, on_warn)
     todo = [f for f in plan.files if not _same(f, remote.get(f.path))]
     done_paths = {f.path for f in plan.files} - {f.path for f in todo}
     if on_progress:
         on_progress(sum(f.size for f in plan.files if f.path in done_paths))
     groups = commit_groups(todo, commit_bytes, commit_files)
     if len(groups) > COMMITS_PER_HOUR // 2:
-        from apexrl.cli.output import warn
-
-        warn(
+        on_warn(
             f"{len(groups)} commits: the Hub allows about {COMMITS_PER_HOUR} per hour "
             "(429 answers are retried, but a larger --commit-size is faster)"
         )
@@ -270,7 +273,7 @@ def upload(
     for k, group in enumerate(groups, 1):
         ops = [_operation(CommitOperationAdd, f) for f in group]
         what = f"upload to {plan.repo} (commit {k}/{len(groups)})"
-        with_retries(
+        retry(
             what,
             lambda ops=ops: api.preupload_lfs_files(
                 plan.repo,
@@ -280,7 +283,7 @@ def upload(
                 free_memory=False,
             ),
         )
-        info = with_retries(
+        info = retry(
             what,
             lambda ops=ops, k=k: api.create_commit(
                 plan.repo,
@@ -295,7 +298,7 @@ def upload(
             on_progress(sum(f.size for f in group))
     records = verify(api, plan, uploaded={f.path for f in todo})
     if commit is None:
-        info = with_retries(
+        info = retry(
             f"read {plan.repo}",
             lambda: api.repo_info(plan.repo, repo_type=plan.repo_type, revision=plan.revision),
         )
