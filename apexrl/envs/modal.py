@@ -33,7 +33,6 @@ import re
 import tarfile
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,20 +74,20 @@ class TaskImage:
     ref: str
     required_env_keys: list[str] = field(default_factory=list)
     world_id: str | None = None
+    task_slug: str | None = None
+    profile: str | None = None  # the image profile the task's metadata names, if any
 
 
 def task_image(environment_dir: Path, override: str | None = None) -> TaskImage:
-    """The world image of a converted task: task.toml metadata, else the Dockerfile's FROM."""
-    meta: dict[str, Any] = {}
-    toml = environment_dir.parent / "task.toml"
-    if toml.is_file():
-        meta = tomllib.loads(toml.read_text(encoding="utf-8")).get("metadata") or {}
-    keys = [str(k) for k in meta.get("required_env_keys") or []]
-    ref = override
-    if not ref and meta.get("image"):
-        from apexrl.tasks.convert import image_pin
+    """The world image of a task: its metadata (task.toml [metadata] image + digest, or
+    archipelago.json's ecr_image), else the Dockerfile's FROM."""
+    from apexrl.tasks.convert import image_pin
+    from apexrl.tasks.meta import find_task_meta
 
-        ref = image_pin(str(meta["image"]), meta.get("image_digest"))
+    meta = find_task_meta(environment_dir.parent)
+    ref = override
+    if not ref and meta is not None and meta.image:
+        ref = image_pin(meta.image, meta.image_digest)
     if not ref:
         dockerfile = environment_dir / "Dockerfile"
         if dockerfile.is_file():
@@ -98,10 +97,17 @@ def task_image(environment_dir: Path, override: str | None = None) -> TaskImage:
                     break
     if not ref:
         raise UsageError(
-            f"{environment_dir.parent}: no world image (task.toml [metadata] image or a FROM line)",
+            f"{environment_dir.parent}: no world image (task.toml [metadata] image, "
+            "archipelago.json ecr_image, or a FROM line)",
             hint="push the world image (apexrl image push) and convert with --images",
         )
-    return TaskImage(ref=ref, required_env_keys=keys, world_id=meta.get("world_id"))
+    return TaskImage(
+        ref=ref,
+        required_env_keys=list(meta.required_env_keys) if meta else [],
+        world_id=meta.world_id if meta else None,
+        task_slug=meta.task_slug if meta else None,
+        profile=meta.image_profile if meta else None,
+    )
 
 
 def is_ecr(ref: str) -> bool:

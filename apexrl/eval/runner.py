@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 import time
-import tomllib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,20 +58,19 @@ class TaskRef:
 
 
 def _task_ref(d: Path) -> TaskRef:
-    from apexrl.tasks.pack import _metadata_table
+    from apexrl.errors import BadRecordError
+    from apexrl.tasks.meta import find_task_meta
 
     try:
-        meta = tomllib.loads(_metadata_table((d / "task.toml").read_text("utf-8"))).get(
-            "metadata", {}
-        )
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ApexError(f"{d}/task.toml: unreadable: {e}") from None
+        meta = find_task_meta(d)
+    except BadRecordError as e:
+        raise ApexError(str(e), hint=e.hint) from None
     return TaskRef(
         path=d,
         name=d.name,
-        task_id=str(meta.get("task_id") or d.name),
-        domain=str(meta.get("domain") or ""),
-        world_id=str(meta.get("world_id") or ""),
+        task_id=meta.task_id if meta else d.name,
+        domain=meta.domain if meta else "",
+        world_id=meta.world_id if meta else "",
     )
 
 
