@@ -244,6 +244,7 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         budgets=run.budgets,
         sampling=sampling,
         attempt=trial.attempt,
+        sandbox=run.sandbox,
         logs_dir=(run_dir / LOGS_DIR / trial.trial_id).resolve(),
     )
 
@@ -431,6 +432,7 @@ def build_run_config(
     domains: list[str],
     concurrency: int,
     ray_address: str | None,
+    sandbox=None,
 ) -> EvalRunConfig:
     return EvalRunConfig(
         apexrl_version=__version__,
@@ -453,6 +455,7 @@ def build_run_config(
         domains=domains,
         concurrency=concurrency,
         ray_address=ray_address,
+        **({"sandbox": sandbox} if sandbox is not None else {}),
     )
 
 
@@ -485,6 +488,7 @@ class EvalRequest:
     ray_address: str | None = None
     retry_errors: bool = False
     force: bool = False
+    sandbox: object = None  # SandboxSettings: remote sandbox CPUs, memory, lifetime, profile
 
 
 def run_eval(
@@ -534,6 +538,7 @@ def run_eval(
             domains=list(req.domains),
             concurrency=req.concurrency,
             ray_address=req.ray_address,
+            sandbox=req.sandbox,
         )
         old = resume.load_config(run_dir)
         if old is not None and old.fingerprint() == run.fingerprint():

@@ -129,7 +129,12 @@ class ApexVerifier(BaseVerifier):
         after = tmp / "world"
         await self.environment.download_dir("/world", after)
         before = None
-        if self.worlds_dir is not None:
+        start = getattr(self.environment, "world_before_dir", None)
+        if isinstance(start, Path) and start.is_dir():  # the image's own snapshot at start
+            from apexrl.grading.evidence import walk_files
+
+            before = walk_files(start)
+        elif self.worlds_dir is not None:
             from apexrl.envs.worlds import WorldStore, overlay_sources, task_world
 
             tw = task_world(self.task.task_dir)

@@ -102,7 +102,10 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
     if config.environment == "local":
         env = EnvironmentConfig(import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds})
     elif config.environment == "modal":
-        env = EnvironmentConfig(import_path=MODAL_ENV, kwargs={"worlds_dir": worlds})
+        env = EnvironmentConfig(
+            import_path=MODAL_ENV,
+            kwargs={"worlds_dir": worlds, **config.sandbox.modal_kwargs()},
+        )
     else:  # Harbor's own podman/docker: keep the world image (shared by many tasks)
         env = EnvironmentConfig(type=config.environment, delete=False)
     verifier = VerifierConfig(
