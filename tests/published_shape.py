@@ -92,11 +92,14 @@ def build(root: Path, *, bad: bool = True) -> dict:
                 (files / "filesystem" / "Inputs" / "engagement.txt").write_text(
                     "Engagement letter: scope is the margin.\n"
                 )
-                (files / ".apps_data" / "chat").mkdir(parents=True)
-                (files / ".apps_data" / "chat" / "note.json").write_text('{"messages": []}\n')
-            if i == 3:  # a file answer
+                space = files / ".apps_data" / "chat" / "Groups" / "space_deal"
+                space.mkdir(parents=True)
+                (space / "group_info.json").write_text('{"name": "deal team", "members": []}\n')
+                (space / "messages.json").write_text('{"messages": []}\n')
+            if i == 3:  # a file answer (type spelled in another case, an id-less criterion)
                 rec["expected_output"] = "make_new_doc"
-                rec["gold_response_type"] = "file"
+                rec["gold_response_type"] = "File" if n == 0 else "file"
+                del rec["rubric"][1]["verifier_id"]
                 rec["gold_response"] = "I wrote Outputs/margin.md with the margin (40)."
                 gold = root / "gold_files" / task_id / "filesystem" / "Outputs"
                 gold.mkdir(parents=True)

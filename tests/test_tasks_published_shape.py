@@ -48,7 +48,7 @@ def test_convert_takes_every_good_record_of_the_published_shape(runner, publishe
     snap = next(r for r in records if r["task_name"].endswith("_02") and "LAW" in r["task_name"])
     files = out / snap["path"] / "environment" / "task_files"
     assert (files / "filesystem" / "Inputs" / "engagement.txt").is_file()
-    assert (files / ".apps_data" / "chat" / "note.json").is_file()
+    assert (files / ".apps_data" / "chat" / "Groups" / "space_deal" / "messages.json").is_file()
     # the boolean task_input_files with loose files: under filesystem/
     acc = next(r for r in records if r["domain"] == "accounting-audit")
     loose = out / acc["path"] / "environment" / "task_files" / "filesystem" / "ledger.txt"

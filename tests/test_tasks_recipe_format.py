@@ -220,3 +220,19 @@ def test_packed_apexrl_dataset_carries_archipelago_json(runner, mini_apex, tmp_p
             assert arch["ecr_image"] is None
         seen.add(row["domain"])
     assert seen == {"law", "investment-banking", "management-consulting"}
+
+
+def test_images_jsonl_records_the_image_profile(runner, mini_apex, tmp_path):
+    images = tmp_path / "images.jsonl"
+    rec = {"world_id": "world_b", "ref": f"{ECR}:w", "digest": "sha256:" + "b" * 64}
+    images.write_text(json.dumps({**rec, "profile": "mercor"}) + "\n")
+    tasks = tmp_path / "tasks"
+    res = runner.invoke(
+        app, ["tasks", "convert", str(mini_apex), "-o", str(tasks), "--images", str(images)]
+    )
+    assert res.exit_code == 0, res.output
+    by_world = {read_task_meta(d).world_id: d for d in tasks.iterdir()}
+    meta = read_task_meta(by_world["world_b"])
+    assert meta.image_profile == "mercor" and meta.source == "apexrl"
+    assert task_image(by_world["world_b"] / "environment").profile == "mercor"
+    assert read_task_meta(by_world["world_c"]).image_profile is None  # apexrl's default

@@ -114,11 +114,30 @@ class ApexTask(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _normalise_domain(cls, data: object) -> object:
-        if isinstance(data, dict) and isinstance(data.get("domain"), str):
-            data = dict(data)
+        """Spellings of the published data: title-case domains (kept as domain_label), a
+        null task name or answer type, criteria without ids, 'File' for 'file'."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if isinstance(data.get("domain"), str):
             raw = data["domain"]
             data.setdefault("domain_label", raw)
             data["domain"] = domain_slug(raw)
+        if not data.get("task_name") and isinstance(data.get("task_id"), str):
+            data["task_name"] = data["task_id"]
+        kind = data.get("gold_response_type")
+        if kind is None:
+            data.pop("gold_response_type", None)
+        elif isinstance(kind, str):
+            data["gold_response_type"] = kind.strip().lower()
+        rubric = data.get("rubric")
+        if isinstance(rubric, list):
+            data["rubric"] = [
+                {**c, "verifier_id": f"{data.get('task_id')}-c{i}"}
+                if isinstance(c, dict) and not c.get("verifier_id")
+                else c
+                for i, c in enumerate(rubric)
+            ]
         return data
 
     @field_validator("domain")
