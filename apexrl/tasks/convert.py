@@ -136,7 +136,14 @@ def _metadata(
         image_digest=image.digest if image else None,
         image_profile=image.profile if image else None,
         required_env_keys=sorted(set(env_keys)),
-        needs_snapshot=bool(extra.get("needs_snapshot", task.gold_response_type == "file")),
+        # the recipe snapshots the world unless every criterion reads the answer only
+        needs_snapshot=bool(
+            extra.get(
+                "needs_snapshot",
+                task.gold_response_type == "file"
+                or (task.expected_output or "message_in_console") != "message_in_console",
+            )
+        ),
         expected_output=task.expected_output or "message_in_console",
         gold_response_type=task.gold_response_type,
         n_criteria=len(task.rubric),

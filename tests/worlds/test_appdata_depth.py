@@ -62,3 +62,15 @@ def test_a_world_without_the_app_folder_still_serves(world_template, tmp_path):
     shutil.rmtree(root / ".apps_data" / "calendar")
     _, gw = _details(root)
     assert gw.status["calendar"].ok and gw.status["calendar"].detail.startswith("0 events")
+
+
+def test_world_zip_wrapped_in_several_folders(tmp_path):
+    import zipfile
+
+    z = tmp_path / "w.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("export/world_x/filesystem/a.txt", "a\n")
+        zf.writestr("export/world_x/.apps_data/mail/inbox.mbox", "")
+        zf.writestr("__MACOSX/export/._a.txt", "")
+    w = open_world(z, workdir=tmp_path / "x")
+    assert (w.fs_root / "a.txt").read_text() == "a\n"
