@@ -62,7 +62,7 @@ def _task_ref(d: Path) -> TaskRef:
     from apexrl.tasks.meta import find_task_meta
 
     try:
-        meta = find_task_meta(d)
+        meta = find_task_meta(d, require_world=False)  # a trial without one errors alone
     except BadRecordError as e:
         raise ApexError(str(e), hint=e.hint) from None
     return TaskRef(

@@ -239,11 +239,16 @@ def _metadata_from_binary(blob: bytes) -> dict:
         if not texts:
             return {}
         meta = meta_from_texts(
-            "", texts.get(TASK_TOML), texts.get(ARCHIPELAGO_FILE), where="task_binary"
+            "",
+            texts.get(TASK_TOML),
+            texts.get(ARCHIPELAGO_FILE),
+            where="task_binary",
+            require_world=False,
         )
     except (tarfile.TarError, OSError, UnicodeDecodeError, BadRecordError):
         return {}
-    return {"task_id": meta.task_id, "world_id": meta.world_id, "domain": meta.domain}
+    out = {"task_id": meta.task_id, "world_id": meta.world_id, "domain": meta.domain}
+    return {k: v for k, v in out.items() if v}
 
 
 def row_count(source: str | Path) -> int:

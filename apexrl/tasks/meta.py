@@ -44,18 +44,20 @@ def read_task_meta(task_dir: Path) -> TaskMetadata:
     return _meta_with_criteria(task_dir, toml_text, arch_text)
 
 
-def find_task_meta(task_dir: Path) -> TaskMetadata | None:
-    """read_task_meta; None when the task carries no metadata at all (no [metadata]
-    task_id, no archipelago.json). Malformed metadata still raises BadRecordError."""
+def find_task_meta(task_dir: Path, *, require_world: bool = True) -> TaskMetadata | None:
+    """read_task_meta; None when the task carries no metadata at all (no [metadata],
+    no archipelago.json). Malformed metadata still raises BadRecordError."""
     task_dir = Path(task_dir)
     toml_text = _read_text(task_dir / TASK_TOML)
     arch_text = _read_text(task_dir / ARCHIPELAGO_FILE)
     if arch_text is None and not _table(toml_text, str(task_dir)):
         return None
-    return _meta_with_criteria(task_dir, toml_text, arch_text)
+    return _meta_with_criteria(task_dir, toml_text, arch_text, require_world=require_world)
 
 
-def _meta_with_criteria(task_dir: Path, toml_text: str | None, arch_text: str | None):
+def _meta_with_criteria(
+    task_dir: Path, toml_text: str | None, arch_text: str | None, *, require_world: bool = True
+):
     criteria = None
     verifiers = task_dir / VERIFIERS_FILE
     if verifiers.is_file():
@@ -69,6 +71,7 @@ def _meta_with_criteria(task_dir: Path, toml_text: str | None, arch_text: str | 
         arch_text,
         where=str(task_dir),
         n_criteria=len(criteria) if criteria is not None else None,
+        require_world=require_world,
     )
 
 
@@ -87,6 +90,7 @@ def meta_from_texts(
     *,
     where: str,
     n_criteria: int | None = None,
+    require_world: bool = True,
 ) -> TaskMetadata:
     """TaskMetadata from the texts of task.toml and archipelago.json (either may be None)."""
     table = _table(toml_text, where)
@@ -107,7 +111,8 @@ def meta_from_texts(
     fields.setdefault("domain", "")
     if n_criteria is not None and not fields.get("n_criteria"):
         fields["n_criteria"] = n_criteria
-    if not fields.get("world_id"):
+    fields.setdefault("world_id", "")
+    if require_world and not fields.get("world_id"):
         raise BadRecordError(
             where,
             "the task names no world (world_id in [metadata] or archipelago.json)",

@@ -134,12 +134,12 @@ def packed_task(task_dir: Path):
     from apexrl.tasks.dataset import PackedTask
     from apexrl.tasks.meta import find_task_meta
 
-    meta = find_task_meta(task_dir)
+    meta = find_task_meta(task_dir, require_world=False)
     blob, sha = pack_task_dir(task_dir)
     row = DatasetRow(
         path=task_dir.name,
         task_id=meta.task_id if meta else None,
-        world_id=meta.world_id if meta else None,
+        world_id=(meta.world_id or None) if meta else None,
         domain=meta.domain if meta else None,
         sha256=sha,
         size_bytes=len(blob),
