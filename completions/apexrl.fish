@@ -63,6 +63,10 @@ complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcomm
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l retry-errors
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l force
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l json
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l sandbox-cpus
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l sandbox-memory-mb
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l sandbox-timeout
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l image-profile
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from image' -a 'push'
 complete -c apexrl -n '__fish_seen_subcommand_from image' -l help

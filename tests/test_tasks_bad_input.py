@@ -77,8 +77,15 @@ def test_missing_input_file_named(runner, tmp_path):
     assert "'a.xlsx'" in result.stderr and "task_files/" in result.stderr
 
 
-def test_unknown_domain_names_field(runner, tmp_path):
-    src = write_apex(tmp_path / "apex", [make_task(1, "world_a", "astrology")])
+def test_unknown_domain_is_carried_through(runner, tmp_path):
+    src = write_apex(tmp_path / "apex", [make_task(1, "world_a", "Forensic Astrology")])
+    result = run_convert(runner, src, tmp_path / "out", "--strict")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["domain"] == "forensic-astrology"
+
+
+def test_empty_domain_names_field(runner, tmp_path):
+    src = write_apex(tmp_path / "apex", [make_task(1, "world_a", " ")])
     result = run_convert(runner, src, tmp_path / "out", "--strict")
     assert result.exit_code == 1
     assert "field 'domain'" in result.stderr

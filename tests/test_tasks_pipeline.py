@@ -48,7 +48,8 @@ def test_convert_writes_harbor_task_dirs(runner, mini_apex, tmp_path):
     t1 = out / by_id[f"task_{1:032x}"]["path"]
     assert (t1 / "instruction.md").read_text().startswith("What is the answer to question 1?")
     assert "brief.txt" in (t1 / "instruction.md").read_text()
-    assert (t1 / "environment" / "task_files" / "brief.txt").read_text() == "The brief.\n"
+    brief = t1 / "environment" / "task_files" / "filesystem" / "brief.txt"
+    assert brief.read_text() == "The brief.\n"
     assert (t1 / "environment" / "Dockerfile").is_file()
     assert (t1 / "tests" / "test.sh").stat().st_mode & 0o111
     assert json.loads((t1 / "tests" / "verifiers.json").read_text())[0]["check"]["kind"] == "number"

@@ -7,14 +7,30 @@ Each record carries `schema_version`; bump it when a field changes meaning.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = "1"
 
 Domain = Literal["investment-banking", "law", "management-consulting"]
 DOMAINS: tuple[str, ...] = ("investment-banking", "law", "management-consulting")
+# The published APEX-Agents data spells domains in title case ("Investment Banking");
+# world short names start with the slug ("investment-banking-world-219").
+SNAPSHOT_ID = re.compile(r"^snap_[0-9a-fA-F]{8,64}$")
+
+
+def domain_slug(value: str) -> str:
+    """'Investment Banking' / 'investment_banking' / 'IB' -> 'investment-banking'.
+
+    Any other spelling is reduced to [a-z0-9-] and carried through (not rejected)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", str(value).strip().lower()).strip("-")
+    return {
+        "ib": "investment-banking",
+        "mc": "management-consulting",
+        "consulting": "management-consulting",
+    }.get(slug, slug)
+
 
 # Ids are used as path components (task_files/<task_id>, world zips): keep them
 # to one safe segment so a crafted id can never escape a directory.
@@ -83,14 +99,53 @@ class ApexTask(BaseModel):
     model_config = ConfigDict(extra="allow")
     task_id: str
     task_name: str
-    domain: Domain
+    domain: str  # the slug (investment-banking, law, management-consulting, or another)
+    domain_label: str | None = None  # the domain as the source spelled it
     world_id: str
     prompt: str
-    task_input_files: str | list[str] | None = None
+    # null, an opaque snapshot id ("snap_<hex>": the files are task_files/<task_id>/),
+    # a boolean, or file names under task_files/<task_id>/ (a list or one string)
+    task_input_files: str | bool | list[Any] | None = None
     rubric: list[RubricCriterion]
     expected_output: str | None = None  # null means the answer is in the console
     gold_response: str | None = None
     gold_response_type: Literal["text", "file"] = "text"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise_domain(cls, data: object) -> object:
+        """Spellings of the published data: title-case domains (kept as domain_label), a
+        null task name or answer type, criteria without ids, 'File' for 'file'."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if isinstance(data.get("domain"), str):
+            raw = data["domain"]
+            data.setdefault("domain_label", raw)
+            data["domain"] = domain_slug(raw)
+        if not data.get("task_name") and isinstance(data.get("task_id"), str):
+            data["task_name"] = data["task_id"]
+        kind = data.get("gold_response_type")
+        if kind is None:
+            data.pop("gold_response_type", None)
+        elif isinstance(kind, str):
+            data["gold_response_type"] = kind.strip().lower()
+        rubric = data.get("rubric")
+        if isinstance(rubric, list):
+            data["rubric"] = [
+                {**c, "verifier_id": f"{data.get('task_id')}-c{i}"}
+                if isinstance(c, dict) and not c.get("verifier_id")
+                else c
+                for i, c in enumerate(rubric)
+            ]
+        return data
+
+    @field_validator("domain")
+    @classmethod
+    def _domain_non_empty(cls, v: str) -> str:
+        if not v:
+            raise ValueError("domain is empty (expected e.g. 'Investment Banking', 'Law')")
+        return v
 
     @field_validator("task_id")
     @classmethod
@@ -126,6 +181,20 @@ class ApexWorld(BaseModel):
     world_description: str = ""
     apps: list[str] = Field(default_factory=list)
 
+    @field_validator("apps", mode="before")
+    @classmethod
+    def _app_names(cls, v: object) -> object:
+        """Apps as names, or as objects naming the app (service_name / name / app_name)."""
+        if not isinstance(v, list):
+            return v
+        out = []
+        for a in v:
+            if isinstance(a, dict):
+                a = a.get("service_name") or a.get("name") or a.get("app_name")
+            if isinstance(a, str) and a.strip():
+                out.append(a)
+        return out
+
     @field_validator("world_id")
     @classmethod
     def _safe(cls, v: str) -> str:
@@ -136,21 +205,49 @@ class ApexWorld(BaseModel):
 
 
 class TaskMetadata(Record):
-    """What apexrl keeps about a task; lives in task.toml's [metadata] table."""
+    """What apexrl keeps about a task; lives in task.toml's [metadata] table.
 
+    Recipe-format tasks carry no [metadata]: `apexrl.tasks.meta.read_task_meta` builds
+    this record from their archipelago.json instead (one reader for every command)."""
+
+    model_config = ConfigDict(extra="ignore")
     task_id: str
     task_name: str
     task_slug: str
     domain: str
+    domain_label: str | None = None  # the domain as the source spelled it ("Law")
     world_id: str
     world_name: str | None = None
+    world_short_name: str | None = None  # archipelago.json's, e.g. "law-world-433"
     image: str | None = None  # registry reference (repo:tag or repo@digest)
     image_digest: str | None = None  # sha256:... manifest digest when known
+    # how the image runs its world: "apexrl" (apexrl world pack) or "mercor"
+    # (/app/tools/start.sh <task_slug>, port 8000, /filesystem); None: by source
+    image_profile: str | None = None
     required_env_keys: list[str] = Field(default_factory=list)
     needs_snapshot: bool = False
     expected_output: str = "message_in_console"
     gold_response_type: Literal["text", "file"] = "text"
     n_criteria: int = 0
+    source: Literal["apexrl", "archipelago"] = "apexrl"  # where the metadata was read
+
+
+class ArchipelagoMeta(BaseModel):
+    """A task's archipelago.json, the metadata file the recipe's agent and generator read.
+
+    The recipe reads task_slug (required: `/app/tools/start.sh <task_slug>`), ecr_image
+    (the sandbox image), required_env_keys, needs_snapshot (default true) and
+    world_short_name (its prefix is the domain). Unknown fields are kept."""
+
+    model_config = ConfigDict(extra="allow")
+    task_id: str
+    task_name: str = ""
+    task_slug: str
+    world_id: str = ""
+    world_short_name: str = ""
+    ecr_image: str | None = None
+    required_env_keys: list[str] = Field(default_factory=list)
+    needs_snapshot: bool = True
 
 
 class TaskRecord(Record):
@@ -214,6 +311,7 @@ class ImageRecord(Record):
     digest: str  # sha256:... manifest digest
     size_bytes: int = 0
     platform: str = "linux/amd64"
+    profile: str = "apexrl"  # how the image runs its world: "apexrl" or "mercor"
 
 
 class PackedImageRecord(Record):
@@ -253,6 +351,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "apex-task": ApexTask,
     "apex-world": ApexWorld,
     "task-metadata": TaskMetadata,
+    "archipelago": ArchipelagoMeta,
     "task": TaskRecord,
     "dataset-row": DatasetRow,
     "dataset-manifest": DatasetManifest,

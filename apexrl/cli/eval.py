@@ -80,6 +80,20 @@ def run(
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Rerun errored trials."),
     force: bool = typer.Option(False, "--force", help="Discard a RUN_DIR of another config."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    sandbox_cpus: float = typer.Option(
+        None, "--sandbox-cpus", help="CPUs per remote sandbox (--env modal; recipe: 2)."
+    ),
+    sandbox_memory: int = typer.Option(
+        None, "--sandbox-memory-mb", help="Memory per remote sandbox in MB (recipe: 4096)."
+    ),
+    sandbox_timeout: int = typer.Option(
+        None, "--sandbox-timeout", help="Remote sandbox lifetime in seconds (recipe: 6000)."
+    ),
+    image_profile: str = typer.Option(
+        None,
+        "--image-profile",
+        help="How world images start: apexrl or mercor (default: the task's metadata).",
+    ),
 ) -> None:
     """Evaluate MODEL on DATASET into RUN_DIR: results.parquet, trajectories/, summary.json.
 
@@ -88,7 +102,12 @@ def run(
     """
     from apexrl.errors import ExitCode
     from apexrl.eval.runner import EvalRequest, run_eval
-    from apexrl.trial.config import AgentBudgets, Sampling
+    from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
+
+    if image_profile:
+        from apexrl.envs.profiles import get_profile
+
+        get_profile(image_profile)  # a usage error now, not in every trial
 
     req = EvalRequest(
         tasks=tasks,
@@ -119,6 +138,12 @@ def run(
         ray_address=ray_address,
         retry_errors=retry_errors,
         force=force,
+        sandbox=SandboxSettings(
+            cpus=sandbox_cpus,
+            memory_mb=sandbox_memory,
+            timeout_s=sandbox_timeout,
+            image_profile=image_profile,
+        ),
     )
     with _live_progress() as (on_start, on_result):
         report, cfg = run_eval(

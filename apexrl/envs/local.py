@@ -734,6 +734,8 @@ def _python_paths() -> list[str]:
             sys.base_prefix,
             os.path.dirname(os.path.abspath(apexrl.__file__)),  # the package only
         }
+        # site-packages reached through .pth files (a venv sharing another's packages)
+        cands.update(p for p in sys.path if p.endswith("-packages") and os.path.isdir(p))
         exe = os.path.realpath(sys.executable)
         cands.add(os.path.dirname(os.path.dirname(exe)))
         out = []

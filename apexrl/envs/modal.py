@@ -8,7 +8,11 @@ Import path: `apexrl.envs.modal:ModalEnvironment`. Kwargs:
                        REGISTRY_USERNAME / REGISTRY_PASSWORD
   image                image ref override (default: the task's world image, from
                        task.toml [metadata] image + image_digest, else the Dockerfile FROM)
-  gateway_port         the world gateway's port inside the sandbox (default 8080)
+  image_profile        how the image runs its world (apexrl.envs.profiles): "apexrl"
+                       (entrypoint, port 8080, /world) or "mercor" (/app/tools/start.sh
+                       <task_slug>, port 8000, /filesystem + /.apps_data, POST
+                       /data/snapshot); default: what the task's metadata records
+  gateway_port         the world gateway's port inside the sandbox (default: the profile's)
   sandbox_timeout_s    sandbox lifetime (Modal's default is 5 minutes: too short)
   cpu, memory_mb, region, secrets (more Modal secret names), gateway_ready_timeout_s
 
@@ -33,7 +37,6 @@ import re
 import tarfile
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,12 +44,13 @@ from typing import Any
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 
+from apexrl.envs.profiles import APEXRL
 from apexrl.errors import UsageError
 
 ENV_TYPE = "apexrl-modal"
 ECR_HOST = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/")
-ENTRYPOINT = "/usr/local/bin/apexrl-world-entrypoint"
 WORLD_ROOT = "/world"
+ENTRYPOINT = APEXRL.command[0]  # apexrl world images' entrypoint
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 DEFAULT_SANDBOX_TIMEOUT_S = 4 * 3600
 
@@ -75,20 +79,20 @@ class TaskImage:
     ref: str
     required_env_keys: list[str] = field(default_factory=list)
     world_id: str | None = None
+    task_slug: str | None = None
+    profile: str | None = None  # the image profile the task's metadata names, if any
 
 
 def task_image(environment_dir: Path, override: str | None = None) -> TaskImage:
-    """The world image of a converted task: task.toml metadata, else the Dockerfile's FROM."""
-    meta: dict[str, Any] = {}
-    toml = environment_dir.parent / "task.toml"
-    if toml.is_file():
-        meta = tomllib.loads(toml.read_text(encoding="utf-8")).get("metadata") or {}
-    keys = [str(k) for k in meta.get("required_env_keys") or []]
-    ref = override
-    if not ref and meta.get("image"):
-        from apexrl.tasks.convert import image_pin
+    """The world image of a task: its metadata (task.toml [metadata] image + digest, or
+    archipelago.json's ecr_image), else the Dockerfile's FROM."""
+    from apexrl.tasks.convert import image_pin
+    from apexrl.tasks.meta import find_task_meta
 
-        ref = image_pin(str(meta["image"]), meta.get("image_digest"))
+    meta = find_task_meta(environment_dir.parent)
+    ref = override
+    if not ref and meta is not None and meta.image:
+        ref = image_pin(meta.image, meta.image_digest)
     if not ref:
         dockerfile = environment_dir / "Dockerfile"
         if dockerfile.is_file():
@@ -98,10 +102,17 @@ def task_image(environment_dir: Path, override: str | None = None) -> TaskImage:
                     break
     if not ref:
         raise UsageError(
-            f"{environment_dir.parent}: no world image (task.toml [metadata] image or a FROM line)",
+            f"{environment_dir.parent}: no world image (task.toml [metadata] image, "
+            "archipelago.json ecr_image, or a FROM line)",
             hint="push the world image (apexrl image push) and convert with --images",
         )
-    return TaskImage(ref=ref, required_env_keys=keys, world_id=meta.get("world_id"))
+    return TaskImage(
+        ref=ref,
+        required_env_keys=list(meta.required_env_keys) if meta else [],
+        world_id=meta.world_id if meta else None,
+        task_slug=meta.task_slug if meta else None,
+        profile=meta.image_profile if meta else None,
+    )
 
 
 def is_ecr(ref: str) -> bool:
@@ -121,7 +132,8 @@ class ModalEnvironment(BaseEnvironment):
         registry_secret: str | None = None,
         private_registry_secret: str | None = None,
         image: str | None = None,
-        gateway_port: int = 8080,
+        image_profile: str | None = None,
+        gateway_port: int | None = None,
         sandbox_timeout_s: int = DEFAULT_SANDBOX_TIMEOUT_S,
         cpu: float | None = None,
         memory_mb: int | None = None,
@@ -137,8 +149,9 @@ class ModalEnvironment(BaseEnvironment):
         )
         self.private_registry_secret = private_registry_secret
         self.image_override = image
-        self.gateway_port = int(gateway_port)
-        self.sandbox_timeout_s = int(sandbox_timeout_s)
+        self.image_profile_override = image_profile
+        self.gateway_port_override = int(gateway_port) if gateway_port else None
+        self.sandbox_timeout_s = int(sandbox_timeout_s or DEFAULT_SANDBOX_TIMEOUT_S)
         self.cpu = cpu
         self.memory_mb = memory_mb
         self.region = region
@@ -167,7 +180,13 @@ class ModalEnvironment(BaseEnvironment):
         return EnvironmentCapabilities(disable_internet=True)
 
     def _validate_definition(self) -> None:
+        from apexrl.envs.profiles import profile_for_task
+
         self.image = task_image(Path(self.environment_dir), self.image_override)
+        self.profile = profile_for_task(self.image_profile_override, self.image.profile)
+        self.gateway_port = self.gateway_port_override or self.profile.port
+        self.world_before_dir: Path | None = None  # the world at start (snapshot profiles)
+        self._tmp: tempfile.TemporaryDirectory | None = None
 
     # --- the plan: task + config -> Modal calls ------------------------------------------
     def forwarded_env(self) -> dict[str, str]:
@@ -188,9 +207,8 @@ class ModalEnvironment(BaseEnvironment):
             "timeout": self.sandbox_timeout_s,
             "encrypted_ports": [self.gateway_port],
             "secrets": secrets,
-            "env": {"APEXRL_PORT": str(self.gateway_port), "APEXRL_HOST": "0.0.0.0"}
-            | ({"APEXRL_WORLD_ID": self.image.world_id} if self.image.world_id else {}),
-            "workdir": f"{WORLD_ROOT}/filesystem",
+            "env": self._start_env(),
+            "workdir": self.profile.filesystem,
         }
         if self.cpu is not None:
             kw["cpu"] = self.cpu
@@ -202,6 +220,18 @@ class ModalEnvironment(BaseEnvironment):
             # the agent reaches the gateway through the tunnel; only outbound is blocked
             kw["block_network"] = True
         return kw
+
+    def _start_env(self) -> dict[str, str]:
+        env = {
+            k: v.replace(str(self.profile.port), str(self.gateway_port))
+            for k, v in (self.profile.start_env().items())
+        }
+        if self.profile.name == "apexrl" and self.image.world_id:
+            env["APEXRL_WORLD_ID"] = self.image.world_id
+        return env
+
+    def start_argv(self) -> list[str]:
+        return self.profile.start_argv(self.image.task_slug)
 
     def modal_image(self, modal: Any) -> Any:
         ref = self.image.ref
@@ -220,16 +250,24 @@ class ModalEnvironment(BaseEnvironment):
         app = await _aio(modal.App.lookup, self.app_name, create_if_missing=True)
         image = self.modal_image(modal)
         kw = self.sandbox_kwargs(modal, app, image)
-        self._sandbox = await _aio(modal.Sandbox.create, ENTRYPOINT, **kw)
+        self._sandbox = await _aio(modal.Sandbox.create, *self.start_argv(), **kw)
         try:
             tunnels = await _aio(self._sandbox.tunnels)
             self.tunnel_url = tunnels[self.gateway_port].url.rstrip("/")
-            self.gateway_url = self.tunnel_url + "/mcp/"
+            self.gateway_url = self.tunnel_url + self.profile.mcp_path
             await self._exec_args(["mkdir", "-p", *LOG_DIRS], timeout_sec=60)
+            link = self.profile.link_world_command()
+            if link:  # agents, oracles and graders address the world as /world
+                res = await self._exec_args(link, timeout_sec=60)
+                if res.return_code != 0:
+                    raise RuntimeError(f"cannot link /world to the image's world: {res.stderr}")
             files = Path(self.environment_dir) / "task_files"
-            if files.is_dir() and any(files.iterdir()):
-                await self.upload_dir(files, WORLD_ROOT)
+            for top, real in self.profile.roots().items():
+                if (files / top).is_dir() and any((files / top).iterdir()):
+                    await self.upload_dir(files / top, real)
             await self._wait_gateway()
+            if self.profile.snapshot_endpoint:
+                await self._initial_snapshot()
         except BaseException:
             await self.stop(delete=True)
             raise
@@ -242,7 +280,7 @@ class ModalEnvironment(BaseEnvironment):
         async with httpx.AsyncClient(timeout=10) as hc:
             while time.monotonic() < deadline:
                 try:
-                    r = await hc.get(f"{self.tunnel_url}/health")
+                    r = await hc.get(f"{self.tunnel_url}{self.profile.health_path}")
                     if r.status_code == 200:
                         return
                     last = f"HTTP {r.status_code}: {r.text[:200]}"
@@ -253,6 +291,19 @@ class ModalEnvironment(BaseEnvironment):
             f"the world gateway in sandbox {self.session_id} was not healthy within "
             f"{self.gateway_ready_timeout_s:.0f}s ({last})"
         )
+
+    async def _initial_snapshot(self) -> None:
+        """The world as the task starts, from the image's snapshot endpoint, kept on the
+        host (the agent cannot touch it): the before-state of the grader's file diff."""
+        from apexrl.envs.profiles import fetch_snapshot
+
+        data = await fetch_snapshot(self.tunnel_url, self.profile)
+        self._tmp = tempfile.TemporaryDirectory(prefix="apexrl-modal-before-")
+        before = Path(self._tmp.name) / "world"
+        before.mkdir()
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
+            tf.extractall(before, filter="data")
+        self.world_before_dir = before
 
     async def stop(self, delete: bool) -> None:
         sb, self._sandbox = self._sandbox, None
@@ -294,6 +345,7 @@ class ModalEnvironment(BaseEnvironment):
         return await self._exec_args(args, cwd=cwd, timeout_sec=timeout_sec)
 
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        target_path = self.profile.world_path(target_path)
         data = Path(source_path).read_bytes()
         parent = str(Path(target_path).parent)
         await self._exec_args(["mkdir", "-p", parent], timeout_sec=60)
@@ -304,6 +356,7 @@ class ModalEnvironment(BaseEnvironment):
             await _aio(f.close)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        source_path = self.profile.world_path(source_path)
         f = await _aio(self._sandbox.open, source_path, "rb")
         try:
             data = await _aio(f.read)
@@ -313,6 +366,7 @@ class ModalEnvironment(BaseEnvironment):
         Path(target_path).write_bytes(data)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        target_dir = self.profile.world_path(target_dir)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tf:
             tf.add(str(source_dir), arcname=".")
@@ -331,7 +385,16 @@ class ModalEnvironment(BaseEnvironment):
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
         remote = f"/tmp/apexrl-download-{os.getpid()}-{time.monotonic_ns()}.tar.gz"
-        res = await self._exec_args(["tar", "-czf", remote, "-C", source_dir, "."], timeout_sec=600)
+        if source_dir.rstrip("/") == WORLD_ROOT and self.profile.world_is_split:
+            # the image keeps the world elsewhere: archive its roots as filesystem/ and
+            # .apps_data/ (never the /world links themselves)
+            args = ["tar", "-czf", remote]
+            for top, real in self.profile.roots().items():
+                parent, name = real.rstrip("/").rsplit("/", 1)
+                args += ["-C", parent or "/", f"--transform=s,^{name},{top},", name]
+        else:
+            args = ["tar", "-czf", remote, "-C", self.profile.world_path(source_dir), "."]
+        res = await self._exec_args(args, timeout_sec=600)
         if res.return_code != 0:
             raise RuntimeError(f"download of {source_dir} failed: {res.stderr}")
         with tempfile.TemporaryDirectory(prefix="apexrl-modal-") as tmp:

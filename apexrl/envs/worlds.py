@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,29 +40,20 @@ class TaskWorld:
 
 
 def task_world(task_dir: Path) -> TaskWorld:
+    from apexrl.tasks.meta import read_task_meta
+
     task_dir = Path(task_dir)
-    toml = task_dir / "task.toml"
+    meta = read_task_meta(task_dir)  # [metadata] or archipelago.json; names the fix
     try:
-        meta = tomllib.loads(toml.read_text("utf-8")).get("metadata") or {}
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise BadRecordError(str(toml), f"cannot read the task config: {e}") from None
-    wid = meta.get("world_id")
-    if not wid:
-        raise BadRecordError(
-            str(toml),
-            "[metadata] has no world_id",
-            hint="convert the task with `apexrl tasks convert` (it records the world)",
-        )
-    try:
-        check_safe_id(str(wid), "world_id")
+        check_safe_id(meta.world_id, "world_id")
     except ValueError as e:
-        raise BadRecordError(str(toml), str(e)) from None
+        raise BadRecordError(str(task_dir / "task.toml"), str(e)) from None
     files = task_dir / "environment" / "task_files"
     return TaskWorld(
         task_dir=task_dir,
-        task_id=str(meta.get("task_id") or task_dir.name),
-        world_id=str(wid),
-        image=meta.get("image"),
+        task_id=meta.task_id,
+        world_id=meta.world_id,
+        image=meta.image,
         task_files=files if files.is_dir() else None,
     )
 

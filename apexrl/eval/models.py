@@ -8,7 +8,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.artifacts.models import Record, TrialResult
-from apexrl.trial.config import AgentBudgets, Sampling
+from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
 RUN_FILE = "run.json"
 JOURNAL_FILE = "results.jsonl"
@@ -75,6 +75,8 @@ class EvalRunConfig(Record):
     domains: list[str] = Field(default_factory=list)
     concurrency: int = 1
     ray_address: str | None = None
+    # remote sandbox resources and image profile (not part of the identity)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
 
     def identity(self) -> dict:
         return {

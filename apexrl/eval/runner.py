@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 import time
-import tomllib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,21 +59,20 @@ class TaskRef:
 
 
 def _task_ref(d: Path) -> TaskRef:
-    from apexrl.tasks.pack import _metadata_table
+    from apexrl.errors import BadRecordError
+    from apexrl.tasks.meta import find_task_meta
 
     try:
-        meta = tomllib.loads(_metadata_table((d / "task.toml").read_text("utf-8"))).get(
-            "metadata", {}
-        )
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ApexError(f"{d}/task.toml: unreadable: {e}") from None
+        meta = find_task_meta(d, require_world=False)  # a trial without one errors alone
+    except BadRecordError as e:
+        raise ApexError(str(e), hint=e.hint) from None
     return TaskRef(
         path=d,
         name=d.name,
-        task_id=str(meta.get("task_id") or d.name),
-        domain=str(meta.get("domain") or ""),
-        world_id=str(meta.get("world_id") or ""),
-        required_env_keys=tuple(str(k) for k in meta.get("required_env_keys") or ()),
+        task_id=meta.task_id if meta else d.name,
+        domain=meta.domain if meta else "",
+        world_id=meta.world_id if meta else "",
+        required_env_keys=tuple(meta.required_env_keys) if meta else (),
     )
 
 
@@ -248,6 +246,7 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         budgets=run.budgets,
         sampling=sampling,
         attempt=trial.attempt,
+        sandbox=run.sandbox,
         logs_dir=(run_dir / LOGS_DIR / trial.trial_id).resolve(),
     )
 
@@ -435,6 +434,7 @@ def build_run_config(
     domains: list[str],
     concurrency: int,
     ray_address: str | None,
+    sandbox=None,
 ) -> EvalRunConfig:
     return EvalRunConfig(
         apexrl_version=__version__,
@@ -457,6 +457,7 @@ def build_run_config(
         domains=domains,
         concurrency=concurrency,
         ray_address=ray_address,
+        **({"sandbox": sandbox} if sandbox is not None else {}),
     )
 
 
@@ -489,6 +490,7 @@ class EvalRequest:
     ray_address: str | None = None
     retry_errors: bool = False
     force: bool = False
+    sandbox: object = None  # SandboxSettings: remote sandbox CPUs, memory, lifetime, profile
 
 
 def run_eval(
@@ -538,6 +540,7 @@ def run_eval(
             domains=list(req.domains),
             concurrency=req.concurrency,
             ray_address=req.ray_address,
+            sandbox=req.sandbox,
         )
         if trial_fn is None:  # apexrl's own trials: check their environment up front
             preflight(req, tasks, resolved)

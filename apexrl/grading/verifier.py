@@ -93,17 +93,17 @@ class ApexVerifier(BaseVerifier):
         return VerifierResult(rewards=result.rewards())
 
     def _task_inputs(self) -> tuple[list[dict], dict]:
+        from apexrl.tasks.meta import read_criteria, read_gold
+
         tests = self.task.paths.tests_dir
-        try:
-            criteria = json.loads((tests / "verifiers.json").read_text("utf-8"))
-            if not isinstance(criteria, list) or not all(
-                isinstance(c, dict) and "verifier_id" in c for c in criteria
-            ):
-                raise ValueError("expected a list of criteria with verifier_id")
+        try:  # apexrl criteria or archipelago's verifier shape (verifier_values.criteria)
+            criteria = read_criteria(tests)
         except (OSError, ValueError) as e:
             raise VerifierInputError(f"{tests / 'verifiers.json'}: {e}") from None
-        gpath = tests / "golden_responses.json"
-        gold = json.loads(gpath.read_text("utf-8")) if gpath.is_file() else {}
+        try:
+            gold = read_gold(tests)
+        except (OSError, ValueError) as e:
+            raise VerifierInputError(f"{tests / 'golden_responses.json'}: {e}") from None
         gold_dir = self.task.paths.solution_dir / "gold_files"
         if gold_dir.is_dir():  # trusted host copy: hash it here
             gold["gold_files"] = gold_file_hashes(gold_dir)
@@ -129,7 +129,12 @@ class ApexVerifier(BaseVerifier):
         after = tmp / "world"
         await self.environment.download_dir("/world", after)
         before = None
-        if self.worlds_dir is not None:
+        start = getattr(self.environment, "world_before_dir", None)
+        if isinstance(start, Path) and start.is_dir():  # the image's own snapshot at start
+            from apexrl.grading.evidence import walk_files
+
+            before = walk_files(start)
+        elif self.worlds_dir is not None:
             from apexrl.envs.worlds import WorldStore, overlay_sources, task_world
 
             tw = task_world(self.task.task_dir)

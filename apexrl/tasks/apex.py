@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from apexrl.artifacts.jsonl import read_json_file
-from apexrl.artifacts.models import ApexTask, ApexWorld
+from apexrl.artifacts.models import SNAPSHOT_ID, ApexTask, ApexWorld
 from apexrl.errors import BadRecordError, UsageError
 
 TASKS_FILE = "tasks_and_rubrics.json"
@@ -107,29 +107,44 @@ def _check_task(src: ApexSource, task: ApexTask, where: str, seen: dict[str, str
             f"world zip world_files_zipped/{task.world_id}.zip is missing",
             hint="add the world's zip or drop the task",
         )
+    files_dir = src.task_files_dir(task.task_id)
     for name in input_file_names(task):
-        if not _inside(src.task_files_dir(task.task_id), name).is_file():
+        if not _inside(files_dir, name).is_file():
             raise BadRecordError(
                 where,
-                f"task_input_files names {name!r}, not found under task_files/{task.task_id}/",
+                f"field 'task_input_files' names {name!r}, not found under "
+                f"task_files/{task.task_id}/",
                 hint="add the file or fix task_input_files",
             )
+    if task.task_input_files and not files_dir.is_dir():
+        raise BadRecordError(
+            where,
+            f"field 'task_input_files' is {task.task_input_files!r} but "
+            f"task_files/{task.task_id}/ is missing",
+            hint="add the task's files folder or set task_input_files to null",
+        )
     if task.gold_response_type == "file" and not src.gold_files_dir(task.task_id).is_dir():
         raise BadRecordError(
             where,
-            f"gold_response_type is 'file' but gold_files/{task.task_id}/ is missing",
+            f"field 'gold_response_type' is 'file' but gold_files/{task.task_id}/ is missing",
             hint="add the golden files or set gold_response_type to 'text'",
         )
 
 
 def input_file_names(task: ApexTask) -> list[str]:
-    """task_input_files may be null, one name, a comma/newline separated string, or a list."""
+    """The file names task_input_files lists, if it lists any.
+
+    The published data holds null or an opaque snapshot id ("snap_<hex>"): only its
+    truthiness matters and the files are the folder task_files/<task_id>/. Booleans
+    name nothing either. A list, or a comma/newline separated string, names files."""
     value = task.task_input_files
-    if not value:
+    if not value or isinstance(value, bool):
         return []
     if isinstance(value, str):
+        if SNAPSHOT_ID.match(value.strip()):
+            return []
         value = [p for chunk in value.splitlines() for p in chunk.split(",")]
-    return [p.strip() for p in value if p and p.strip()]
+    return [p.strip() for p in value if isinstance(p, str) and p.strip()]
 
 
 def _inside(base: Path, name: str) -> Path:

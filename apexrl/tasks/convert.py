@@ -3,6 +3,7 @@
 <out>/<slug>/
   instruction.md            the prompt
   task.toml                 Harbor TaskConfig; apexrl's TaskMetadata in [metadata]
+  archipelago.json          the same metadata as the recipe's agent and generator read it
   environment/Dockerfile    placeholder: the real environment is the world's image
   environment/task_files/   the task's input files, overlaid on the world
   solution/solve.sh         oracle: writes the gold answer and gold files
@@ -95,6 +96,7 @@ def write_task_dir(
         meta = _metadata(task, world, image, slug)
         (tmp / "instruction.md").write_text(_instruction(task), encoding="utf-8")
         (tmp / "task.toml").write_text(render_task_toml(meta), encoding="utf-8")
+        _write_json(tmp / "archipelago.json", archipelago_json(meta))
         _write_environment(src, task, meta, tmp / "environment")
         _write_solution(src, task, tmp / "solution")
         _write_tests(task, tmp / "tests", tmp / "solution" / "gold_files")
@@ -120,21 +122,57 @@ def _metadata(
 ) -> TaskMetadata:
     extra = task.model_extra or {}
     env_keys = extra.get("required_env_keys") or []
+    world_name = world.world_name if world else None
     return TaskMetadata(
         task_id=task.task_id,
         task_name=task.task_name,
         task_slug=slug,
         domain=task.domain,
+        domain_label=task.domain_label if task.domain_label != task.domain else None,
         world_id=task.world_id,
-        world_name=world.world_name if world else None,
+        world_name=world_name,
+        world_short_name=world_short_name(task.domain, world_name or task.world_id),
         image=image.ref if image else None,
         image_digest=image.digest if image else None,
+        image_profile=image.profile if image else None,
         required_env_keys=sorted(set(env_keys)),
-        needs_snapshot=bool(extra.get("needs_snapshot", task.gold_response_type == "file")),
+        # the recipe snapshots the world unless every criterion reads the answer only
+        needs_snapshot=bool(
+            extra.get(
+                "needs_snapshot",
+                task.gold_response_type == "file"
+                or (task.expected_output or "message_in_console") != "message_in_console",
+            )
+        ),
         expected_output=task.expected_output or "message_in_console",
         gold_response_type=task.gold_response_type,
         n_criteria=len(task.rubric),
     )
+
+
+def world_short_name(domain: str, world: str) -> str:
+    """'<domain slug>-<world>' in [a-z0-9-]: the recipe maps its prefix to the domain."""
+    name = re.sub(r"[^a-z0-9]+", "-", world.lower()).strip("-")
+    return name if name.startswith(f"{domain}-") else f"{domain}-{name}".strip("-")
+
+
+def archipelago_json(meta: TaskMetadata) -> dict:
+    """The task's archipelago.json: every field the recipe's code reads (task_slug,
+    ecr_image, required_env_keys, needs_snapshot, world_short_name) plus the ids."""
+    from apexrl.artifacts.models import ArchipelagoMeta
+
+    record = ArchipelagoMeta(
+        task_id=meta.task_id,
+        task_name=meta.task_name,
+        task_slug=meta.task_slug,
+        world_id=meta.world_id,
+        world_short_name=meta.world_short_name
+        or world_short_name(meta.domain, meta.world_name or meta.world_id),
+        ecr_image=image_pin(meta.image, meta.image_digest) if meta.image else None,
+        required_env_keys=list(meta.required_env_keys),
+        needs_snapshot=meta.needs_snapshot,
+    )
+    return record.model_dump(mode="json")
 
 
 def render_task_toml(meta: TaskMetadata) -> str:
@@ -192,7 +230,7 @@ def _write_environment(src: ApexSource, task: ApexTask, meta: TaskMetadata, env_
     )
     files = src.task_files_dir(task.task_id)
     if files.is_dir():
-        _copy_tree(files, env_dir / "task_files")
+        _copy_world_layout(files, env_dir / "task_files")
 
 
 def _write_solution(src: ApexSource, task: ApexTask, sol_dir: Path) -> None:
@@ -200,6 +238,10 @@ def _write_solution(src: ApexSource, task: ApexTask, sol_dir: Path) -> None:
     gold = src.gold_files_dir(task.task_id)
     has_files = gold.is_dir()
     if has_files:
+        # gold files are relative to the world's filesystem/; a gold folder laid out
+        # like a world (filesystem/...) is taken from its filesystem/ part
+        if (gold / "filesystem").is_dir() and not (gold / "filesystem").is_symlink():
+            gold = gold / "filesystem"
         _copy_tree(gold, sol_dir / "gold_files")
     answer = task.gold_response or ""
     script = [
@@ -254,6 +296,21 @@ def gold_file_hashes(gold_dir: Path) -> dict[str, str]:
 
 def _write_json(path: Path, obj: object) -> None:
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _copy_world_layout(src: Path, dst: Path) -> None:
+    """A task's files folder, laid out like a world: filesystem/ and .apps_data/ are
+    copied as they are; anything else at its top goes under filesystem/."""
+    for top in sorted(src.iterdir()):
+        if top.is_symlink() or not (top.is_file() or top.is_dir()):
+            raise BadRecordError(str(top), "links and special files are not allowed in task data")
+        if top.name in ("filesystem", ".apps_data") and top.is_dir():
+            _copy_tree(top, dst / top.name)
+        elif top.is_dir():
+            _copy_tree(top, dst / "filesystem" / top.name)
+        else:
+            (dst / "filesystem").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(top, dst / "filesystem" / top.name)
 
 
 def _copy_tree(src: Path, dst: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -219,23 +218,37 @@ def row_metadata(row: dict) -> DatasetRow:
 
 
 def _metadata_from_binary(blob: bytes) -> dict:
+    """task_id / world_id / domain from a task_binary's task.toml or archipelago.json
+    (members at the top of the tar or one folder down); {} when it has neither."""
     import io
     import tarfile
 
+    from apexrl.tasks.meta import ARCHIPELAGO_FILE, TASK_TOML, meta_from_texts
+
+    texts: dict[str, str] = {}
     try:
         with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
             for member in tar:
-                if (
-                    member.isfile()
-                    and member.name.rsplit("/", 1)[-1] == "task.toml"
-                    and member.name.count("/") <= 1
-                ):
-                    data = tomllib.loads(tar.extractfile(member).read().decode("utf-8"))
-                    meta = data.get("metadata", {})
-                    return {k: meta[k] for k in ("task_id", "world_id", "domain") if k in meta}
-    except (tarfile.TarError, OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                base = member.name.removeprefix("./")
+                leaf = base.rsplit("/", 1)[-1]
+                wanted = leaf in (TASK_TOML, ARCHIPELAGO_FILE) and leaf not in texts
+                if member.isfile() and wanted and base.count("/") <= 1:
+                    texts[leaf] = tar.extractfile(member).read().decode("utf-8")
+                if len(texts) == 2:
+                    break
+        if not texts:
+            return {}
+        meta = meta_from_texts(
+            "",
+            texts.get(TASK_TOML),
+            texts.get(ARCHIPELAGO_FILE),
+            where="task_binary",
+            require_world=False,
+        )
+    except (tarfile.TarError, OSError, UnicodeDecodeError, BadRecordError):
         return {}
-    return {}
+    out = {"task_id": meta.task_id, "world_id": meta.world_id, "domain": meta.domain}
+    return {k: v for k, v in out.items() if v}
 
 
 def row_count(source: str | Path) -> int:

@@ -129,23 +129,18 @@ def find_task_dirs(root: Path) -> list[Path]:
 
 
 def packed_task(task_dir: Path):
-    """A dataset row (metadata from task.toml) with its task_binary."""
-    import tomllib
-
+    """A dataset row (metadata from task.toml or archipelago.json) with its task_binary."""
     from apexrl.artifacts.models import DatasetRow
     from apexrl.tasks.dataset import PackedTask
+    from apexrl.tasks.meta import find_task_meta
 
-    try:
-        text = (task_dir / "task.toml").read_text(encoding="utf-8")
-        meta = tomllib.loads(_metadata_table(text)).get("metadata", {})
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise BadRecordError(f"{task_dir}/task.toml", f"unreadable: {e}") from None
+    meta = find_task_meta(task_dir, require_world=False)
     blob, sha = pack_task_dir(task_dir)
     row = DatasetRow(
         path=task_dir.name,
-        task_id=meta.get("task_id"),
-        world_id=meta.get("world_id"),
-        domain=meta.get("domain"),
+        task_id=meta.task_id if meta else None,
+        world_id=(meta.world_id or None) if meta else None,
+        domain=meta.domain if meta else None,
         sha256=sha,
         size_bytes=len(blob),
     )
@@ -170,16 +165,3 @@ def pack_dirs(dirs: list[Path], *, workers: int | None = None, on_done=None):
         if on_done:
             on_done()
         yield result
-
-
-def _metadata_table(text: str) -> str:
-    """Just the [metadata] table of a task.toml: parsing the whole file was a
-    sixth of packing time and only these keys are needed."""
-    if text.startswith("[metadata]"):
-        start = 0
-    else:
-        start = text.find("\n[metadata]")
-        if start < 0:
-            return ""
-    end = text.find("\n[", start + 1)
-    return text[start : end if end >= 0 else len(text)]

@@ -11,9 +11,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from apexrl.artifacts.models import Finding, TaskMetadata
+from apexrl.artifacts.models import Finding
+from apexrl.errors import BadRecordError
+from apexrl.tasks.meta import ARCHIPELAGO_FILE, read_task_meta, rubric_criteria
 
-ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
+# ${VAR} with no default: the task cannot run without it, so it must be declared
+# (${VAR:-default} is optional, e.g. the recipe's judge key in [verifier.env])
+ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def validate_task_dir(task_dir: Path) -> Iterator[Finding]:
@@ -59,11 +63,11 @@ def validate_task_dir(task_dir: Path) -> Iterator[Finding]:
         yield finding("verifier_entrypoint", "tests/test.sh is not executable (chmod +x)")
 
     meta = None
-    if raw:
+    if raw or (task_dir / ARCHIPELAGO_FILE).is_file():
         try:
-            meta = TaskMetadata.model_validate(raw.get("metadata", {}))
-        except ValidationError as e:
-            yield finding("metadata", f"[metadata] incomplete: {_first(e)}")
+            meta = read_task_meta(task_dir)
+        except BadRecordError as e:
+            yield finding("metadata", f"{e.detail}" + (f" ({e.hint})" if e.hint else ""))
     if meta is not None:
         declared = set(meta.required_env_keys)
         referenced = set(ENV_REF.findall(json.dumps(raw)))
@@ -77,7 +81,14 @@ def validate_task_dir(task_dir: Path) -> Iterator[Finding]:
             yield finding(
                 "env_keys", f"required env key {key} is not forwarded in [verifier.env]", "warning"
             )
-        if meta.task_slug != task_dir.name:
+        if not (task_dir / ARCHIPELAGO_FILE).is_file():
+            yield finding(
+                "metadata",
+                "no archipelago.json: the recipe's agent and generator cannot run this task "
+                "(`apexrl tasks convert` writes it)",
+                "warning",
+            )
+        if meta.task_slug != task_dir.name and meta.source == "apexrl":
             yield finding(
                 "metadata",
                 f"task_slug {meta.task_slug!r} differs from the directory name",
@@ -97,9 +108,10 @@ def _check_rubric(path: Path, finding) -> Iterator[Finding]:
     if not isinstance(criteria, list) or not criteria:
         yield finding("rubric", "rubric is empty: at least one criterion is needed")
         return
-    for i, c in enumerate(criteria):
-        if not isinstance(c, dict) or not str(c.get("criteria", "")).strip():
-            yield finding("rubric", f"criterion {i} has no text")
+    try:  # apexrl criteria or archipelago's verifier shape (verifier_values.criteria)
+        rubric_criteria(criteria)
+    except ValueError as e:
+        yield finding("rubric", str(e))
 
 
 def _first(e: ValidationError) -> str:

@@ -50,7 +50,13 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apexrl.trial.config import AgentBudgets, Sampling, TrialConfig, TrialOutcome
+from apexrl.trial.config import (
+    AgentBudgets,
+    Sampling,
+    SandboxSettings,
+    TrialConfig,
+    TrialOutcome,
+)
 
 DEFAULT_RUNNER = "apexrl.trial.run:run_trial"
 PLACEHOLDER_TOKEN = 0
@@ -85,6 +91,7 @@ class GeneratorSettings(BaseModel):
     chat_template: str | None = None
     judge: str | None = None
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     eval_max_steps: int = 250
     sampling: Sampling = Field(default_factory=Sampling)
     max_seq_len: int = 32768
@@ -407,6 +414,7 @@ class TrialGenerator:
             "judge": s.judge,
             "budgets": budgets,
             "sampling": sampling,
+            "sandbox": s.sandbox,
             "logs_dir": logs_dir,
         }
         if "retries" in TrialConfig.model_fields:

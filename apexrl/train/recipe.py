@@ -140,6 +140,12 @@ class AgentSection(_S):
     max_tool_call_repairs: int = 2
     nudge_ratio: float = 0.2
     judge: str | None = None
+    # remote sandboxes (environment = "modal"): None is Modal's default; the recipe
+    # ran 2 CPUs, 4096 MB, 6000 s. image_profile: apexrl | mercor (default: per task)
+    sandbox_cpus: float | None = None
+    sandbox_memory_mb: int | None = None
+    sandbox_timeout_s: int | None = None
+    image_profile: str | None = None
 
 
 class RolloutSection(_S):

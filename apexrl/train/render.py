@@ -445,7 +445,7 @@ def validate_with_skyrl(overrides: dict, where: str, *, check_batches: bool = Tr
 def _settings(
     r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str
 ) -> GeneratorSettings:
-    from apexrl.trial.config import AgentBudgets, Sampling
+    from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
     ag = r.agent
     return GeneratorSettings(
@@ -469,6 +469,12 @@ def _settings(
             context_window=r.batch.max_seq_len,
         ),
         eval_max_steps=ag.eval_max_steps,
+        sandbox=SandboxSettings(
+            cpus=ag.sandbox_cpus,
+            memory_mb=ag.sandbox_memory_mb,
+            timeout_s=ag.sandbox_timeout_s,
+            image_profile=ag.image_profile,
+        ),
         sampling=Sampling(temperature=r.algorithm.temperature),
         max_seq_len=r.batch.max_seq_len,
         eval_max_seq_len=r.batch.eval_max_seq_len,

@@ -38,6 +38,30 @@ class Sampling(BaseModel):
     seed: int | None = None
 
 
+class SandboxSettings(BaseModel):
+    """What a remote sandbox (Modal) gets: the recipe used 2 CPUs, 4 GB and 6000 s.
+    None: the environment's default. image_profile: how the world image starts
+    (apexrl.envs.profiles; None: what the task's metadata records)."""
+
+    model_config = ConfigDict(extra="forbid")
+    cpus: float | None = None
+    memory_mb: int | None = None
+    timeout_s: int | None = None
+    image_profile: str | None = None
+
+    def modal_kwargs(self) -> dict:
+        kw: dict = {}
+        if self.cpus is not None:
+            kw["cpu"] = self.cpus
+        if self.memory_mb is not None:
+            kw["memory_mb"] = self.memory_mb
+        if self.timeout_s is not None:
+            kw["sandbox_timeout_s"] = self.timeout_s
+        if self.image_profile:
+            kw["image_profile"] = self.image_profile
+        return kw
+
+
 class TrialConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     agent: Literal["apexrl", "oracle"] = "apexrl"
@@ -56,6 +80,7 @@ class TrialConfig(BaseModel):
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
     sampling: Sampling = Field(default_factory=Sampling)
     attempt: int = 0
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     logs_dir: Path  # this trial's folder: agent/, verifier/, trajectory files
 
 

@@ -102,7 +102,10 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
     if config.environment == "local":
         env = EnvironmentConfig(import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds})
     elif config.environment == "modal":
-        env = EnvironmentConfig(import_path=MODAL_ENV, kwargs={"worlds_dir": worlds})
+        env = EnvironmentConfig(
+            import_path=MODAL_ENV,
+            kwargs={"worlds_dir": worlds, **config.sandbox.modal_kwargs()},
+        )
     else:  # Harbor's own podman/docker: keep the world image (shared by many tasks)
         env = EnvironmentConfig(type=config.environment, delete=False)
     verifier = VerifierConfig(
@@ -252,14 +255,10 @@ _META_CACHE: dict[str, dict] = {}
 def _task_meta(task_dir: Path) -> dict:
     key = str(task_dir)
     if key not in _META_CACHE:
-        import tomllib
+        from apexrl.tasks.meta import try_task_meta
 
-        try:
-            _META_CACHE[key] = tomllib.loads((Path(task_dir) / "task.toml").read_text("utf-8")).get(
-                "metadata", {}
-            )
-        except Exception:
-            _META_CACHE[key] = {}
+        meta = try_task_meta(Path(task_dir))  # [metadata] or archipelago.json
+        _META_CACHE[key] = meta.model_dump(mode="json") if meta else {}
     return _META_CACHE[key]
 
 

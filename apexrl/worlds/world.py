@@ -180,15 +180,19 @@ def open_world(
 
 
 def _find_root(d: Path, src: Path) -> Path:
-    if (d / FS_DIR).is_dir() or (d / APPS_DIR).is_dir():
-        return d
-    kids = [k for k in d.iterdir() if not k.name.startswith("__MACOSX")]
-    if (
-        len(kids) == 1
-        and kids[0].is_dir()
-        and ((kids[0] / FS_DIR).is_dir() or (kids[0] / APPS_DIR).is_dir())
-    ):
-        return kids[0]
+    """The folder holding filesystem/ and .apps_data/: `d`, or down a chain of up to 3
+    single wrapping folders (zips of real worlds wrap them: world_x/, data/world_x/)."""
+    for _ in range(4):
+        if (d / FS_DIR).is_dir() or (d / APPS_DIR).is_dir():
+            return d
+        kids = [
+            k
+            for k in d.iterdir()
+            if not k.name.startswith(("__MACOSX", ".DS_Store")) and not k.is_symlink()
+        ]
+        if len(kids) != 1 or not kids[0].is_dir():
+            break
+        d = kids[0]
     raise BadRecordError(
         str(src),
         f"not a world: no {FS_DIR}/ or {APPS_DIR}/ at the top",

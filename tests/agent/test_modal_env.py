@@ -44,7 +44,7 @@ class _Method:
         return self._aio
 
 
-def fake_modal(calls: list, tunnel_url: str, files: dict):
+def fake_modal(calls: list, tunnel_url: str, files: dict, port: int = 8080):
     mod = types.ModuleType("modal")
 
     class Secret:
@@ -82,7 +82,7 @@ def fake_modal(calls: list, tunnel_url: str, files: dict):
     class Sandbox:
         def __init__(self):
             self.exec = _Method(calls, "sandbox.exec", lambda *a, **kw: Proc())
-            self.tunnels = _Method(calls, "sandbox.tunnels", lambda: {8080: Tunnel()})
+            self.tunnels = _Method(calls, "sandbox.tunnels", lambda: {port: Tunnel()})
             self.open = _Method(calls, "sandbox.open", File)
             self.terminate = _Method(calls, "sandbox.terminate", lambda: None)
 
@@ -163,7 +163,7 @@ def test_start_maps_the_task_to_modal_calls(tmp_path, monkeypatch):
     assert all("fmp-key-1234567" not in " ".join(map(str, a)) for _, a, _ in execs)
     # log dirs made, task files overlaid on /world through a tarball, exec mapped to argv
     assert any(a[:2] == ("mkdir", "-p") and "/logs/agent" in a for _, a, _ in execs)
-    assert any("tar -xzf" in " ".join(a) and "/world" in a for _, a, _ in execs)
+    assert any("tar -xzf" in " ".join(a) and "/world/filesystem" in a for _, a, _ in execs)
     assert (
         "sandbox.exec",
         ("env", "A=1", "bash", "-c", "echo hi"),

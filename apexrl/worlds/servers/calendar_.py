@@ -16,8 +16,10 @@ CAL_DIR = "calendar"
 
 
 def _files(world: World) -> list[Path]:
-    d = world.apps_path(CAL_DIR)
-    return sorted(d.glob("*.ics")) if d.is_dir() else []
+    """The world's .ics files, at any depth real exports use (apexrl.worlds.appdata)."""
+    from apexrl.worlds.appdata import find_files
+
+    return find_files(world.apps_path(CAL_DIR), suffixes=(".ics",))
 
 
 def _load(p: Path):
@@ -227,5 +229,8 @@ def tools(world: World) -> list:
 
 
 def probe(world: World) -> str:
+    from apexrl.worlds.appdata import require_data
+
+    require_data(world.apps_path(CAL_DIR), len(_files(world)), "calendar (.ics)")
     n = sum(1 for _ in _all_events(world))
     return f"{n} events in {len(_files(world))} calendars"

@@ -24,7 +24,14 @@ CHAT_DIR = "chat"
 
 
 def _groups(world: World) -> Path:
-    return world.apps_path(f"{CHAT_DIR}/Groups")
+    """chat/Groups, or the shallowest Groups folder below chat/ (exports nest it)."""
+    return _chat_folder(world, "Groups")
+
+
+def _chat_folder(world: World, name: str) -> Path:
+    from apexrl.worlds.appdata import find_dir
+
+    return find_dir(world.apps_path(CHAT_DIR), name) or world.apps_path(f"{CHAT_DIR}/{name}")
 
 
 def _read_json(p: Path) -> Any:
@@ -35,8 +42,9 @@ def _read_json(p: Path) -> Any:
 
 
 def _space_dir(world: World, space_id: str) -> Path:
-    d = world.apps_path(f"{CHAT_DIR}/Groups/{space_id}")
-    if not d.is_dir() or d.parent.resolve() != _groups(world).resolve():
+    groups = _groups(world).resolve()
+    d = (groups / str(space_id)).resolve()  # '..' or a link out lands elsewhere: refused
+    if not d.is_dir() or d.parent != groups or not d.is_relative_to(world.apps_root.resolve()):
         raise ApexError(f"no chat space {space_id!r}", hint="use list_channels to see space ids")
     return d
 
@@ -59,7 +67,7 @@ def _save(d: Path, msgs: list[dict[str, Any]]) -> None:
 
 
 def users(world: World) -> list[dict[str, str]]:
-    d = world.apps_path(f"{CHAT_DIR}/Users")
+    d = _chat_folder(world, "Users")
     out = []
     if d.is_dir():
         for u in sorted(d.iterdir()):
@@ -230,7 +238,10 @@ def tools(world: World) -> list:
 
 
 def probe(world: World) -> str:
+    from apexrl.worlds.appdata import require_data
+
     g = _groups(world)
+    require_data(world.apps_path(CHAT_DIR), int(g.is_dir()), "chat export (a Groups folder)")
     n_spaces = n_msgs = 0
     if g.is_dir():
         for d in sorted(g.iterdir()):

@@ -99,8 +99,18 @@ def _mail_dir(world: World) -> Path:
 
 
 def mbox_files(world: World) -> list[Path]:
-    d = _mail_dir(world)
-    return sorted(d.glob("*.mbox")) if d.is_dir() else []
+    """The world's mbox files, at any depth real exports use (apexrl.worlds.appdata)."""
+    from apexrl.worlds.appdata import find_files
+
+    return find_files(_mail_dir(world), suffixes=(".mbox",), names=("mbox",))
+
+
+def _label(world: World, f: Path) -> str:
+    """An mbox's name as the agent sees it: its path under .apps_data/mail/."""
+    try:
+        return f.relative_to(_mail_dir(world)).as_posix()
+    except ValueError:
+        return f.name
 
 
 def load_all(world: World) -> list[Mail]:
@@ -110,7 +120,7 @@ def load_all(world: World) -> list[Mail]:
         try:
             for i, msg in enumerate(box):
                 mid = (msg.get("Message-ID") or "").strip() or f"<{f.stem}-{i}@apexrl.local>"
-                out.append(Mail(message_id=mid, mbox=f.name, msg=msg))
+                out.append(Mail(message_id=mid, mbox=_label(world, f), msg=msg))
         finally:
             box.close()
     out.sort(key=lambda m: m.date or datetime.min.replace(tzinfo=UTC), reverse=True)
@@ -304,6 +314,9 @@ def tools(world: World) -> list:
 
 
 def probe(world: World) -> str:
+    from apexrl.worlds.appdata import require_data
+
+    require_data(_mail_dir(world), len(mbox_files(world)), "mailbox (.mbox)")
     mails = load_all(world)  # raises on an unreadable mbox
     owner = owner_address(world, mails)
     return f"{len(mails)} messages in {len(mbox_files(world))} mbox files; user {owner}"

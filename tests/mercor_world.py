@@ -1,0 +1,136 @@
+"""A world image that follows the contract of Mercor's prebuilt world images.
+
+The contract (FACTS.md section 2): started with `/app/tools/start.sh <task_slug>`, a
+gateway on port 8000 (`/health`, MCP over HTTP at `/mcp/`), the world's data at
+`/filesystem` and `/.apps_data`, and a snapshot (a tar of both) from `POST
+/data/snapshot`. Mercor's own servers are not public, so the image's server is a small
+standard-library stand-in written here; what is under test is apexrl's side: the image
+profile's start command, port, data roots, readiness and snapshot handling.
+
+The image is built offline like tests/trial/podman_world.py's (this machine's own
+shell, coreutils and Python 3 standard library), with umoci, and loaded into podman.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.trial.podman_world import build_rootfs, podman_env, run
+
+SERVER = r"""
+import io, json, os, sys, tarfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SLUG = sys.argv[1] if len(sys.argv) > 1 else ""
+FS = os.environ.get("MERCOR_FS", "/filesystem")
+APPS = os.environ.get("MERCOR_APPS", "/.apps_data")
+TOOLS = [{"name": "filesystem_list_files", "description": "List the world's files",
+          "inputSchema": {"type": "object", "properties": {}}}]
+
+
+def snapshot():
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for root, name in ((FS, "filesystem"), (APPS, ".apps_data")):
+            if os.path.isdir(root):
+                tf.add(root, arcname=name)
+    return buf.getvalue()
+
+
+class H(BaseHTTPRequestHandler):
+    def _send(self, code, body, ctype="application/json"):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/health":
+            return self._send(200, {"status": "ok", "task_slug": SLUG})
+        self._send(404, {"error": "not found"})
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/data/snapshot":
+            return self._send(200, snapshot(), "application/gzip")
+        if self.path in ("/mcp", "/mcp/"):
+            req = json.loads(body or b"{}")
+            if req.get("method") == "tools/list":
+                result = {"tools": TOOLS}
+            elif req.get("method") == "tools/call":
+                files = sorted(
+                    os.path.relpath(os.path.join(d, f), FS)
+                    for d, _, fs in os.walk(FS) for f in fs
+                )
+                result = {"content": [{"type": "text", "text": "\n".join(files)}]}
+            else:
+                result = {}
+            return self._send(200, {"jsonrpc": "2.0", "id": req.get("id"), "result": result})
+        self._send(404, {"error": "not found"})
+
+    def log_message(self, *a):
+        pass
+
+
+host = os.environ.get("MERCOR_HOST", "0.0.0.0")
+port = int(os.environ.get("MERCOR_PORT", "8000"))
+ThreadingHTTPServer((host, port), H).serve_forever()
+"""
+START_SH = '#!/bin/sh\n# start the world for task "$1"\nexec python3 /app/tools/server.py "$1"\n'
+WORLD_FILES = {
+    "filesystem/Documents/figures.csv": "item,value\nrevenue,120\ncost,80\n",
+    ".apps_data/mail/inbox.mbox": "",
+}
+
+
+def write_world(rootfs: Path) -> None:
+    tools = rootfs / "app" / "tools"
+    tools.mkdir(parents=True, exist_ok=True)
+    (tools / "server.py").write_text(SERVER)
+    (tools / "start.sh").write_text(START_SH)
+    (tools / "start.sh").chmod(0o755)
+    for rel, text in WORLD_FILES.items():
+        p = rootfs / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
+def start_local(root: Path, slug: str, port: int) -> subprocess.Popen:
+    """The same server on this machine (for the Modal mapping test's fake tunnel)."""
+    write_world(root)
+    env = {
+        "MERCOR_FS": str(root / "filesystem"),
+        "MERCOR_APPS": str(root / ".apps_data"),
+        "MERCOR_HOST": "127.0.0.1",
+        "MERCOR_PORT": str(port),
+    }
+    return subprocess.Popen(
+        [sys.executable, str(root / "app" / "tools" / "server.py"), slug], env=env
+    )
+
+
+def build_image(work: Path, ref: str) -> dict[str, str]:
+    """Build and load `ref`; returns the podman environment (CONTAINERS_CONF) to use."""
+    env = podman_env(work)
+    rootfs = work / "rootfs"
+    build_rootfs(rootfs)
+    write_world(rootfs)
+    layer = work / "rootfs.tar"
+    run(["tar", "-C", str(rootfs), "-cf", str(layer), "."])
+    layout = work / "layout"
+    run(["umoci", "init", "--layout", str(layout)])
+    run(["umoci", "new", "--image", f"{layout}:mercor"])
+    run(["umoci", "raw", "add-layer", "--image", f"{layout}:mercor", str(layer)])
+    run(
+        ["umoci", "config", "--image", f"{layout}:mercor", "--os", "linux"]
+        + ["--architecture", "amd64", "--config.env", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    )
+    archive = work / "mercor.tar"
+    run(["tar", "-C", str(layout), "-cf", str(archive), "."])
+    loaded = run(["podman", "load", "-i", str(archive)], env=env)
+    run(["podman", "tag", loaded.strip().split()[-1], ref], env=env)
+    return env

@@ -1,0 +1,134 @@
+"""Mercor-style world images: the image profile against an image built to that contract.
+
+Under podman: an image with /app/tools/start.sh, a gateway on port 8000, /filesystem and
+/.apps_data, POST /data/snapshot (tests/mercor_world.py) is started the way the profile
+says; apexrl's readiness wait and snapshot fetch work against it. Under the Modal
+environment (a recording fake of `modal`, the tunnel's far end the same server run
+locally): a recipe-format task maps to the start command, port 8000, the data roots,
+the snapshot as the grader's before-state, and the recipe's CPU/memory/lifetime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from apexrl.envs.profiles import (
+    MERCOR,
+    check_snapshot,
+    fetch_snapshot,
+    get_profile,
+    podman_run_argv,
+    wait_ready,
+)
+from apexrl.errors import UsageError
+from apexrl.trial.config import SandboxSettings, TrialConfig
+from tests.mercor_world import build_image, start_local
+
+REF = "localhost/apexrl-test-mercor-world:v1"
+SLUG = "mercor-219-01-deadbeef"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_profiles_and_paths():
+    assert MERCOR.start_argv(SLUG) == ["/app/tools/start.sh", SLUG]
+    assert MERCOR.world_path("/world/filesystem/a/b.txt") == "/filesystem/a/b.txt"
+    assert MERCOR.world_path("/world/.apps_data") == "/.apps_data"
+    assert MERCOR.world_path("/logs/agent/answer.txt") == "/logs/agent/answer.txt"
+    assert get_profile("apexrl").world_path("/world/filesystem/x") == "/world/filesystem/x"
+    with pytest.raises(UsageError):
+        get_profile("nonsense")
+    with pytest.raises(UsageError, match="slug"):
+        MERCOR.start_argv(None)
+    with pytest.raises(ValueError, match="outside the world"):
+        import io
+        import tarfile
+
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            info = tarfile.TarInfo("etc/passwd")
+            tf.addfile(info, io.BytesIO(b""))
+        check_snapshot(buf.getvalue())
+
+
+@pytest.mark.integration
+def test_mercor_style_image_under_podman(tmp_path):
+    env = build_image(tmp_path, REF)
+    port, name = free_port(), f"apexrl-mercor-{uuid.uuid4().hex[:8]}"
+    argv = podman_run_argv(MERCOR, REF, SLUG, host_port=port, name=name)
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    try:
+        base = f"http://127.0.0.1:{port}"
+        asyncio.run(wait_ready(base, MERCOR, timeout_s=60))
+        import httpx
+
+        assert httpx.get(base + "/health", timeout=10).json()["task_slug"] == SLUG
+        names = check_snapshot(asyncio.run(fetch_snapshot(base, MERCOR)))
+        assert "filesystem/Documents/figures.csv" in names
+        assert ".apps_data/mail/inbox.mbox" in names
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], capture_output=True, env=env, timeout=60)
+
+
+def test_modal_environment_runs_a_recipe_task_on_a_mercor_image(tmp_path, monkeypatch):
+    from tests.agent.test_modal_env import _calls, fake_modal, make_env
+    from tests.test_tasks_recipe_format import recipe_task
+
+    task = recipe_task(tmp_path / "tasks", "investment-banking-world-219", 1)
+    files = task / "environment" / "task_files"
+    (files / "filesystem" / "Inputs").mkdir(parents=True)
+    (files / "filesystem" / "Inputs" / "brief.txt").write_text("brief\n")
+    (files / ".apps_data" / "chat").mkdir(parents=True)
+    (files / ".apps_data" / "chat" / "note.json").write_text("{}\n")
+    arch = json.loads((task / "archipelago.json").read_text())
+    sandbox = SandboxSettings(cpus=2, memory_mb=4096, timeout_s=6000)
+
+    # eval/train pass the recipe's resources to the Modal environment
+    from apexrl.trial.run import harbor_config
+
+    hc = harbor_config(
+        task, TrialConfig(environment="modal", sandbox=sandbox, logs_dir=tmp_path / "l")
+    )
+    assert hc.environment.kwargs["cpu"] == 2 and hc.environment.kwargs["memory_mb"] == 4096
+    assert hc.environment.kwargs["sandbox_timeout_s"] == 6000
+
+    calls: list = []
+    port = free_port()
+    server = start_local(tmp_path / "far-end", arch["task_slug"], port)
+    try:
+        monkeypatch.setitem(
+            sys.modules, "modal", fake_modal(calls, f"http://127.0.0.1:{port}", {}, port=8000)
+        )
+        env = make_env(tmp_path, task, **sandbox.modal_kwargs())
+        asyncio.run(env.start(force_build=False))
+        before = env.world_before_dir
+        asyncio.run(env.stop(delete=True))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    (_, (ref,), _) = _calls(calls, "Image.from_aws_ecr")[0]
+    assert ref == arch["ecr_image"]
+    (_, args, kw) = _calls(calls, "Sandbox.create")[0]
+    assert args == ("/app/tools/start.sh", arch["task_slug"])
+    assert kw["encrypted_ports"] == [8000] and kw["workdir"] == "/filesystem"
+    assert kw["cpu"] == 2 and kw["memory"] == 4096 and kw["timeout"] == 6000
+    execs = [" ".join(map(str, a)) for _, a, _ in _calls(calls, "sandbox.exec")]
+    assert any("ln -sfn" in e and "/world" in e for e in execs)  # /world -> the image's roots
+    assert any("tar -xzf" in e and e.split()[-2] == "/filesystem" for e in execs)
+    assert any("tar -xzf" in e and e.split()[-2] == "/.apps_data" for e in execs)
+    assert env.gateway_url.endswith(f":{port}/mcp/")
+    # the snapshot at start is the grader's before-state, kept on the host
+    assert (before / "filesystem" / "Documents" / "figures.csv").is_file()
+    assert (before / ".apps_data" / "mail" / "inbox.mbox").is_file()
