@@ -176,7 +176,8 @@ def test_oracle_eval_on_a_recipe_dataset(runner, recipe_dataset, tmp_path):
     ds, store, dirs = recipe_dataset
     run_dir = tmp_path / "run"
     args = ["eval", "run", "--agent", "oracle", "--tasks", str(ds), "--worlds", str(store)]
-    res = runner.invoke(app, [*args, "-o", str(run_dir), "-n", "3"])
+    # The tasks declare FMP_API_KEY (required_env_keys): the preflight wants it set.
+    res = runner.invoke(app, [*args, "-o", str(run_dir), "-n", "3"], env={"FMP_API_KEY": "x"})
     assert res.exit_code == 0, res.output
     s = orjson.loads(res.stdout.strip().splitlines()[-1])
     assert s["n_tasks"] == len(dirs) and s["pass_at_1"]["value"] == 1.0
