@@ -58,7 +58,12 @@ def run(
     concurrency: int = typer.Option(1, "-n", "--concurrency", help="Trials in flight."),
     limit: int = typer.Option(None, "--limit", help="Only the first N tasks."),
     domain: list[str] = typer.Option(None, "--domain", help="Only this domain (repeatable)."),
-    judge: str = typer.Option(None, "--judge", help="LiteLLM judge model (default: checks only)."),
+    judge: str = typer.Option(
+        None, "--judge", help="LiteLLM judge model for free-text criteria (gemini/..., openai/...)."
+    ),
+    no_judge: bool = typer.Option(
+        False, "--no-judge", help="Run without a judge: free-text criteria unjudged (unmet)."
+    ),
     judge_api_base: str = typer.Option(
         None, "--judge-api-base", help="OpenAI-compatible URL serving the judge (openai/<name>)."
     ),
@@ -86,8 +91,12 @@ def run(
     Starts the engine (vLLM on GPU, the local CPU engine otherwise) unless --endpoint
     is given. Rerunning the same command resumes: only trials without a result run.
     """
-    from apexrl.errors import ExitCode
+    from apexrl.errors import ExitCode, UsageError
     from apexrl.eval.runner import EvalRequest, run_eval
+    from apexrl.grading.requirements import NO_JUDGE
+
+    if judge and no_judge:
+        raise UsageError("--judge and --no-judge exclude each other", hint="pass one of them")
     from apexrl.trial.config import AgentBudgets, Sampling
 
     req = EvalRequest(
@@ -103,7 +112,7 @@ def run(
         concurrency=concurrency,
         limit=limit,
         domains=list(domain or []),
-        judge=judge,
+        judge=NO_JUDGE if no_judge else judge,
         judge_api_base=judge_api_base,
         tokenizer=tokenizer,
         chat_template=chat_template,
@@ -134,6 +143,10 @@ def run(
         f"Pass@1 {100 * s.pass_at_1.value:.1f}% [{100 * s.pass_at_1.ci_low:.1f}, "
         f"{100 * s.pass_at_1.ci_high:.1f}] over {s.n_tasks} task(s) -> {out}"
     )
+    if s.criteria_unjudged:
+        from apexrl.eval.report import unjudged_line
+
+        output.warn(unjudged_line(s.criteria_unjudged))
     if json_out or not output.stdout_is_terminal():
         output.emit_records([s], json_out=True)
     else:

@@ -135,6 +135,7 @@ class EvalSummary(Record):
     tool_calls_total: int = 0
     tool_call_success_rate: float | None = None
     duration_s_mean: float = 0.0
+    criteria_unjudged: int = 0  # criteria that needed the judge in a --no-judge run (unmet)
     ci_method: str = "percentile bootstrap over tasks, 95%"
     ci_resamples: int = 2000
     ci_seed: int = 0

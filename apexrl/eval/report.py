@@ -67,6 +67,8 @@ def summary_rows(s: EvalSummary) -> list[tuple[str, str]]:
         ),
         ("Pass@1", fmt_ci(s.pass_at_1)),
     ]
+    if s.criteria_unjudged:  # first, before any score: those scores are not the benchmark's
+        rows.insert(0, ("WARNING", unjudged_line(s.criteria_unjudged)))
     if s.attempts_max > 1:
         k = str(s.attempts_max)
         rows.append((f"Pass@{k}", fmt_ci(s.pass_at_k[k])))
@@ -99,6 +101,21 @@ def domain_rows(s: EvalSummary) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def unjudged_line(n: int) -> str:
+    return (
+        f"{n} criteria unjudged (free text, run with --no-judge): counted as unmet, "
+        "so Pass@1 and mean score understate the run"
+    )
+
+
+def _judge_label(judge: str | None) -> str:
+    if judge is None:
+        return "deterministic criteria only"
+    if judge.strip().lower() == "none":
+        return "none (--no-judge): free-text criteria unjudged"
+    return judge
+
+
 def compare_rows(cmp: dict) -> tuple[list[str], list[list[str]]]:
     head = ["scope", "metric", "A", "B", "delta (B - A) [95% CI]"]
     rows = []
@@ -129,7 +146,7 @@ def config_rows(c: EvalRunConfig | None) -> list[tuple[str, str]]:
         ("model", f"{c.model.name}" + (f" @ {c.model.revision[:12]}" if c.model.revision else "")),
         ("engine", f"{c.engine.kind}" + (f" ({c.engine.version})" if c.engine.version else "")),
         ("agent / environment", f"{c.agent} / {c.environment}"),
-        ("judge", c.judge or "deterministic criteria only"),
+        ("judge", _judge_label(c.judge)),
         ("budgets", f"max_steps {b.max_steps}, agent timeout {b.agent_timeout_s:g}s"),
         (
             "sampling",

@@ -521,6 +521,7 @@ def run_eval(
     with resume.run_lock(run_dir):
         tasks, dataset = resolve_tasks(req.tasks, run_dir, on_error=on_bad_task)
         tasks = select_tasks(tasks, domains=req.domains, limit=req.limit)
+        check_judge_setting(tasks, req)  # before any trial: exit 2 (no judge) or 3 (no key)
         run = build_run_config(
             resolved=resolved,
             dataset=dataset,
@@ -560,6 +561,18 @@ def run_eval(
                 on_result=on_result,
             )
         return report, run
+
+
+def check_judge_setting(tasks: list[TaskRef], req: EvalRequest):
+    """Refuse a run whose rubrics need a judge when none is configured (see
+    apexrl.grading.requirements). The oracle reproduces the gold output, which the
+    reference match grades without a judge, so it needs none."""
+    from apexrl.grading.requirements import NO_JUDGE, check_judge
+
+    judge = req.judge
+    if judge is None and req.agent == "oracle":
+        judge = NO_JUDGE
+    return check_judge([t.path for t in tasks], judge, api_base=req.judge_api_base)
 
 
 def _never(task_dir, config):  # pragma: no cover - called only when a plan is empty

@@ -8,9 +8,10 @@ rubric and the gold output from the task folder on the host (the agent never see
 it), grades with apexrl.grading and writes reward.json, verdicts.json and
 grading.json itself, after deleting whatever was in their place.
 
-kwargs (Harbor `verifier.kwargs`): judge (a LiteLLM model; None: deterministic
-only), judge_api_base, judge_timeout_s, judge_max_attempts, worlds_dir (the world
-store, for the before-state when the environment does not provide one).
+kwargs (Harbor `verifier.kwargs`): judge (a LiteLLM model; None or "none":
+deterministic only, free-text criteria "unjudged"), judge_api_base, judge_timeout_s,
+judge_max_attempts, worlds_dir (the world store, for the before-state when the
+environment does not provide one).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from apexrl.artifacts.atomic import atomic_path
 from apexrl.grading.evidence import WorldState, changes_text, diff_world
 from apexrl.grading.grader import grade
 from apexrl.grading.judge import JudgeSettings
+from apexrl.grading.requirements import judge_model
 from apexrl.tasks.convert import ANSWER_FILE, gold_file_hashes
 
 OUT_NAMES = ("reward.json", "reward.txt", "verdicts.json", "grading.json")
@@ -51,14 +53,15 @@ class ApexVerifier(BaseVerifier):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        model = judge_model(judge)  # None: unset or "none" (--no-judge)
         self.judge = (
             JudgeSettings(
-                model=judge,
+                model=model,
                 api_base=judge_api_base,
                 timeout_s=judge_timeout_s,
                 max_attempts=judge_max_attempts,
             )
-            if judge
+            if model
             else None
         )
         self.worlds_dir = Path(worlds_dir) if worlds_dir else None

@@ -181,11 +181,12 @@ def outcome_from(
     logs = Path(config.logs_dir)
     verdicts: list[dict] = []
     grading = logs / "verifier" / "grading.json"
-    met = total = 0
+    met = total = unjudged = 0
     if grading.is_file() and status == "complete":
         g = json.loads(grading.read_text("utf-8"))
         verdicts = g.get("verdicts", [])
         met, total = int(g.get("criteria_met", 0)), int(g.get("criteria_total", 0))
+        unjudged = sum(1 for v in verdicts if v.get("source") == "unjudged")
     reward = 0.0
     if status == "complete":
         reward = float(hr.verifier_result.rewards.get("reward", 0.0))
@@ -216,6 +217,7 @@ def outcome_from(
         tool_call_success_rate=float(rate) if rate is not None else None,
         started_at=started.isoformat(),
         duration_s=wall_s,
+        criteria_unjudged=unjudged,
     )
     timings = {
         k: v
