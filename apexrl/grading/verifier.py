@@ -11,7 +11,7 @@ grading.json itself, after deleting whatever was in their place.
 kwargs (Harbor `verifier.kwargs`): judge (a LiteLLM model; None or "none":
 deterministic only, free-text criteria "unjudged"), judge_api_base, judge_timeout_s,
 judge_max_attempts, worlds_dir (the world store, for the before-state when the
-environment does not provide one).
+environment does not provide one), reward ("pass": 0/1, or "score": fraction met).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from harbor.models.verifier.result import VerifierResult
 from harbor.verifier.base import BaseVerifier
 
 from apexrl.artifacts.atomic import atomic_path
-from apexrl.grading.evidence import WorldState, changes_text, diff_world
+from apexrl.grading.evidence import WorldState, collect_files, diff_world
 from apexrl.grading.grader import grade
 from apexrl.grading.judge import JudgeSettings
 from apexrl.grading.requirements import judge_model
@@ -50,9 +50,11 @@ class ApexVerifier(BaseVerifier):
         judge_timeout_s: float = 120.0,
         judge_max_attempts: int = 3,
         worlds_dir: str | None = None,
+        reward: str = "pass",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.reward = reward
         model = judge_model(judge)  # None: unset or "none" (--no-judge)
         self.judge = (
             JudgeSettings(
@@ -84,8 +86,11 @@ class ApexVerifier(BaseVerifier):
                 task_prompt=self.task.instruction,
                 judge=self.judge,
                 changes=changes,
-                changes_text=changes_text(state, changes) if self.judge else "",
+                files=(collect_files(state, changes) if changes is not None else None)
+                if self.judge
+                else None,
                 task_id=str(self.task.config.metadata.get("task_id") or self.task.name),
+                reward=self.reward,
             )
         _write(out / "grading.json", result.model_dump_json(indent=2))
         _write(

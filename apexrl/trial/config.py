@@ -51,6 +51,7 @@ class TrialConfig(BaseModel):
         None  # LiteLLM model for non-deterministic criteria; None: deterministic only
     )
     judge_api_base: str | None = None  # OpenAI-compatible base URL for the judge (openai/<name>)
+    reward: Literal["pass", "score"] = "pass"  # trial reward: all criteria met, or fraction met
     verifier_timeout_s: float | None = None  # None: the task's [verifier] timeout
     retries: int = 2  # reruns of a trial whose sandbox failed to start (not of agent failures)
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)

@@ -111,6 +111,7 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
             "judge": config.judge,
             "judge_api_base": config.judge_api_base,
             "worlds_dir": worlds,
+            "reward": config.reward,
         },
         override_timeout_sec=config.verifier_timeout_s,
     )
