@@ -33,6 +33,17 @@ class Engine(StrEnum):
     vllm = "vllm"
 
 
+class Nudge(StrEnum):
+    off = "off"
+    once = "once"
+    recipe = "recipe"
+
+
+class Reward(StrEnum):
+    pass_ = "pass"
+    score = "score"
+
+
 class Format(StrEnum):
     table = "table"
     md = "md"
@@ -69,11 +80,17 @@ def run(
     ),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer (default: MODEL's)."),
     chat_template: str = typer.Option(None, "--chat-template", help="Template file or name."),
-    max_steps: int = typer.Option(100, "--max-steps", help="Agent steps per trial."),
+    max_steps: int = typer.Option(250, "--max-steps", help="Agent steps per trial."),
     agent_timeout: float = typer.Option(3600.0, "--agent-timeout", help="Seconds per trial."),
     tool_timeout: float = typer.Option(600.0, "--tool-timeout", help="Seconds per tool call."),
     llm_timeout: float = typer.Option(1800.0, "--llm-timeout", help="Seconds per engine call."),
     nudge_ratio: float = typer.Option(0.2, "--nudge-ratio", help="Wrap-up nudge below this."),
+    nudge: Nudge = typer.Option(
+        Nudge.off, "--nudge", help="Wrap-up nudge: off (the recipe's eval), once, recipe."
+    ),
+    reward: Reward = typer.Option(
+        Reward.pass_, "--reward", help="Trial reward: pass (0/1) or score (fraction met)."
+    ),
     context_window: int = typer.Option(None, "--context-window", help="Tokens (default: model)."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling."),
@@ -123,7 +140,9 @@ def run(
             llm_timeout_s=llm_timeout,
             nudge_ratio=nudge_ratio,
             context_window=context_window,
+            nudge=nudge.value,
         ),
+        reward=reward.value,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         ray_address=ray_address,
         retry_errors=retry_errors,

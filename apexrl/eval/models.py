@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -64,6 +65,7 @@ class EvalRunConfig(Record):
     chat_template_hash: str | None = None
     judge: str | None = None
     judge_api_base: str | None = None  # where the judge is served (not part of the identity)
+    reward: Literal["pass", "score"] = "pass"  # the trial reward (Pass@k is always pass/fail)
     agent: str = "apexrl"
     environment: str = "local"
     worlds_dir: str | None = None
@@ -83,6 +85,7 @@ class EvalRunConfig(Record):
             "tokenizer": self.tokenizer,
             "chat_template_hash": self.chat_template_hash,
             "judge": self.judge,
+            "reward": self.reward,
             "agent": self.agent,
             "environment": self.environment,
             "budgets": self.budgets.model_dump(mode="json"),

@@ -243,6 +243,7 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         chat_template=run.chat_template,
         judge=run.judge,
         judge_api_base=run.judge_api_base,
+        reward=run.reward,
         budgets=run.budgets,
         sampling=sampling,
         attempt=trial.attempt,
@@ -427,6 +428,7 @@ def build_run_config(
     judge: str | None,
     budgets,
     judge_api_base: str | None = None,
+    reward: str = "pass",
     sampling,
     attempts: int,
     limit: int | None,
@@ -444,6 +446,7 @@ def build_run_config(
         chat_template_hash=resolved.chat_template_hash,
         judge=judge,
         judge_api_base=judge_api_base,
+        reward=reward,
         agent=agent,
         environment=environment,
         worlds_dir=str(Path(worlds_dir).resolve()) if worlds_dir else None,
@@ -480,6 +483,7 @@ class EvalRequest:
     domains: list[str] = field(default_factory=list)
     judge: str | None = None
     judge_api_base: str | None = None
+    reward: str = "pass"  # trial reward: pass (0/1) or score (fraction met)
     tokenizer: str | None = None
     chat_template: str | None = None
     budgets: object = None  # AgentBudgets
@@ -498,7 +502,7 @@ def run_eval(
     on_bad_task=None,
 ) -> tuple[RunReport, EvalRunConfig]:
     from apexrl.eval.engine import resolve_model, running_engine
-    from apexrl.trial.config import AgentBudgets, Sampling
+    from apexrl.trial.config import Sampling
 
     if req.attempts < 1:
         raise UsageError("--attempts must be at least 1")
@@ -530,7 +534,8 @@ def run_eval(
             worlds_dir=req.worlds_dir,
             judge=req.judge,
             judge_api_base=req.judge_api_base,
-            budgets=req.budgets or AgentBudgets(),
+            reward=req.reward,
+            budgets=req.budgets or eval_budgets(),
             sampling=req.sampling or Sampling(),
             attempts=req.attempts,
             limit=req.limit,
@@ -561,6 +566,13 @@ def run_eval(
                 on_result=on_result,
             )
         return report, run
+
+
+def eval_budgets():
+    """The recipe's eval defaults: 250 steps, no wrap-up nudge (training: 100, nudge on)."""
+    from apexrl.trial.config import AgentBudgets
+
+    return AgentBudgets(max_steps=250, nudge="off")
 
 
 def check_judge_setting(tasks: list[TaskRef], req: EvalRequest):

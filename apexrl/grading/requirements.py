@@ -69,9 +69,13 @@ class JudgeNeeds:
         return self.n_judge_criteria > 0
 
 
-def judge_needs(task_dirs: Iterable[Path]) -> JudgeNeeds:
+def judge_needs(task_dirs: Iterable[Path], *, missing_ok: bool = False) -> JudgeNeeds:
+    """missing_ok: a task without tests/verifiers.json counts as no criteria (its own
+    validation reports it) instead of an error."""
     out = JudgeNeeds()
     for d in task_dirs:
+        if missing_ok and not (Path(d) / "tests" / "verifiers.json").exists():
+            continue
         rubric = rubric_of(Path(d))
         n = sum(1 for c in rubric if criterion_needs_judge(c))
         out.n_tasks += 1
@@ -79,6 +83,61 @@ def judge_needs(task_dirs: Iterable[Path]) -> JudgeNeeds:
         out.n_judge_criteria += n
         if n:
             out.tasks_needing.append(Path(d).name)
+    return out
+
+
+MAX_RUBRIC_BYTES = 10_000_000
+
+
+def _rubric_from_blob(blob: bytes, where: str) -> list[dict]:
+    """tests/verifiers.json of a packed task (gzip tar), read in memory: nothing extracted."""
+    import io
+    import tarfile
+
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tf:
+            for m in tf:
+                parts = m.name.strip("/").split("/")
+                if parts[-2:] == ["tests", "verifiers.json"] and len(parts) <= 3 and m.isfile():
+                    if m.size > MAX_RUBRIC_BYTES:
+                        raise BadRecordError(where, "tests/verifiers.json is too large")
+                    f = tf.extractfile(m)
+                    data = json.loads(f.read() if f else b"[]")
+                    if isinstance(data, list) and all(isinstance(c, dict) for c in data):
+                        return data
+                    raise BadRecordError(where, "tests/verifiers.json is not a list of criteria")
+    except (tarfile.TarError, OSError, EOFError, ValueError) as e:
+        raise BadRecordError(where, f"task_binary is not a readable gzip tar: {e}") from None
+    return []  # no rubric: the dataset's own validation reports it
+
+
+def dataset_judge_needs(source: str) -> JudgeNeeds | None:
+    """judge_needs of a dataset: a folder of task dirs, or Parquet (`tasks pack` output:
+    rubrics read from task_binary in memory). None for a remote dataset (hf://, s3://):
+    checked when the trials run."""
+    from apexrl.tasks.pack import find_task_dirs
+
+    text = str(source)
+    if "://" in text:
+        return None
+    path = Path(text).expanduser()
+    if path.is_dir():
+        dirs = find_task_dirs(path)
+        if dirs:
+            return judge_needs(dirs, missing_ok=True)
+    if not path.exists():
+        return None
+    from apexrl.tasks.dataset import iter_rows
+
+    out = JudgeNeeds()
+    for where, row in iter_rows(text):
+        rubric = _rubric_from_blob(row.get("task_binary") or b"", where)
+        n = sum(1 for c in rubric if criterion_needs_judge(c))
+        out.n_tasks += 1
+        out.n_criteria += len(rubric)
+        out.n_judge_criteria += n
+        if n:
+            out.tasks_needing.append(str(row.get("path") or where))
     return out
 
 
@@ -119,26 +178,60 @@ def judge_credentials(model: str, api_base: str | None = None, environ=None) -> 
 
 
 def check_judge(
-    task_dirs: Iterable[Path],
+    task_dirs: Iterable[Path] | JudgeNeeds,
     judge: str | None,
     *,
     api_base: str | None = None,
     environ=None,
+    flags: str = "--judge MODEL ... or --no-judge",
 ) -> JudgeNeeds:
     """Refuse to start when the rubric needs a judge and none is set (exit 2); check the
-    judge's credentials when one is set (exit 3). Returns what the tasks need."""
-    needs = judge_needs(task_dirs)
+    judge's credentials when one is set (exit 3). Returns what the tasks need.
+
+    flags: how the caller's user sets the judge (the CLI flags by default)."""
+    needs = task_dirs if isinstance(task_dirs, JudgeNeeds) else judge_needs(task_dirs)
     model = judge_model(judge)
     if judge is None and needs.needed:
         shown = ", ".join(needs.tasks_needing[:3])
         more = len(needs.tasks_needing) - 3
+        hint = (
+            f"pass {JUDGE_FLAGS}; or --no-judge to run anyway with those criteria "
+            "unjudged (scored as unmet)"
+            if flags.startswith("--judge")
+            else flags
+        )
         raise UsageError(
             f"{needs.n_judge_criteria} of {needs.n_criteria} rubric criteria in "
             f"{len(needs.tasks_needing)} task(s) ({shown}{f' and {more} more' if more > 0 else ''})"
             " are free text that only an LLM judge can grade, and no judge is configured",
-            hint=f"pass {JUDGE_FLAGS}; or --no-judge to run anyway with those criteria "
-            "unjudged (scored as unmet)",
+            hint=hint,
         )
     if model is not None:
         judge_credentials(model, api_base, environ)
     return needs
+
+
+TRAIN_FLAGS = (
+    "set the recipe's agent.judge (--set agent.judge=gemini/gemini-2.5-flash, or an "
+    "openai/<name> with --set agent.judge_api_base=URL), the equivalent of --judge; or "
+    "--set agent.judge=none, the equivalent of --no-judge, to train with those criteria "
+    "unjudged (reward 0 for them)"
+)
+
+
+def check_recipe_judge(
+    sources: list[str | None], judge: str | None, api_base: str | None, *, agent: str = "apexrl"
+) -> list[JudgeNeeds]:
+    """`train` (dry-run and launch): the check above over the recipe's datasets."""
+    if judge is None and agent == "oracle":
+        judge = NO_JUDGE
+    out = []
+    for src in sources:
+        if not src:
+            continue
+        needs = dataset_judge_needs(src)
+        if needs is not None:
+            out.append(check_judge(needs, judge, api_base=api_base, flags=TRAIN_FLAGS))
+    if not out and judge_model(judge):
+        judge_credentials(judge_model(judge), api_base)  # type: ignore[arg-type]
+    return out

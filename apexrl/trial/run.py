@@ -179,6 +179,8 @@ def outcome_from(
     from apexrl.envs.worlds import task_world
 
     status, error_class, message = classify(hr)
+    if status == "length" and error_class == "max_steps" and _graded_at_max_steps(hr, config):
+        status, message = "complete", None  # the recipe grades a max_steps ending
     logs = Path(config.logs_dir)
     verdicts: list[dict] = []
     grading = logs / "verifier" / "grading.json"
@@ -247,6 +249,14 @@ def outcome_from(
         timings=timings,
         error_message=(message or None) if status != "complete" else None,
     )
+
+
+def _graded_at_max_steps(hr: Any, config: TrialConfig) -> bool:
+    from apexrl.trial.outcomes import outcome_policy
+
+    vr = hr.verifier_result
+    has_reward = vr is not None and bool(vr.rewards) and "reward" in vr.rewards
+    return outcome_policy(config.budgets.outcome_policy).grade_at_max_steps and has_reward
 
 
 _META_CACHE: dict[str, dict] = {}

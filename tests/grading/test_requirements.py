@@ -97,3 +97,31 @@ def test_eval_run_refuses_before_any_trial(runner, task_dirs, tmp_path, monkeypa
     )
     assert res.exit_code == 3 and "GOOGLE_API_KEY" in res.stderr, res.output
     assert not ran and not (tmp_path / "r2" / "results.parquet").exists()
+
+
+def test_packed_dataset_rubrics_read_in_memory(runner, task_dirs, tmp_path):
+    from apexrl.grading.requirements import dataset_judge_needs
+
+    out = tmp_path / "ds"
+    res = runner.invoke(app, ["tasks", "pack", str(task_dirs), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    packed = dataset_judge_needs(str(out))
+    direct = judge_needs(sorted(p for p in task_dirs.iterdir() if p.is_dir()))
+    assert (packed.n_tasks, packed.n_criteria, packed.n_judge_criteria) == (
+        direct.n_tasks,
+        direct.n_criteria,
+        direct.n_judge_criteria,
+    )
+    assert dataset_judge_needs("hf://org/name") is None  # checked when the trials run
+
+
+def test_train_refuses_without_a_judge(runner, task_dirs, monkeypatch):
+    base = ["train", "smoke-1gpu", "--data", str(task_dirs), "--dry-run", "--json"]
+    res = runner.invoke(app, base)
+    assert res.exit_code == 2, res.output
+    assert "agent.judge=none" in res.stderr and "--judge" in res.stderr
+    res = runner.invoke(app, [*base, "--set", 'agent.judge="none"'])
+    assert res.exit_code == 0, res.output
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    res = runner.invoke(app, [*base, "--set", 'agent.judge="openai/gpt-4.1"'])
+    assert res.exit_code == 3 and "OPENAI_API_KEY" in res.stderr
