@@ -320,7 +320,7 @@ def compare(a: Columns, b: Columns, *, seed: int = SEED) -> dict:
     }
     for dom in sorted(set(ta.domain.tolist()) | set(tb.domain.tolist())):
         out["per_domain"][dom or "unknown"] = _compare_group(
-            ta.subset(ta.domain == dom), tb.subset(tb.domain == dom), ks, seed
+            ta.subset(ta.domain == dom), tb.subset(tb.domain == dom), ks, seed, need_shared=True
         )
     return out
 
@@ -331,7 +331,12 @@ def _metric_names(ks: list[int]) -> list[str]:
     )
 
 
-def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> dict:
+def _compare_group(
+    ta: TaskTable, tb: TaskTable, ks: list[int], seed: int, *, need_shared: bool = False
+) -> dict:
+    """Deltas over the shared tasks (paired). Without shared tasks: an unpaired estimate
+    when both sides have tasks and `need_shared` is off (the overall row), else no delta
+    at all (delta None: "no shared tasks"), never a made-up +0.0."""
     names = _metric_names(ks)
     va, vb = ta.values(ks), tb.values(ks)
     shared, ia, ib = np.intersect1d(ta.task_id, tb.task_id, return_indices=True)
@@ -350,6 +355,7 @@ def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> di
     else:
         z = np.zeros(len(names))
         point, low, high, paired = z, z, z, False
+    comparable = len(shared) > 0 or (not need_shared and len(va) > 0 and len(vb) > 0)
     if paired:  # a, b and delta over the same (shared) tasks: delta == b - a
         ma, mb = va[ia].mean(axis=0), vb[ib].mean(axis=0)
     else:
@@ -359,10 +365,17 @@ def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> di
         if i >= 2 and name in ("pass_at_1", "pass_hat_1"):  # the same as Pass@1
             continue
         metrics[name] = {
-            "a": float(ma[i]),
-            "b": float(mb[i]),
-            "delta": float(point[i]),
-            "ci_low": float(low[i]),
-            "ci_high": float(high[i]),
+            "a": float(ma[i]) if len(va) else None,
+            "b": float(mb[i]) if len(vb) else None,
+            "delta": float(point[i]) if comparable else None,
+            "ci_low": float(low[i]) if comparable else None,
+            "ci_high": float(high[i]) if comparable else None,
         }
-    return {"n_shared_tasks": int(len(shared)), "paired": paired, "metrics": metrics}
+    return {
+        "n_shared_tasks": int(len(shared)),
+        "n_tasks_a": int(len(va)),
+        "n_tasks_b": int(len(vb)),
+        "paired": paired,
+        "comparable": bool(comparable),
+        "metrics": metrics,
+    }

@@ -50,7 +50,13 @@ def fmt_ci(m: MetricCI) -> str:
 
 
 def fmt_delta(d: dict) -> str:
+    if d.get("delta") is None:
+        return "no shared tasks"
     return f"{100 * d['delta']:+.1f} pts [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"
+
+
+def pct_or_dash(x: float | None) -> str:
+    return "-" if x is None else pct(x)
 
 
 # --- rows shared by table and Markdown --------------------------------------------------
@@ -124,7 +130,9 @@ def compare_rows(cmp: dict) -> tuple[list[str], list[list[str]]]:
         for name, d in group["metrics"].items():
             if scope != "all" and name not in ("pass_at_1", "mean_score"):
                 continue
-            rows.append([scope, _metric_label(name), pct(d["a"]), pct(d["b"]), fmt_delta(d)])
+            rows.append(
+                [scope, _metric_label(name), pct_or_dash(d["a"]), pct_or_dash(d["b"]), fmt_delta(d)]
+            )
     return head, rows
 
 
