@@ -172,8 +172,9 @@ def judge_credentials(model: str, api_base: str | None = None, environ=None) -> 
     if missing:
         raise AuthError(
             f"the judge {model} needs {' or '.join(missing)} and it is not set",
-            hint=f"export {missing[0]}=... (or put it in .env), or serve the judge yourself "
-            "and pass --judge-api-base URL",
+            hint=f"export {missing[0]}=... (or put it in .env); or serve the judge on an "
+            "OpenAI-compatible server and give its URL (--judge-api-base, or the recipe's "
+            "agent.judge_api_base)",
         )
 
 

@@ -125,3 +125,27 @@ def test_train_refuses_without_a_judge(runner, task_dirs, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     res = runner.invoke(app, [*base, "--set", 'agent.judge="openai/gpt-4.1"'])
     assert res.exit_code == 3 and "OPENAI_API_KEY" in res.stderr
+
+
+def test_eval_defaults_and_unjudged_warning(runner, task_dirs, tmp_path, monkeypatch):
+    import apexrl.cli.eval as cli_eval
+    from apexrl.eval.models import EvalRunConfig, EvalSummary
+    from apexrl.eval.report import summary_rows
+    from tests.eval.conftest import passing_trial
+
+    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: passing_trial)
+    run = tmp_path / "run"
+    args = ["eval", "run", "--agent", "oracle", "-t", str(task_dirs), "-o", str(run)]
+    res = runner.invoke(app, [*args, "--limit", "2", "--reward", "score"])
+    assert res.exit_code == 0, res.output
+    cfg = EvalRunConfig.model_validate_json((run / "run.json").read_bytes())
+    assert cfg.budgets.max_steps == 250 and cfg.budgets.nudge == "off"  # the recipe's eval
+    assert cfg.budgets.outcome_policy == "recipe" and cfg.reward == "score"
+    s = EvalSummary.model_validate_json((run / "summary.json").read_bytes())
+    rows = summary_rows(s.model_copy(update={"criteria_unjudged": 7}))
+    assert rows[0] == (
+        "WARNING",
+        "7 criteria unjudged (free text, run with --no-judge): counted as unmet, "
+        "so Pass@1 and mean score understate the run",
+    )
+    assert summary_rows(s)[0][0] != "WARNING"
