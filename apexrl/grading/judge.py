@@ -253,7 +253,10 @@ class Judge:
         scope: str = "both",
         system: str | None = None,
     ) -> JudgeVerdict:
-        system = system or system_prompt(20_000, 60_000)
+        if system is None:
+            from apexrl.grading.evidence import MAX_FILE_CHARS, MAX_TOTAL_CHARS
+
+            system = system_prompt(MAX_FILE_CHARS, MAX_TOTAL_CHARS)
         prompt = user_prompt(task, criterion, answer, changes, scope)
         digest = prompt_hash(system, prompt)
         messages = [
