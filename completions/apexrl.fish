@@ -46,6 +46,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcomm
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l limit
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l domain
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l judge
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l no-judge
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l judge-api-base
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l tokenizer
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l chat-template
@@ -54,6 +55,8 @@ complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcomm
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l tool-timeout
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l llm-timeout
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l nudge-ratio
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l nudge
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l reward
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l context-window
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l temperature
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l top-p

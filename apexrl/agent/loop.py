@@ -7,8 +7,13 @@ tokens: sampled ids (mask 1, logprobs) from `/v1/completions` and observation id
 Budgets (apexrl.trial.config.AgentBudgets): max steps, agent timeout, per-tool and
 per-LLM timeouts, the context window; tool results are cut to a head (2/3) and a
 tail (1/3) with a marker; an unparsed tool call is answered with a repair request
-at most `max_tool_call_repairs` times in a row. Once the context left falls below
-`nudge_ratio`, one user message tells the model to wrap up (once, never repeated).
+at most `max_tool_call_repairs` times (outcome policy `recipe`: counted over the
+trajectory, and the next unparsed reply is taken as the final answer; `strict`: in a
+row, then the trial ends as an error). Once the context left falls below
+`nudge_ratio`, the model is told to wrap up: `nudge = "recipe"` appends the note to
+the last tool result of every step from then on (the recipe's training behaviour),
+`"once"` sends one user message once, `"off"` never (the recipe's eval). At max_steps
+the policy `recipe` keeps the last reply's text as the answer, to be graded.
 
 Every ending is classified in `AgentRunRecord.status` / `error_class`:
   complete         a final answer (a turn without tool calls)
@@ -104,6 +109,9 @@ class AgentLoop:
         self.reconnect_timeout_s = reconnect_timeout_s
         self.record = AgentRunRecord(model=session.model, context_window=context_window)
         self._nudged = False
+        from apexrl.trial.outcomes import outcome_policy
+
+        self.policy = outcome_policy(budgets.outcome_policy)
 
     # --- the loop ---------------------------------------------------------------------
     async def run(self, instruction: str) -> AgentRunRecord:
@@ -147,6 +155,7 @@ class AgentLoop:
         sess.start(messages, tools=self.tools.tools or None)
         stops = sorted(sess.stop_ids)
         repairs_in_a_row = 0
+        last_content = ""
         for step in range(b.max_steps):
             left = self.ctx - len(sess.state)
             if left < 1:
@@ -191,9 +200,16 @@ class AgentLoop:
                     self._end("length", "max_tokens_per_turn", f"turn cut at {max_tokens} tokens")
                 return
 
+            last_content = parsed.content or ""
             if parsed.errors:
                 repairs_in_a_row += 1
-                if repairs_in_a_row > b.max_tool_call_repairs:
+                used = rec.repairs if self.policy.repairs_per_trajectory else repairs_in_a_row - 1
+                if used >= b.max_tool_call_repairs:
+                    if self.policy.repairs_then_final:  # the recipe: this reply is the answer
+                        rec.final_answer = self.redact(last_content.strip())
+                        rec.repairs_exhausted = True
+                        self._end("complete", None)
+                        return
                     self._end("error", "unparsed_tool_call", "; ".join(srec.parse_errors))
                     return
                 rec.repairs += 1
@@ -230,23 +246,35 @@ class AgentLoop:
             rec.tools_s += srec.tools_s
             if not await self._observe(srec, results):
                 return
+        if self.policy.grade_at_max_steps:  # graded: the last reply's text is the answer
+            rec.final_answer = self.redact(last_content.strip())
         self._end("max_steps", "max_steps", f"{b.max_steps} steps")
 
     async def _observe(self, srec: StepRecord, msgs: list[dict]) -> bool:
-        """Append observation tokens (with the one-time nudge when the context runs low)."""
+        """Append observation tokens, with the wrap-up nudge when the context runs low
+        (budgets.nudge: recipe = appended to the last result of every such step,
+        once = one user message, off = never)."""
         sess = self.session
         t = time.monotonic()
-        ids = sess.obs.tokenize(msgs, last_token=sess.state.last_token)
-        left_after = self.ctx - len(sess.state) - len(ids)
-        if not self._nudged and left_after < self.budgets.nudge_ratio * self.ctx:
-            self._nudged = True
-            srec.nudge = True
-            self.record.nudge_step = srec.step
+        mode = self.budgets.nudge
+        if mode != "off":
+            ids = sess.obs.tokenize(msgs, last_token=sess.state.last_token)
+            left_after = self.ctx - len(sess.state) - len(ids)
+            low = left_after < self.budgets.nudge_ratio * self.ctx
             pct = max(0, round(100 * left_after / self.ctx))
-            msgs = [
-                *msgs,
-                {"role": "user", "content": NUDGE_TEXT.format(pct=pct, left=max(0, left_after))},
-            ]
+            note = NUDGE_TEXT.format(pct=pct, left=max(0, left_after))
+            if low and mode == "recipe":
+                last = dict(msgs[-1])
+                last["content"] = f"{last.get('content') or ''}\n\n{note}"
+                msgs = [*msgs[:-1], last]
+                srec.nudge = True
+                if self.record.nudge_step is None:
+                    self.record.nudge_step = srec.step
+            elif low and mode == "once" and not self._nudged:
+                self._nudged = True
+                srec.nudge = True
+                self.record.nudge_step = srec.step
+                msgs = [*msgs, {"role": "user", "content": note}]
         # the session tokenizes again (one fixed-base render of the new messages only)
         ids = sess.add_observations(msgs)
         srec.observation_tokens = len(ids)

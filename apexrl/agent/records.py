@@ -79,6 +79,8 @@ class AgentRunRecord(BaseModel):
     duration_s: float = 0.0
     step_records: list[StepRecord] = Field(default_factory=list)
     tool_call_records: list[ToolCallRecord] = Field(default_factory=list)
+    repairs_exhausted: bool = False  # the last reply failed to parse after every repair:
+    # taken as the final answer (outcome policy "recipe")
 
     @property
     def trial_status(self) -> str:

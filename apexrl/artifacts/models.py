@@ -345,6 +345,7 @@ class TrialResult(Record):
     tool_call_success_rate: float | None = None
     started_at: str | None = None
     duration_s: float = 0.0
+    criteria_unjudged: int = 0  # free-text criteria graded without a judge (--no-judge): unmet
 
 
 SCHEMAS: dict[str, type[BaseModel]] = {

@@ -33,6 +33,17 @@ class Engine(StrEnum):
     vllm = "vllm"
 
 
+class Nudge(StrEnum):
+    off = "off"
+    once = "once"
+    recipe = "recipe"
+
+
+class Reward(StrEnum):
+    pass_ = "pass"
+    score = "score"
+
+
 class Format(StrEnum):
     table = "table"
     md = "md"
@@ -58,17 +69,28 @@ def run(
     concurrency: int = typer.Option(1, "-n", "--concurrency", help="Trials in flight."),
     limit: int = typer.Option(None, "--limit", help="Only the first N tasks."),
     domain: list[str] = typer.Option(None, "--domain", help="Only this domain (repeatable)."),
-    judge: str = typer.Option(None, "--judge", help="LiteLLM judge model (default: checks only)."),
+    judge: str = typer.Option(
+        None, "--judge", help="LiteLLM judge model for free-text criteria (gemini/..., openai/...)."
+    ),
+    no_judge: bool = typer.Option(
+        False, "--no-judge", help="Run without a judge: free-text criteria unjudged (unmet)."
+    ),
     judge_api_base: str = typer.Option(
         None, "--judge-api-base", help="OpenAI-compatible URL serving the judge (openai/<name>)."
     ),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer (default: MODEL's)."),
     chat_template: str = typer.Option(None, "--chat-template", help="Template file or name."),
-    max_steps: int = typer.Option(100, "--max-steps", help="Agent steps per trial."),
+    max_steps: int = typer.Option(250, "--max-steps", help="Agent steps per trial."),
     agent_timeout: float = typer.Option(3600.0, "--agent-timeout", help="Seconds per trial."),
     tool_timeout: float = typer.Option(600.0, "--tool-timeout", help="Seconds per tool call."),
     llm_timeout: float = typer.Option(1800.0, "--llm-timeout", help="Seconds per engine call."),
     nudge_ratio: float = typer.Option(0.2, "--nudge-ratio", help="Wrap-up nudge below this."),
+    nudge: Nudge = typer.Option(
+        Nudge.off, "--nudge", help="Wrap-up nudge: off (the recipe's eval), once, recipe."
+    ),
+    reward: Reward = typer.Option(
+        Reward.pass_, "--reward", help="Trial reward: pass (0/1) or score (fraction met)."
+    ),
     context_window: int = typer.Option(None, "--context-window", help="Tokens (default: model)."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling."),
@@ -100,8 +122,12 @@ def run(
     Starts the engine (vLLM on GPU, the local CPU engine otherwise) unless --endpoint
     is given. Rerunning the same command resumes: only trials without a result run.
     """
-    from apexrl.errors import ExitCode
+    from apexrl.errors import ExitCode, UsageError
     from apexrl.eval.runner import EvalRequest, run_eval
+    from apexrl.grading.requirements import NO_JUDGE
+
+    if judge and no_judge:
+        raise UsageError("--judge and --no-judge exclude each other", hint="pass one of them")
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
     if image_profile:
@@ -122,7 +148,7 @@ def run(
         concurrency=concurrency,
         limit=limit,
         domains=list(domain or []),
-        judge=judge,
+        judge=NO_JUDGE if no_judge else judge,
         judge_api_base=judge_api_base,
         tokenizer=tokenizer,
         chat_template=chat_template,
@@ -133,7 +159,9 @@ def run(
             llm_timeout_s=llm_timeout,
             nudge_ratio=nudge_ratio,
             context_window=context_window,
+            nudge=nudge.value,
         ),
+        reward=reward.value,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         ray_address=ray_address,
         retry_errors=retry_errors,
@@ -159,6 +187,10 @@ def run(
     output.info(
         f"{report.ran} trial(s) run, {report.skipped} already done; {summary_line(s)} -> {out}"
     )
+    if s.criteria_unjudged:
+        from apexrl.eval.report import unjudged_line
+
+        output.warn(unjudged_line(s.criteria_unjudged))
     if json_out or not output.stdout_is_terminal():
         output.emit_records([s], json_out=True)
     else:

@@ -76,6 +76,12 @@ def command(
     from apexrl.train import launch as L
 
     resume_line = L.check_resume(spec) if not dry_run else ("resume" if resume else "fresh run")
+    from apexrl.grading.requirements import check_recipe_judge
+
+    ag = loaded.recipe.agent  # exit 2 (rubrics need a judge, none set) or 3 (no judge key)
+    check_recipe_judge(
+        [spec.data_train, spec.data_val], ag.judge, ag.judge_api_base, agent=ag.agent
+    )
     for line in R.plan_lines(spec, loaded, check):
         output.info(line)
     output.info(f"start        {resume_line}")

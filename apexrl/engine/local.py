@@ -3,7 +3,9 @@
 It speaks the slice of vLLM's OpenAI-compatible HTTP contract that TITO uses:
 `POST /v1/completions` with a token-id prompt, `max_tokens`, `temperature`,
 `top_p`, `seed`, `stop_token_ids`, `logprobs`, `return_token_ids` and
-`prompt_logprobs`; plus `GET /v1/models` and `GET /health`. The model runs with
+`prompt_logprobs`; `POST /v1/chat/completions` (OpenAI chat messages rendered with
+the model's own chat template, so LiteLLM's `openai/<name>` with `api_base` can use the
+engine as an LLM judge); plus `GET /v1/models` and `GET /health`. The model runs with
 transformers on torch (extra `local`: `pip install 'apexrl[local]'`), one request
 at a time. It listens on 127.0.0.1 unless told otherwise.
 
@@ -155,6 +157,20 @@ class LocalEngine:
         # transformers >= 5.x renamed past_key_values to cache (in and out).
         params = inspect.signature(self.model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+
+    def chat_tokenizer(self):
+        """The model's tokenizer with its chat template (for /v1/chat/completions)."""
+        if getattr(self, "_chat_tok", None) is None:
+            from apexrl.tito.tokenizer import load_tokenizer
+
+            try:
+                tok = load_tokenizer(str(self.model_dir))
+            except UsageError as e:
+                raise _BadRequest(f"chat needs the model's tokenizer: {e}") from None
+            if not tok.chat_template:
+                raise _BadRequest("the model directory has no chat template")
+            self._chat_tok = tok
+        return self._chat_tok
 
     def _cache(self, res):
         cache = getattr(res, "cache", None)
@@ -365,6 +381,108 @@ def _completion_request(engine: LocalEngine, body: dict) -> dict:
     }
 
 
+def _message_text(content: Any, where: str) -> str:
+    """An OpenAI message content (a string, or a list of text parts) as text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text") or ""))
+            else:
+                raise _BadRequest(f"{where}: only text content parts are supported")
+        return "".join(parts)
+    raise _BadRequest(f"{where}: content must be a string or a list of text parts")
+
+
+def _chat_request(engine: LocalEngine, body: dict) -> dict:
+    """OpenAI `/v1/chat/completions`: the messages rendered with the model's chat
+    template (`chat_template_kwargs` passed through), sampled like `/v1/completions`."""
+    if body.get("stream"):
+        raise _BadRequest("stream is not supported by the local engine")
+    if int(body.get("n") or 1) != 1:
+        raise _BadRequest("n must be 1")
+    model = body.get("model")
+    if model is not None and model != engine.name:
+        raise _BadRequest(f"The model `{model}` does not exist.", status=404)
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise _BadRequest("messages must be a non-empty list")
+    messages = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise _BadRequest(f"messages[{i}] must be an object with a role")
+        msg = dict(m)
+        msg["content"] = _message_text(m.get("content"), f"messages[{i}]")
+        messages.append(msg)
+    tok = engine.chat_tokenizer()
+    kwargs = body.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise _BadRequest("chat_template_kwargs must be an object")
+    try:
+        text = tok.apply_chat_template(
+            messages, tools=body.get("tools") or None, add_generation_prompt=True, **kwargs
+        )
+    except Exception as e:  # the template refused the conversation (raise_exception)
+        raise _BadRequest(f"the chat template could not render the messages: {e}") from None
+    prompt = tok.encode(text)
+    room = engine.max_model_len - len(prompt)
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or room
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise _BadRequest("max_tokens must be a positive integer")
+    if len(prompt) + max_tokens > engine.max_model_len:
+        raise _BadRequest(
+            f"This model's maximum context length is {engine.max_model_len} tokens. However, "
+            f"you requested {len(prompt) + max_tokens} tokens ({len(prompt)} in the messages, "
+            f"{max_tokens} in the completion). Please reduce the length of the messages or "
+            "completion."
+        )
+    try:
+        temperature = float(body.get("temperature", 1.0))
+        top_p = float(body.get("top_p", 1.0))
+    except (TypeError, ValueError) as e:
+        raise _BadRequest("temperature and top_p must be numbers") from e
+    stop_ids = [i for i in (tok.eos_token_id, tok.token_to_id("<|im_end|>")) if i is not None]
+    r = engine.generate(
+        prompt,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=body.get("seed"),
+        stop_token_ids=stop_ids + list(body.get("stop_token_ids") or []),
+    )
+    ids = r["token_ids"]
+    shown = ids[:-1] if r["finish_reason"] == "stop" and ids else ids  # no stop token
+    content = tok.decode(shown, skip_special_tokens=True)
+    stops = body.get("stop")
+    finish = r["finish_reason"]
+    for s in [stops] if isinstance(stops, str) else list(stops or []):
+        if isinstance(s, str) and s and s in content:
+            content, finish = content[: content.index(s)], "stop"
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": engine.name,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(ids),
+            "total_tokens": len(prompt) + len(ids),
+        },
+    }
+
+
 def _handler(engine: LocalEngine):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -415,14 +533,16 @@ def _handler(engine: LocalEngine):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            if self.path != "/v1/completions":
+            routes = {"/v1/completions": _completion_request, "/v1/chat/completions": _chat_request}
+            route = routes.get(self.path)
+            if route is None:
                 self._error(404, f"no route {self.path}")
                 return
             try:
                 body = json.loads(raw or b"{}")
                 if not isinstance(body, dict):
                     raise _BadRequest("request body must be a JSON object")
-                self._send(200, _completion_request(engine, body))
+                self._send(200, route(engine, body))
             except json.JSONDecodeError as e:
                 self._error(400, f"invalid JSON: {e}")
             except _BadRequest as e:

@@ -3,8 +3,9 @@
 Definitions (FACTS.md section 3):
 
 - A trial passes when it completed and met every rubric criterion. Its score is
-  its reward (fraction of criteria met) when it completed, else 0: trials that did
-  not complete count as failures with score 0 and are never dropped.
+  the fraction of criteria met when it completed, else 0: trials that did not
+  complete count as failures with score 0 and are never dropped. Neither depends on
+  the run's reward setting (`score` or `pass`): Pass@k is always pass/fail.
 - Per task with n attempts of which c passed: Pass@1 = c/n; Pass@k = 1 - C(n-c,k)/C(n,k)
   (passed in at least one of k); Pass^k = C(c,k)/C(n,k) (passed in all k). Both are
   the unbiased estimators, equal to the plain "any"/"all" indicators when n = k. A
@@ -45,6 +46,7 @@ COLUMNS = (
     "tool_calls",
     "tool_call_success_rate",
     "duration_s",
+    "criteria_unjudged",
 )
 
 
@@ -65,6 +67,7 @@ class Columns:
     tool_calls: np.ndarray
     tool_call_success_rate: list
     duration_s: np.ndarray
+    criteria_unjudged: np.ndarray | None = None  # free-text criteria run without a judge
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping | object]) -> Columns:
@@ -114,6 +117,7 @@ class Columns:
             tool_calls=num("tool_calls"),
             tool_call_success_rate=lst("tool_call_success_rate"),
             duration_s=num("duration_s"),
+            criteria_unjudged=num("criteria_unjudged", np.int64),
         )
 
     def __len__(self) -> int:
@@ -126,7 +130,13 @@ class Columns:
         return complete & (by_criteria | by_reward)
 
     def score(self) -> np.ndarray:
-        return np.where(self.status == "complete", np.clip(self.reward, 0.0, 1.0), 0.0)
+        """Fraction of criteria met (the reward when a row has no criteria counts),
+        whatever reward setting the run used; 0 for trials that did not complete."""
+        total = np.maximum(self.criteria_total, 1)
+        frac = np.where(
+            self.criteria_total > 0, self.criteria_met / total, np.clip(self.reward, 0.0, 1.0)
+        )
+        return np.where(self.status == "complete", frac, 0.0)
 
 
 @dataclass
@@ -286,6 +296,9 @@ def summarize(rows: Columns | Iterable, *, seed: int = SEED) -> EvalSummary:
         tool_calls_total=int(cols.tool_calls.sum()),
         tool_call_success_rate=(sum(r * n for r, n in rated) / calls_rated) if rated else None,
         duration_s_mean=float(cols.duration_s.sum() / n),
+        criteria_unjudged=int(cols.criteria_unjudged.sum())
+        if cols.criteria_unjudged is not None
+        else 0,
         ci_resamples=RESAMPLES,
         ci_seed=seed,
     )
@@ -307,7 +320,7 @@ def compare(a: Columns, b: Columns, *, seed: int = SEED) -> dict:
     }
     for dom in sorted(set(ta.domain.tolist()) | set(tb.domain.tolist())):
         out["per_domain"][dom or "unknown"] = _compare_group(
-            ta.subset(ta.domain == dom), tb.subset(tb.domain == dom), ks, seed
+            ta.subset(ta.domain == dom), tb.subset(tb.domain == dom), ks, seed, need_shared=True
         )
     return out
 
@@ -318,7 +331,12 @@ def _metric_names(ks: list[int]) -> list[str]:
     )
 
 
-def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> dict:
+def _compare_group(
+    ta: TaskTable, tb: TaskTable, ks: list[int], seed: int, *, need_shared: bool = False
+) -> dict:
+    """Deltas over the shared tasks (paired). Without shared tasks: an unpaired estimate
+    when both sides have tasks and `need_shared` is off (the overall row), else no delta
+    at all (delta None: "no shared tasks"), never a made-up +0.0."""
     names = _metric_names(ks)
     va, vb = ta.values(ks), tb.values(ks)
     shared, ia, ib = np.intersect1d(ta.task_id, tb.task_id, return_indices=True)
@@ -337,6 +355,7 @@ def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> di
     else:
         z = np.zeros(len(names))
         point, low, high, paired = z, z, z, False
+    comparable = len(shared) > 0 or (not need_shared and len(va) > 0 and len(vb) > 0)
     if paired:  # a, b and delta over the same (shared) tasks: delta == b - a
         ma, mb = va[ia].mean(axis=0), vb[ib].mean(axis=0)
     else:
@@ -346,10 +365,17 @@ def _compare_group(ta: TaskTable, tb: TaskTable, ks: list[int], seed: int) -> di
         if i >= 2 and name in ("pass_at_1", "pass_hat_1"):  # the same as Pass@1
             continue
         metrics[name] = {
-            "a": float(ma[i]),
-            "b": float(mb[i]),
-            "delta": float(point[i]),
-            "ci_low": float(low[i]),
-            "ci_high": float(high[i]),
+            "a": float(ma[i]) if len(va) else None,
+            "b": float(mb[i]) if len(vb) else None,
+            "delta": float(point[i]) if comparable else None,
+            "ci_low": float(low[i]) if comparable else None,
+            "ci_high": float(high[i]) if comparable else None,
         }
-    return {"n_shared_tasks": int(len(shared)), "paired": paired, "metrics": metrics}
+    return {
+        "n_shared_tasks": int(len(shared)),
+        "n_tasks_a": int(len(va)),
+        "n_tasks_b": int(len(vb)),
+        "paired": paired,
+        "comparable": bool(comparable),
+        "metrics": metrics,
+    }

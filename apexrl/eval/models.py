@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -64,6 +65,7 @@ class EvalRunConfig(Record):
     chat_template_hash: str | None = None
     judge: str | None = None
     judge_api_base: str | None = None  # where the judge is served (not part of the identity)
+    reward: Literal["pass", "score"] = "pass"  # the trial reward (Pass@k is always pass/fail)
     agent: str = "apexrl"
     environment: str = "local"
     worlds_dir: str | None = None
@@ -85,6 +87,7 @@ class EvalRunConfig(Record):
             "tokenizer": self.tokenizer,
             "chat_template_hash": self.chat_template_hash,
             "judge": self.judge,
+            "reward": self.reward,
             "agent": self.agent,
             "environment": self.environment,
             "budgets": self.budgets.model_dump(mode="json"),
@@ -137,6 +140,7 @@ class EvalSummary(Record):
     tool_calls_total: int = 0
     tool_call_success_rate: float | None = None
     duration_s_mean: float = 0.0
+    criteria_unjudged: int = 0  # criteria that needed the judge in a --no-judge run (unmet)
     ci_method: str = "percentile bootstrap over tasks, 95%"
     ci_resamples: int = 2000
     ci_seed: int = 0

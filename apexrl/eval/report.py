@@ -50,16 +50,23 @@ def fmt_ci(m: MetricCI) -> str:
 
 
 def fmt_delta(d: dict) -> str:
+    if d.get("delta") is None:
+        return "no shared tasks"
     return f"{100 * d['delta']:+.1f} pts [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"
 
 
 def summary_line(s: EvalSummary) -> str:
-    """One line for a terminal: Pass@1 with its CI, trials, and errors by class."""
+    """One line for a terminal: Pass@1 with its CI, trials, errors by class, unjudged criteria."""
     errs = ", ".join(f"{k} {v}" for k, v in sorted(s.errors.items(), key=lambda kv: -kv[1]))
+    unjudged = f"; {s.criteria_unjudged} criteria unjudged" if s.criteria_unjudged else ""
     return (
         f"Pass@1 {fmt_ci(s.pass_at_1)} over {s.n_tasks} task(s), {s.n_trials} trial(s); "
-        f"errors: {errs or 'none'}"
+        f"errors: {errs or 'none'}{unjudged}"
     )
+
+
+def pct_or_dash(x: float | None) -> str:
+    return "-" if x is None else pct(x)
 
 
 # --- rows shared by table and Markdown --------------------------------------------------
@@ -76,6 +83,8 @@ def summary_rows(s: EvalSummary) -> list[tuple[str, str]]:
         ),
         ("Pass@1", fmt_ci(s.pass_at_1)),
     ]
+    if s.criteria_unjudged:  # first, before any score: those scores are not the benchmark's
+        rows.insert(0, ("WARNING", unjudged_line(s.criteria_unjudged)))
     if s.attempts_max > 1:
         k = str(s.attempts_max)
         rows.append((f"Pass@{k}", fmt_ci(s.pass_at_k[k])))
@@ -108,6 +117,21 @@ def domain_rows(s: EvalSummary) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def unjudged_line(n: int) -> str:
+    return (
+        f"{n} criteria unjudged (free text, run with --no-judge): counted as unmet, "
+        "so Pass@1 and mean score understate the run"
+    )
+
+
+def _judge_label(judge: str | None) -> str:
+    if judge is None:
+        return "deterministic criteria only"
+    if judge.strip().lower() == "none":
+        return "none (--no-judge): free-text criteria unjudged"
+    return judge
+
+
 def compare_rows(cmp: dict) -> tuple[list[str], list[list[str]]]:
     head = ["scope", "metric", "A", "B", "delta (B - A) [95% CI]"]
     rows = []
@@ -116,7 +140,9 @@ def compare_rows(cmp: dict) -> tuple[list[str], list[list[str]]]:
         for name, d in group["metrics"].items():
             if scope != "all" and name not in ("pass_at_1", "mean_score"):
                 continue
-            rows.append([scope, _metric_label(name), pct(d["a"]), pct(d["b"]), fmt_delta(d)])
+            rows.append(
+                [scope, _metric_label(name), pct_or_dash(d["a"]), pct_or_dash(d["b"]), fmt_delta(d)]
+            )
     return head, rows
 
 
@@ -138,7 +164,7 @@ def config_rows(c: EvalRunConfig | None) -> list[tuple[str, str]]:
         ("model", f"{c.model.name}" + (f" @ {c.model.revision[:12]}" if c.model.revision else "")),
         ("engine", f"{c.engine.kind}" + (f" ({c.engine.version})" if c.engine.version else "")),
         ("agent / environment", f"{c.agent} / {c.environment}"),
-        ("judge", c.judge or "deterministic criteria only"),
+        ("judge", _judge_label(c.judge)),
         ("budgets", f"max_steps {b.max_steps}, agent timeout {b.agent_timeout_s:g}s"),
         (
             "sampling",

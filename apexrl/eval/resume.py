@@ -203,6 +203,7 @@ def _schema():
         "tool_call_success_rate": pa.float64(),
         "started_at": pa.string(),
         "duration_s": pa.float64(),
+        "criteria_unjudged": pa.int32(),
     }
     return pa.schema([(c, types.get(c, pa.string())) for c in RESULT_COLUMNS])
 

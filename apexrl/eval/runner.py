@@ -243,6 +243,7 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         chat_template=run.chat_template,
         judge=run.judge,
         judge_api_base=run.judge_api_base,
+        reward=run.reward,
         budgets=run.budgets,
         sampling=sampling,
         attempt=trial.attempt,
@@ -428,6 +429,7 @@ def build_run_config(
     judge: str | None,
     budgets,
     judge_api_base: str | None = None,
+    reward: str = "pass",
     sampling,
     attempts: int,
     limit: int | None,
@@ -446,6 +448,7 @@ def build_run_config(
         chat_template_hash=resolved.chat_template_hash,
         judge=judge,
         judge_api_base=judge_api_base,
+        reward=reward,
         agent=agent,
         environment=environment,
         worlds_dir=str(Path(worlds_dir).resolve()) if worlds_dir else None,
@@ -483,6 +486,7 @@ class EvalRequest:
     domains: list[str] = field(default_factory=list)
     judge: str | None = None
     judge_api_base: str | None = None
+    reward: str = "pass"  # trial reward: pass (0/1) or score (fraction met)
     tokenizer: str | None = None
     chat_template: str | None = None
     budgets: object = None  # AgentBudgets
@@ -502,7 +506,7 @@ def run_eval(
     on_bad_task=None,
 ) -> tuple[RunReport, EvalRunConfig]:
     from apexrl.eval.engine import resolve_model, running_engine
-    from apexrl.trial.config import AgentBudgets, Sampling
+    from apexrl.trial.config import Sampling
 
     if req.attempts < 1:
         raise UsageError("--attempts must be at least 1")
@@ -525,6 +529,7 @@ def run_eval(
     with resume.run_lock(run_dir):
         tasks, dataset = resolve_tasks(req.tasks, run_dir, on_error=on_bad_task)
         tasks = select_tasks(tasks, domains=req.domains, limit=req.limit)
+        check_judge_setting(tasks, req)  # before any trial: exit 2 (no judge) or 3 (no key)
         run = build_run_config(
             resolved=resolved,
             dataset=dataset,
@@ -533,7 +538,8 @@ def run_eval(
             worlds_dir=req.worlds_dir,
             judge=req.judge,
             judge_api_base=req.judge_api_base,
-            budgets=req.budgets or AgentBudgets(),
+            reward=req.reward,
+            budgets=req.budgets or eval_budgets(),
             sampling=req.sampling or Sampling(),
             attempts=req.attempts,
             limit=req.limit,
@@ -583,6 +589,25 @@ def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:
             engine_kind=kind if kind in ("local", "vllm") else None,
         )
     )
+
+
+def eval_budgets():
+    """The recipe's eval defaults: 250 steps, no wrap-up nudge (training: 100, nudge on)."""
+    from apexrl.trial.config import AgentBudgets
+
+    return AgentBudgets(max_steps=250, nudge="off")
+
+
+def check_judge_setting(tasks: list[TaskRef], req: EvalRequest):
+    """Refuse a run whose rubrics need a judge when none is configured (see
+    apexrl.grading.requirements). The oracle reproduces the gold output, which the
+    reference match grades without a judge, so it needs none."""
+    from apexrl.grading.requirements import NO_JUDGE, check_judge
+
+    judge = req.judge
+    if judge is None and req.agent == "oracle":
+        judge = NO_JUDGE
+    return check_judge([t.path for t in tasks], judge, api_base=req.judge_api_base)
 
 
 def _never(task_dir, config):  # pragma: no cover - called only when a plan is empty

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.grading.models import FileChangeSummary
-from apexrl.tasks.vendored import grade as runner
 
 TOPS = ("filesystem", ".apps_data")
-MAX_FILE_CHARS = 6_000
-MAX_TOTAL_CHARS = 48_000
+MAX_FILE_CHARS = 20_000  # of one file's text shown to the judge (stated in its prompt)
+MAX_TOTAL_CHARS = 60_000  # of all files' text in one judge prompt
 
 
 @dataclass
@@ -75,28 +74,69 @@ def diff_world(state: WorldState) -> FileChangeSummary | None:
     return summary
 
 
-def changes_text(state: WorldState, changes: FileChangeSummary | None) -> str:
-    """What the judge sees of the files: each created/changed file's text (truncated)."""
+@dataclass
+class FileEvidence:
+    """One created/changed/deleted file as the judge reads it."""
+
+    change: str  # created | modified | deleted
+    path: str  # as shown: relative to filesystem/ (or .apps_data/...)
+    text: str  # readable text (readers.py), "" for a deleted file
+
+
+def collect_files(state: WorldState, changes: FileChangeSummary | None) -> list[FileEvidence]:
+    """The readable text of every created and changed file (each cut to MAX_FILE_CHARS)."""
+    from apexrl.grading.readers import file_text
+
+    out: list[FileEvidence] = []
     if changes is None:
-        return "(the before-state of the world is unknown: no file changes are shown)"
-    lines: list[str] = []
-    budget = MAX_TOTAL_CHARS
+        return out
     for kind, rels in (("created", changes.created), ("modified", changes.modified)):
         for rel in rels:
             p = state.after_root / rel
             try:
-                text = runner.read_text(p)
+                if p.is_symlink() or not p.is_file():
+                    text = "(not a regular file)"
+                else:
+                    text = file_text(p, MAX_FILE_CHARS)
             except OSError as e:
                 text = f"(unreadable: {e})"
-            text = " ".join(text.split()) if p.suffix.lower() in (".docx", ".pptx") else text
-            if len(text) > min(MAX_FILE_CHARS, budget):
-                cut = max(0, min(MAX_FILE_CHARS, budget))
-                text = text[:cut] + f"\n[... truncated, {len(text) - cut} more characters]"
-            budget -= len(text)
-            lines.append(f"### {kind}: {_shown(rel)}\n{text}\n")
-    for rel in changes.deleted:
-        lines.append(f"### deleted: {_shown(rel)}\n")
-    return "\n".join(lines) if lines else "(no files were created, changed or deleted)"
+            if len(text) > MAX_FILE_CHARS:
+                cut = len(text) - MAX_FILE_CHARS
+                text = text[:MAX_FILE_CHARS] + f"\n[... truncated: {cut} more characters ...]"
+            out.append(FileEvidence(kind, _shown(rel), text))
+    out += [FileEvidence("deleted", _shown(rel), "") for rel in changes.deleted]
+    return out
+
+
+def render_files(
+    files: list[FileEvidence] | None, suffixes: tuple[str, ...] = (), total: int = MAX_TOTAL_CHARS
+) -> str:
+    """FILE blocks for the judge, only files with one of `suffixes` (empty: all), within
+    `total` characters."""
+    if files is None:
+        return "(the before-state of the world is unknown: no file changes are shown)"
+    blocks: list[str] = []
+    budget = total
+    for f in files:
+        if suffixes and Path(f.path).suffix.lower() not in suffixes:
+            continue
+        text = f.text
+        if len(text) > budget:
+            cut = len(text) - max(budget, 0)
+            text = text[: max(budget, 0)] + f"\n[... truncated: {cut} more characters ...]"
+        budget -= len(text)
+        body = f"\n{text}\n" if f.change != "deleted" else "\n"
+        blocks.append(f'<FILE path="{f.path}" change="{f.change}">{body}</FILE>')
+    return "\n".join(blocks)
+
+
+def changes_text(state: WorldState, changes: FileChangeSummary | None) -> str:
+    """What the judge sees of the files: each created/changed file's text (truncated)."""
+    if changes is None:
+        return render_files(None)
+    return (
+        render_files(collect_files(state, changes)) or "(no files were created, changed or deleted)"
+    )
 
 
 def _shown(rel: str) -> str:

@@ -1,6 +1,8 @@
 """Grade one trial: deterministic checks, the reference match, then the LLM judge.
 
-Reward is 1 only when every criterion is met; the score is the fraction met.
+The score is the fraction of criteria met; the trial passes when every criterion is
+met. The reward is one of them, a setting (`reward`): "pass" (0/1) or "score" (the
+recipe trains on the fraction met). Pass@k always uses pass/fail, whatever the reward.
 """
 
 from __future__ import annotations
@@ -10,9 +12,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from apexrl.grading.judge import PROMPT_VERSION, SYSTEM_PROMPT, Judge, JudgeSettings
+from apexrl.grading.evidence import MAX_FILE_CHARS, MAX_TOTAL_CHARS, FileEvidence, render_files
+from apexrl.grading.judge import (
+    PROMPT_VERSION,
+    Judge,
+    JudgeSettings,
+    criterion_scope,
+    system_prompt,
+)
 from apexrl.grading.models import FileChangeSummary, GradeResult, Verdict
 from apexrl.tasks.vendored import grade as runner
+
+REWARD_MODES = ("pass", "score")
 
 
 def host_cell_reader(path: Path, sheet: str | None, cell: str | None) -> Any:
@@ -43,8 +54,15 @@ async def grade(
     changes: FileChangeSummary | None = None,
     changes_text: str = "",
     task_id: str = "",
+    files: list[FileEvidence] | None = None,
+    reward: str = "pass",
 ) -> GradeResult:
-    """Raises JudgeError when the judge cannot decide a criterion (no result, not a 0)."""
+    """Raises JudgeError when the judge cannot decide a criterion (no result, not a 0).
+
+    files: the created/changed files' text (evidence.collect_files), shown per
+    criterion's evaluation scope; without it, `changes_text` is shown whole."""
+    if reward not in REWARD_MODES:
+        raise ValueError(f"reward must be one of {REWARD_MODES}, not {reward!r}")
     t0 = time.monotonic()
     raw = runner.grade_deterministic(criteria, answer, gold or {}, fs_root, host_cell_reader)
     verdicts: list[Verdict | None] = [None] * len(raw)
@@ -69,12 +87,34 @@ async def grade(
                 source=v["source"],
                 error=v.get("error"),
             )
+    system = system_prompt(MAX_FILE_CHARS, MAX_TOTAL_CHARS)
     if pending and judge is not None:
         j = Judge(judge)
-        results = await asyncio.gather(
-            *(j.judge(task_prompt, raw[i]["criteria"], answer, changes_text) for i in pending)
-        )
-        for i, r in zip(pending, results, strict=True):
+        jobs = []
+        for i in pending:
+            scope, suffixes = criterion_scope(criteria[i])
+            shown = render_files(files, suffixes) if files is not None else changes_text
+            if files is not None and scope == "files" and suffixes and not shown:
+                verdicts[i] = Verdict(  # archipelago's auto-fail: no file of that type
+                    verifier_id=raw[i]["verifier_id"],
+                    criteria=raw[i]["criteria"],
+                    met=False,
+                    source="judge",
+                    rationale="no created or changed file of the expected type "
+                    f"({', '.join(suffixes)}): not met without asking the judge",
+                    judge_model=judge.model,
+                )
+                continue
+            jobs.append(
+                (
+                    i,
+                    j.judge(
+                        task_prompt, raw[i]["criteria"], answer, shown, scope=scope, system=system
+                    ),
+                )
+            )
+        results = await asyncio.gather(*(job for _, job in jobs))
+        for (i, _), r in zip(jobs, results, strict=True):
             verdicts[i] = Verdict(
                 verifier_id=raw[i]["verifier_id"],
                 criteria=raw[i]["criteria"],
@@ -88,10 +128,14 @@ async def grade(
     final = [v for v in verdicts if v is not None]
     met = sum(v.met for v in final)
     total = len(final)
+    passed = total > 0 and met == total
+    score = met / total if total else 0.0
     return GradeResult(
         task_id=task_id,
-        reward=float(total > 0 and met == total),
-        score=met / total if total else 0.0,
+        reward=score if reward == "score" else float(passed),
+        reward_mode=reward,  # type: ignore[arg-type]
+        passed=passed,
+        score=score,
         criteria_met=met,
         criteria_total=total,
         verdicts=final,
@@ -99,6 +143,6 @@ async def grade(
         answer_chars=len(answer),
         judge_model=judge.model if judge else None,
         judge_prompt_version=PROMPT_VERSION if judge else None,
-        judge_system_prompt=SYSTEM_PROMPT if judge else None,
+        judge_system_prompt=system if judge else None,
         duration_s=time.monotonic() - t0,
     )

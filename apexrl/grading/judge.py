@@ -20,14 +20,101 @@ from dataclasses import dataclass
 
 from apexrl.errors import RemoteError
 
-PROMPT_VERSION = "apexrl-judge-v1"
+PROMPT_VERSION = "apexrl-judge-v2"
 
-SYSTEM_PROMPT = """You grade one criterion of a rubric for a task an AI agent attempted.
-You see the task, the agent's final answer, and the files the agent created, changed
-or deleted in its workspace. Decide whether the criterion is met by that output alone.
-Be strict: a criterion is met only when the output clearly satisfies it.
-Reply with JSON only, no other text:
-{"rationale": "<one or two sentences>", "is_criteria_true": true or false}"""
+# Size caps of what the judge is shown (stated in the prompt, see evidence.py).
+MAX_ANSWER_CHARS = 20_000
+
+# The grading semantics follow archipelago's output grader (Mercor's public grading
+# runner for APEX-Agents): evidence rules for files, strict criterion matching,
+# tolerance for formatting and rounding, and an evaluation scope per criterion. The
+# wording is apexrl's own.
+SYSTEM_PROMPT = """You are an expert grader checking the work of an AI agent against ONE criterion
+of a rubric. Decide from the evidence given whether the criterion is met. Be precise,
+objective and consistent.
+
+HOW TO GRADE
+- Judge exactly what the criterion asks: nothing more, nothing less. Do not penalise
+  aspects the criterion does not mention.
+- Use only the evidence in AGENT OUTPUT. Do not guess or invent content you are not shown.
+
+EVIDENCE FROM FILES
+- File contents count only when they appear in a FILE block. What the agent says in its
+  answer about files ("I updated the model") is not evidence of a file change.
+- No FILE block means the agent created or changed no file: a criterion that needs a
+  file is not met.
+- If the criterion names a file, only that file counts; if it names a kind of file (a
+  spreadsheet, a memo, a deck), only files of that kind count. Changes to other files
+  do not help.
+
+STRICT MATCHING
+- Every specific detail the criterion states (numbers, names, dates, identifiers, units)
+  must be present and correct. Partial or approximate matches do not satisfy it.
+- Both the conclusion and the reasoning must agree with the criterion: a right answer
+  with a wrong explanation fails.
+- A criterion with several requirements ("X and Y") is met only if each one is met.
+- Match the criterion's level of detail: when it asks for a whole category, a subset
+  does not satisfy it; when it asks for a specific term, a vaguer one does not.
+
+TOLERANCE
+- Formatting differences are fine when the substance is right: $153.5 equals $153.50,
+  10.0 equals 10, 1,200 equals 1200.
+- A value that rounds to the precision the criterion uses meets it: $2.07B meets
+  "$2.1bn", 26.83% meets "26.8%". This holds for billions, millions, percentages and
+  other units. Rounding rules stated in the criterion take precedence.
+- Legacy and current variants of a file format are the same format (.xls/.xlsx,
+  .doc/.docx, .ppt/.pptx).
+
+SIZE LIMITS
+- The answer is shown up to {answer_cap} characters, each file up to {file_cap}
+  characters and all files together up to {total_cap} characters. Content cut at a limit
+  is marked [... truncated ...]; grade on what is visible.
+- Spreadsheets are shown cell by cell with computed values (and the formula), PDFs as
+  their page text, documents and slides as their text.
+
+Reply with one JSON object and nothing else:
+{{"rationale": "<the criterion's requirement, the evidence you found, your conclusion>",
+ "is_criteria_true": true or false}}"""
+
+SCOPE_TEXT = {
+    "answer": "Grade the agent's final answer only. File changes are not part of this criterion.",
+    "files": "Grade the agent's file changes only. Its final answer is not part of this criterion.",
+    "both": "Grade both the agent's final answer and the file changes it made.",
+}
+
+# archipelago's per-criterion "expected file type" values -> (scope, file suffixes)
+FILE_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "final answer only (no files)": ("answer", ()),
+    "all output (modified files and final message in console)": ("both", ()),
+    "any file type": ("both", ()),
+    "word documents (.docx, .doc, .odt)": ("files", (".docx", ".doc", ".odt")),
+    "text files (.txt)": ("files", (".txt",)),
+    "pdf documents (.pdf)": ("files", (".pdf",)),
+    "spreadsheets (.xlsx, .xls, .xlsm, .ods)": ("files", (".xlsx", ".xls", ".xlsm", ".ods")),
+    "presentations (.pptx, .ppt, .odp)": ("files", (".pptx", ".ppt", ".odp")),
+    "python files (.py)": ("files", (".py",)),
+    "markdown (.md)": ("files", (".md",)),
+    "json/yaml (.json, .yaml, .yml)": ("files", (".json", ".yaml", ".yml")),
+}
+
+
+def criterion_scope(criterion: dict) -> tuple[str, tuple[str, ...]]:
+    """(scope, file suffixes) of a criterion: scope answer | files | both (archipelago's
+    evaluation scope); suffixes limit the files shown (empty: all). Read from the
+    criterion's `evaluation_scope` (answer/files/both) or archipelago's
+    `expected_file_type`; neither: both (archipelago's default)."""
+    scope = str(criterion.get("evaluation_scope") or "").strip().lower()
+    if scope in SCOPE_TEXT:
+        return scope, ()
+    kind = str(criterion.get("expected_file_type") or "").strip().lower()
+    return FILE_TYPES.get(kind, ("both", ()))
+
+
+def system_prompt(file_cap: int, total_cap: int) -> str:
+    return SYSTEM_PROMPT.format(
+        answer_cap=f"{MAX_ANSWER_CHARS:,}", file_cap=f"{file_cap:,}", total_cap=f"{total_cap:,}"
+    )
+
 
 RETRY_NOTE = (
     "Your reply was not valid: {why}. Reply again with JSON only: "
@@ -65,12 +152,12 @@ class JudgeVerdict:
     met: bool
     rationale: str
     attempts: int
-    prompt_sha256: str = ""  # of the user prompt the judge saw (task, criterion, evidence)
+    prompt_sha256: str = ""  # of the system + user prompt the judge was sent
 
 
 def parse_verdict(text: str) -> tuple[bool, str]:
     """(is_criteria_true, rationale) from a reply; ValueError saying what is wrong."""
-    s = (text or "").strip()
+    s = re.sub(r"<think>.*?</think>", "", text or "", flags=re.S).strip()  # reasoning models
     fence = re.search(r"```(?:json)?\s*(.*?)```", s, re.S)
     if fence:
         s = fence.group(1).strip()
@@ -96,13 +183,24 @@ def parse_verdict(text: str) -> tuple[bool, str]:
     return val, rationale
 
 
-def user_prompt(task: str, criterion: str, answer: str, changes: str) -> str:
-    return (
-        f"## Task\n{task.strip()}\n\n"
-        f"## Criterion\n{criterion.strip()}\n\n"
-        f"## Agent's final answer\n{answer.strip() or '(empty)'}\n\n"
-        f"## Files the agent created, changed or deleted\n{changes.strip() or '(none)'}\n"
-    )
+def user_prompt(task: str, criterion: str, answer: str, changes: str, scope: str = "both") -> str:
+    """The judge's user message: task, the agent's output (per scope), the criterion."""
+    shown = (answer or "").strip() or "(no final answer)"
+    if len(shown) > MAX_ANSWER_CHARS:
+        cut = len(shown) - MAX_ANSWER_CHARS
+        shown = shown[:MAX_ANSWER_CHARS] + f"\n[... truncated: {cut} more characters ...]"
+    parts = [f"ORIGINAL TASK\n{task.strip() or '(not given)'}", "AGENT OUTPUT"]
+    if scope in ("answer", "both"):
+        parts.append(f"Final answer:\n{shown}")
+    if scope in ("files", "both"):
+        parts.append(f"Files created, changed or deleted:\n{changes.strip() or '(none)'}")
+    parts += [
+        f"CRITERION\n{criterion.strip()}",
+        f"EVALUATION SCOPE\n{SCOPE_TEXT.get(scope, SCOPE_TEXT['both'])}",
+        "Decide whether the criterion is met, within the evaluation scope. "
+        'Reply with JSON only: {"rationale": "...", "is_criteria_true": true or false}',
+    ]
+    return "\n\n".join(parts) + "\n"
 
 
 class Judge:
@@ -145,11 +243,24 @@ class Judge:
             ) from None
         return resp.choices[0].message.content or ""
 
-    async def judge(self, task: str, criterion: str, answer: str, changes: str) -> JudgeVerdict:
-        prompt = user_prompt(task, criterion, answer, changes)
-        digest = hashlib.sha256(prompt.encode()).hexdigest()
+    async def judge(
+        self,
+        task: str,
+        criterion: str,
+        answer: str,
+        changes: str,
+        *,
+        scope: str = "both",
+        system: str | None = None,
+    ) -> JudgeVerdict:
+        if system is None:
+            from apexrl.grading.evidence import MAX_FILE_CHARS, MAX_TOTAL_CHARS
+
+            system = system_prompt(MAX_FILE_CHARS, MAX_TOTAL_CHARS)
+        prompt = user_prompt(task, criterion, answer, changes, scope)
+        digest = prompt_hash(system, prompt)
         messages = [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": system},
             {"role": "user", "content": prompt},
         ]
         why = ""
@@ -173,6 +284,11 @@ class Judge:
             kind="bad_json",
             retryable=True,
         )
+
+
+def prompt_hash(system: str, user: str) -> str:
+    """sha256 of exactly what the judge was sent (system, then user message)."""
+    return hashlib.sha256(f"{system}\n\n{user}".encode()).hexdigest()
 
 
 def _short(e: Exception, n: int = 300) -> str:

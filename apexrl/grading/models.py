@@ -41,7 +41,9 @@ class GradeResult(Record):
     """The verifier's output for one trial (written as grading.json beside reward.json)."""
 
     task_id: str = ""
-    reward: float  # 1.0 only if every criterion is met
+    reward: float  # the trial reward: `score` or pass (0/1), per reward_mode
+    reward_mode: Literal["pass", "score"] = "pass"
+    passed: bool = False  # every criterion met (Pass@k counts this, whatever the reward)
     score: float  # fraction of criteria met
     criteria_met: int
     criteria_total: int
@@ -57,6 +59,7 @@ class GradeResult(Record):
         """Harbor's reward.json: a flat object of numbers."""
         return {
             "reward": self.reward,
+            "pass": float(self.passed),
             "score": self.score,
             "criteria_met": float(self.criteria_met),
             "criteria_total": float(self.criteria_total),

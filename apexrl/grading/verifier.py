@@ -8,9 +8,10 @@ rubric and the gold output from the task folder on the host (the agent never see
 it), grades with apexrl.grading and writes reward.json, verdicts.json and
 grading.json itself, after deleting whatever was in their place.
 
-kwargs (Harbor `verifier.kwargs`): judge (a LiteLLM model; None: deterministic
-only), judge_api_base, judge_timeout_s, judge_max_attempts, worlds_dir (the world
-store, for the before-state when the environment does not provide one).
+kwargs (Harbor `verifier.kwargs`): judge (a LiteLLM model; None or "none":
+deterministic only, free-text criteria "unjudged"), judge_api_base, judge_timeout_s,
+judge_max_attempts, worlds_dir (the world store, for the before-state when the
+environment does not provide one), reward ("pass": 0/1, or "score": fraction met).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from harbor.models.verifier.result import VerifierResult
 from harbor.verifier.base import BaseVerifier
 
 from apexrl.artifacts.atomic import atomic_path
-from apexrl.grading.evidence import WorldState, changes_text, diff_world
+from apexrl.grading.evidence import WorldState, collect_files, diff_world
 from apexrl.grading.grader import grade
 from apexrl.grading.judge import JudgeSettings
+from apexrl.grading.requirements import judge_model
 from apexrl.tasks.convert import ANSWER_FILE, gold_file_hashes
 
 OUT_NAMES = ("reward.json", "reward.txt", "verdicts.json", "grading.json")
@@ -48,17 +50,20 @@ class ApexVerifier(BaseVerifier):
         judge_timeout_s: float = 120.0,
         judge_max_attempts: int = 3,
         worlds_dir: str | None = None,
+        reward: str = "pass",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.reward = reward
+        model = judge_model(judge)  # None: unset or "none" (--no-judge)
         self.judge = (
             JudgeSettings(
-                model=judge,
+                model=model,
                 api_base=judge_api_base,
                 timeout_s=judge_timeout_s,
                 max_attempts=judge_max_attempts,
             )
-            if judge
+            if model
             else None
         )
         self.worlds_dir = Path(worlds_dir) if worlds_dir else None
@@ -81,8 +86,11 @@ class ApexVerifier(BaseVerifier):
                 task_prompt=self.task.instruction,
                 judge=self.judge,
                 changes=changes,
-                changes_text=changes_text(state, changes) if self.judge else "",
+                files=(collect_files(state, changes) if changes is not None else None)
+                if self.judge
+                else None,
                 task_id=str(self.task.config.metadata.get("task_id") or self.task.name),
+                reward=self.reward,
             )
         _write(out / "grading.json", result.model_dump_json(indent=2))
         _write(

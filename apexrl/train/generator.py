@@ -14,25 +14,29 @@ streams and SSL contexts never share a process (FACTS 5). A semaphore caps the
 trials in flight (`concurrency`, set by the KV-cache planner) and an optional
 rate limit spaces trial starts.
 
-FAILURE SEMANTICS (the one place they are decided; `outcome_policy`):
+FAILURE SEMANTICS: the outcome policy table in `apexrl.trial.outcomes` (one table,
+policies `recipe` -- the training default, the public recipe's semantics -- and
+`strict`), chosen by `budgets.outcome_policy`. Per trajectory it gives the reward
+(the verifier's, or 0), whether the loss mask is kept, and the stop reason:
 
-| trial status          | reward            | loss mask       | stop reason        |
-|-----------------------|-------------------|-----------------|--------------------|
-| complete              | verifier reward   | as recorded     | stop               |
-| length (turn/step cap)| 0                 | as recorded     | length             |
-| context_length        | 0                 | as recorded     | context_length     |
-| agent_timeout         | 0                 | as recorded     | agent_timeout      |
-| error                 | 0                 | all 0 (masked)  | error              |
-| no_verifier_result    | 0                 | all 0 (masked)  | no_verifier_result |
+| trial status          | recipe                      | strict                      |
+|-----------------------|-----------------------------|-----------------------------|
+| complete              | verifier reward, trained    | verifier reward, trained    |
+| length / context_length | 0, trained                | 0, trained                  |
+| agent_timeout         | 0, masked                   | 0, trained                  |
+| error                 | 0, masked                   | 0, masked                   |
+| no_verifier_result    | 0, masked                   | 0, masked                   |
 
-Budget outcomes are the policy's own behaviour: they train, with reward 0 (runs
-that did not complete score 0, they are not dropped). Infrastructure failures
-(sandbox, engine, MCP, judge) say nothing about the policy: they keep reward 0 but
-every token is masked so they add no gradient. Sandbox-start failures are retried
-by the trial machinery (`trial_retries`, default 2) before they count as `error`;
-a trial whose process died or whose runner raised is retried once more here, then
-counts as `error`. A trial with no token record (it failed before its first engine
-call) yields one placeholder token, masked. Responses longer than the context
+Under `recipe` a GRPO group (the samples of one prompt: SkyRL's instance_id, else the
+task) with >= 2 agent timeouts or any errored member is masked whole; max_steps
+endings are graded and repairs end in a graded final answer (the agent and the trial
+machinery apply those). The verifier's reward is `reward` ("score": fraction of
+criteria met, the recipe's choice; "pass": 0/1). Infrastructure failures (sandbox,
+engine, MCP, judge) keep reward 0 and every token masked. Sandbox-start failures are
+retried by the trial machinery (`trial_retries`, default 2) before they count as
+`error`; a trial whose process died or whose runner raised is retried once more here,
+then counts as `error`. A trial with no token record (it failed before its first
+engine call) yields one placeholder token, masked. Responses longer than the context
 budget (`max_seq_len` in training, `eval_max_seq_len` in eval) are cut to fit.
 """
 
@@ -46,7 +50,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,24 +61,23 @@ from apexrl.trial.config import (
     TrialConfig,
     TrialOutcome,
 )
+from apexrl.trial.outcomes import OUTCOME_POLICIES, group_masked
+from apexrl.trial.outcomes import outcome_policy as get_policy
 
 DEFAULT_RUNNER = "apexrl.trial.run:run_trial"
 PLACEHOLDER_TOKEN = 0
 
-# status -> (reward kept?, mask kept?, stop reason)
-OUTCOME_POLICY: dict[str, tuple[bool, bool, str]] = {
-    "complete": (True, True, "stop"),
-    "length": (False, True, "length"),
-    "context_length": (False, True, "context_length"),
-    "agent_timeout": (False, True, "agent_timeout"),
-    "error": (False, False, "error"),
-    "no_verifier_result": (False, False, "no_verifier_result"),
-}
 
-
-def outcome_policy(status: str) -> tuple[bool, bool, str]:
+def outcome_policy(status: str, policy: str = "recipe") -> tuple[bool, bool, str]:
     """(reward kept, loss mask kept, stop reason) for a trial status; unknown = error."""
-    return OUTCOME_POLICY.get(status, OUTCOME_POLICY["error"])
+    r = get_policy(policy).rule(status)
+    return r.keep_reward, r.train, r.stop_reason
+
+
+# status -> (reward kept?, mask kept?, stop reason) under the default (recipe) policy
+OUTCOME_POLICY: dict[str, tuple[bool, bool, str]] = {
+    k: (r.keep_reward, r.train, r.stop_reason) for k, r in OUTCOME_POLICIES["recipe"].rules.items()
+}
 
 
 class GeneratorSettings(BaseModel):
@@ -90,9 +93,12 @@ class GeneratorSettings(BaseModel):
     tokenizer: str | None = None
     chat_template: str | None = None
     judge: str | None = None
-    budgets: AgentBudgets = Field(default_factory=AgentBudgets)
+    judge_api_base: str | None = None
+    reward: Literal["pass", "score"] = "score"  # the recipe trains on the fraction met
+    budgets: AgentBudgets = Field(default_factory=AgentBudgets)  # nudge/outcome: recipe
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     eval_max_steps: int = 250
+    eval_nudge: Literal["off", "once", "recipe"] = "off"  # the recipe's eval: no nudge
     sampling: Sampling = Field(default_factory=Sampling)
     max_seq_len: int = 32768
     eval_max_seq_len: int | None = None
@@ -125,6 +131,7 @@ class Sample(BaseModel):
     duration_s: float = 0.0
     llm_s: float | None = None
     env_s: float | None = None
+    group_masked: bool = False  # masked by the outcome policy's group rule
 
 
 # --- token records ------------------------------------------------------------------------
@@ -157,10 +164,12 @@ def read_token_record(outcome: TrialOutcome, logs_dir: Path):
     return None
 
 
-def build_sample(outcome: TrialOutcome, traj, *, max_seq_len: int | None) -> Sample:
-    """Apply the failure policy to one outcome and its token record."""
+def build_sample(
+    outcome: TrialOutcome, traj, *, max_seq_len: int | None, policy: str = "recipe"
+) -> Sample:
+    """Apply the outcome policy to one outcome and its token record."""
     r = outcome.result
-    keep_reward, keep_mask, stop = outcome_policy(r.status)
+    keep_reward, keep_mask, stop = outcome_policy(r.status, policy)
     prompt: list[int] = []
     resp: list[int] = []
     mask: list[int] = []
@@ -236,6 +245,7 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
     out: dict[str, float] = {f"apexrl/status/{k}": v / n for k, v in sorted(statuses.items())}
     out["apexrl/reward_mean"] = sum(s.reward for s in samples) / n
     out["apexrl/masked_frac"] = sum(1 for s in samples if not any(s.loss_mask)) / n
+    out["apexrl/group_masked_frac"] = sum(1 for s in samples if s.group_masked) / n
     out["apexrl/turns_mean"] = sum(s.turns for s in samples) / n
     out["apexrl/response_tokens_mean"] = sum(len(s.response_ids) for s in samples) / n
     out["apexrl/trial_seconds_mean"] = sum(s.duration_s for s in samples) / n
@@ -360,6 +370,31 @@ def pick_endpoint(endpoints: list[str], session: str, affinity: bool, i: int) ->
     return endpoints[h % len(endpoints)]
 
 
+def _group_key(tid: Any, extras: dict | None) -> str:
+    """The GRPO group of a trajectory: SkyRL's instance_id, else its task."""
+    inst = getattr(tid, "instance_id", None)
+    if inst is None and isinstance(tid, dict):
+        inst = tid.get("instance_id")
+    if inst is not None:
+        return f"instance:{inst}"
+    e = extras or {}
+    return f"task:{e.get('task_path') or e.get('path') or e.get('task_id')}"
+
+
+def mask_groups(samples: list[Sample], groups: list[str], policy: str) -> None:
+    """The policy's group rule: mask every member of a group it condemns (in place)."""
+    p = get_policy(policy)
+    members: dict[str, list[Sample]] = {}
+    for s, g in zip(samples, groups, strict=True):
+        members.setdefault(g, []).append(s)
+    for group in members.values():
+        if len(group) > 0 and group_masked(p, [s.status for s in group]):
+            for s in group:
+                s.reward = 0.0
+                s.loss_mask = [0] * len(s.response_ids)
+                s.group_masked = True
+
+
 # --- the generator -------------------------------------------------------------------------
 def _tid_string(tid: Any, i: int) -> str:
     if tid is None:
@@ -400,6 +435,8 @@ class TrialGenerator:
             budgets.max_steps = s.eval_max_steps
             ctx = s.eval_max_seq_len or s.max_seq_len
         budgets.context_window = ctx
+        if phase == "eval":
+            budgets.nudge = s.eval_nudge
         sampling = s.sampling.model_copy()
         if s.max_tokens_per_turn:
             sampling.max_tokens = s.max_tokens_per_turn
@@ -412,6 +449,8 @@ class TrialGenerator:
             "tokenizer": s.tokenizer,
             "chat_template": s.chat_template,
             "judge": s.judge,
+            "judge_api_base": s.judge_api_base,
+            "reward": s.reward,
             "budgets": budgets,
             "sampling": sampling,
             "sandbox": s.sandbox,
@@ -442,7 +481,9 @@ class TrialGenerator:
                 outcome = await self._run_with_retries(task_dir, config)
                 traj = read_token_record(outcome, logs)
                 ctx = config.budgets.context_window
-                return build_sample(outcome, traj, max_seq_len=ctx)
+                return build_sample(
+                    outcome, traj, max_seq_len=ctx, policy=config.budgets.outcome_policy
+                )
             finally:
                 self.in_flight -= 1
 
@@ -487,8 +528,10 @@ class TrialGenerator:
             step = (meta or {}).get("global_step", 0) if isinstance(meta, dict) else 0
         sampling = input_batch.get("sampling_params")
         jobs = []
+        groups: list[str] = []
         for i in range(len(prompts)):
             session = _tid_string(tids[i] if tids else None, i)
+            groups.append(_group_key(tids[i] if tids else None, extras[i]))
             jobs.append(
                 self.run_one(
                     self._task_dir(extras[i], i),
@@ -499,6 +542,7 @@ class TrialGenerator:
                 )
             )
         samples = list(await asyncio.gather(*jobs))
+        mask_groups(samples, groups, self.settings.budgets.outcome_policy)
         return to_generator_output(samples, list(tids) if tids else None)
 
     def close(self) -> None:

@@ -139,7 +139,12 @@ class AgentSection(_S):
     tool_result_max_chars: int = 42_000
     max_tool_call_repairs: int = 2
     nudge_ratio: float = 0.2
-    judge: str | None = None
+    judge: str | None = None  # a LiteLLM model, "none" (free-text criteria unjudged), or unset
+    judge_api_base: str | None = None  # OpenAI-compatible server for openai/<name>
+    reward: Literal["score", "pass"] = "score"  # the recipe trains on the fraction met
+    outcome_policy: Literal["recipe", "strict"] = "recipe"  # apexrl.trial.outcomes
+    nudge: Literal["recipe", "once", "off"] = "recipe"  # training rollouts
+    eval_nudge: Literal["recipe", "once", "off"] = "off"  # the recipe's eval: off
     # remote sandboxes (environment = "modal"): None is Modal's default; the recipe
     # ran 2 CPUs, 4096 MB, 6000 s. image_profile: apexrl | mercor (default: per task)
     sandbox_cpus: float | None = None

@@ -458,6 +458,9 @@ def _settings(
         tokenizer=r.model.tokenizer,
         chat_template=r.model.chat_template,
         judge=ag.judge,
+        judge_api_base=ag.judge_api_base,
+        reward=ag.reward,
+        eval_nudge=ag.eval_nudge,
         budgets=AgentBudgets(
             max_steps=ag.max_steps,
             agent_timeout_s=ag.agent_timeout_s,
@@ -467,6 +470,8 @@ def _settings(
             max_tool_call_repairs=ag.max_tool_call_repairs,
             nudge_ratio=ag.nudge_ratio,
             context_window=r.batch.max_seq_len,
+            nudge=ag.nudge,
+            outcome_policy=ag.outcome_policy,
         ),
         eval_max_steps=ag.eval_max_steps,
         sandbox=SandboxSettings(

@@ -26,8 +26,13 @@ class AgentBudgets(BaseModel):
     llm_timeout_s: float = 1800.0
     tool_result_max_chars: int = 42_000
     max_tool_call_repairs: int = 2
-    nudge_ratio: float = 0.2  # tell the model once to wrap up below this share of context left
+    nudge_ratio: float = 0.2  # tell the model to wrap up below this share of context left
     context_window: int | None = None  # None: from the model config
+    # nudge: off | once (one user message, never repeated) | recipe (appended to the last
+    # tool result on every step below nudge_ratio; the recipe's training behaviour)
+    nudge: Literal["off", "once", "recipe"] = "recipe"
+    # outcome policy (apexrl.trial.outcomes): recipe (the training default) | strict
+    outcome_policy: Literal["recipe", "strict"] = "recipe"
 
 
 class Sampling(BaseModel):
@@ -75,6 +80,7 @@ class TrialConfig(BaseModel):
         None  # LiteLLM model for non-deterministic criteria; None: deterministic only
     )
     judge_api_base: str | None = None  # OpenAI-compatible base URL for the judge (openai/<name>)
+    reward: Literal["pass", "score"] = "pass"  # trial reward: all criteria met, or fraction met
     verifier_timeout_s: float | None = None  # None: the task's [verifier] timeout
     retries: int = 2  # reruns of a trial whose sandbox failed to start (not of agent failures)
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)

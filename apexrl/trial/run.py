@@ -114,6 +114,7 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
             "judge": config.judge,
             "judge_api_base": config.judge_api_base,
             "worlds_dir": worlds,
+            "reward": config.reward,
         },
         override_timeout_sec=config.verifier_timeout_s,
     )
@@ -181,14 +182,17 @@ def outcome_from(
     from apexrl.envs.worlds import task_world
 
     status, error_class, message = classify(hr)
+    if status == "length" and error_class == "max_steps" and _graded_at_max_steps(hr, config):
+        status, message = "complete", None  # the recipe grades a max_steps ending
     logs = Path(config.logs_dir)
     verdicts: list[dict] = []
     grading = logs / "verifier" / "grading.json"
-    met = total = 0
+    met = total = unjudged = 0
     if grading.is_file() and status == "complete":
         g = json.loads(grading.read_text("utf-8"))
         verdicts = g.get("verdicts", [])
         met, total = int(g.get("criteria_met", 0)), int(g.get("criteria_total", 0))
+        unjudged = sum(1 for v in verdicts if v.get("source") == "unjudged")
     reward = 0.0
     if status == "complete":
         reward = float(hr.verifier_result.rewards.get("reward", 0.0))
@@ -219,6 +223,7 @@ def outcome_from(
         tool_call_success_rate=float(rate) if rate is not None else None,
         started_at=started.isoformat(),
         duration_s=wall_s,
+        criteria_unjudged=unjudged,
     )
     timings = {
         k: v
@@ -247,6 +252,14 @@ def outcome_from(
         timings=timings,
         error_message=(message or None) if status != "complete" else None,
     )
+
+
+def _graded_at_max_steps(hr: Any, config: TrialConfig) -> bool:
+    from apexrl.trial.outcomes import outcome_policy
+
+    vr = hr.verifier_result
+    has_reward = vr is not None and bool(vr.rewards) and "reward" in vr.rewards
+    return outcome_policy(config.budgets.outcome_policy).grade_at_max_steps and has_reward
 
 
 _META_CACHE: dict[str, dict] = {}

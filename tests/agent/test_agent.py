@@ -99,7 +99,12 @@ def test_truncation_and_single_nudge(tmp_path, world_zip):
             tmp_path / "agent",
             "Explore.",
             endpoint=eng.url,
-            budgets={"tool_result_max_chars": 90, "context_window": 9000, "nudge_ratio": 0.3},
+            budgets={
+                "tool_result_max_chars": 90,
+                "context_window": 9000,
+                "nudge_ratio": 0.3,
+                "nudge": "once",
+            },
         )
     rec = agent.record
     assert rec.status == "complete", rec
@@ -123,7 +128,9 @@ def test_repairs_then_give_up(tmp_path, world_zip):
     bad = '<tool_call>\n{"name": "files_list", "arguments": {"path": \n</tool_call>'
     env = HostEnv(tmp_path, world_zip)
     with ScriptedEngine([bad, bad, tool_call_text("files_list", {}), bad, bad, bad]) as eng:
-        agent, _ = run_agent(env, tmp_path / "agent", "Go.", endpoint=eng.url)
+        agent, _ = run_agent(
+            env, tmp_path / "agent", "Go.", endpoint=eng.url, budgets={"outcome_policy": "strict"}
+        )
     rec = agent.record
     # two repairs, a good call resets the count, then two more repairs and a third failure
     assert rec.status == "error" and rec.error_class == "unparsed_tool_call"

@@ -66,12 +66,15 @@ def test_missing_world_stops_the_run_at_the_preflight(runner, example_dirs, tmp_
 def test_tiny_local_model_through_the_local_engine(runner, example_dirs, tiny_model, tmp_path):
     expert, tasks = example_dirs
     run_dir = tmp_path / "run"
-    res = runner.invoke(
-        app,
-        ["eval", "run", str(tiny_model), "--tasks", str(tasks), "-o", str(run_dir)]
-        + ["--worlds", str(expert / "world_files_zipped"), "--limit", "1"]
-        + ["--max-steps", "2", "--max-tokens", "8", "--temperature", "0", "--json"],
-    )
+    args = ["eval", "run", str(tiny_model), "--tasks", str(tasks), "-o", str(run_dir)]
+    args += ["--worlds", str(expert / "world_files_zipped"), "--limit", "1"]
+    args += ["--max-steps", "2", "--max-tokens", "8", "--temperature", "0", "--json"]
+    # the example rubrics have free-text criteria: no judge configured -> refused up front
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert "--judge" in res.stderr and "--no-judge" in res.stderr
+    assert not (run_dir / "results.parquet").exists() and not (run_dir / "trajectories").exists()
+    res = runner.invoke(app, [*args, "--no-judge"])
     assert res.exit_code == 0, res.output
     cfg = EvalRunConfig.model_validate_json((run_dir / "run.json").read_bytes())
     assert cfg.engine.kind == "local" and cfg.engine.version.startswith("transformers")
@@ -83,3 +86,7 @@ def test_tiny_local_model_through_the_local_engine(runner, example_dirs, tiny_mo
     assert (traj / "trajectory.json").is_file() and (traj / "tokens.jsonl").is_file()
     atif = orjson.loads((traj / "trajectory.json").read_bytes())
     assert atif.get("steps")
+    if row["status"] == "complete":
+        assert row["criteria_unjudged"] > 0 and "criteria unjudged" in res.stderr
+        assert orjson.loads(res.stdout)["criteria_unjudged"] == row["criteria_unjudged"]
+    assert cfg.judge == "none"

@@ -142,3 +142,24 @@ def test_columns_from_parquet_table_roundtrip(tmp_path):
 
     table = pa.Table.from_pylist(ROWS)
     assert summarize(Columns.from_table(table)) == summarize(ROWS)
+
+
+def test_domain_without_shared_tasks_says_so():
+    from apexrl.eval.report import compare_rows
+
+    a = Columns.from_rows(
+        [row("L1", "law", 0), row("L2", "law", 0, met=0), row("I1", "investment-banking", 0)]
+    )
+    b = Columns.from_rows([row("L1", "law", 0), row("L2", "law", 0), row("C1", "consulting", 0)])
+    cmp = compare(a, b)
+    ib, mc = cmp["per_domain"]["investment-banking"], cmp["per_domain"]["consulting"]
+    for g in (ib, mc):
+        assert not g["comparable"] and g["n_shared_tasks"] == 0
+        assert g["metrics"]["pass_at_1"]["delta"] is None
+    assert ib["metrics"]["pass_at_1"]["b"] is None and mc["metrics"]["pass_at_1"]["a"] is None
+    assert cmp["per_domain"]["law"]["metrics"]["pass_at_1"]["delta"] == pytest.approx(0.5)
+    _, rows = compare_rows(cmp)
+    by = {(r[0], r[1]): r for r in rows}
+    assert by[("investment-banking", "Pass@1")][2:] == ["100.0", "-", "no shared tasks"]
+    assert by[("consulting", "mean score")][4] == "no shared tasks"
+    assert "+0.0 pts" not in " ".join(" ".join(r) for r in rows if r[0] != "law")

@@ -65,8 +65,11 @@ SCENARIOS = {
 
 
 def test_failure_semantics_and_alignment(tmp_path):
+    """The `strict` outcome policy (recipe rows: tests/train/test_outcome_policy.py)."""
+    from apexrl.trial.config import AgentBudgets
+
     tasks = make_tasks(tmp_path, SCENARIOS)
-    gen = generator(tmp_path, tasks)
+    gen = generator(tmp_path, tasks, budgets=AgentBudgets(outcome_policy="strict"))
     names = list(SCENARIOS)
     out = asyncio.run(gen.generate(batch(names)))
     by = dict(zip(names, range(len(names)), strict=True))

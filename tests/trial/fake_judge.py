@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1 for judge tests.
 
 Each POST to /v1/chat/completions takes the next reply from `replies` (the last one
-repeats): a string is returned as the assistant message, an int as that HTTP status.
+repeats): a string is returned as the assistant message, an int as that HTTP status,
+a float as a stall of that many seconds (then a valid "true" verdict).
 Requests are recorded in `requests`.
 """
 
@@ -39,6 +40,9 @@ def _handler(judge: FakeJudge):
             with judge.lock:
                 judge.requests.append(body)
             reply = judge.next_reply()
+            if isinstance(reply, float):
+                time.sleep(reply)
+                reply = GOOD_TRUE
             if isinstance(reply, int):
                 self.send_response(reply)
                 self.send_header("content-type", "application/json")

@@ -206,5 +206,6 @@ def test_world_diff_and_judge_view(tmp_path):
     assert d.modified == ["filesystem/b.txt"]
     assert d.deleted == ["filesystem/gone.txt"]
     text = changes_text(state, d)
-    assert "created: new.md" in text and "new file text" in text and "deleted: gone.txt" in text
+    assert '<FILE path="new.md" change="created">' in text and "new file text" in text
+    assert '<FILE path="gone.txt" change="deleted">' in text
     assert diff_world(WorldState(after_root=after)) is None
