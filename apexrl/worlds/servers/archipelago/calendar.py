@@ -90,7 +90,9 @@ def _apply(ev, *, summary, description, start, end, location, attendees, recurre
     from icalendar import vCalAddress, vRecur
 
     s, e = _when(start, "start"), _when(end, "end")
-    if s is not None and e is not None and _cal._as_utc(e) < _cal._as_utc(s):
+    s_eff = s if s is not None else _cal._dt(ev.get("DTSTART"))
+    e_eff = e if e is not None else _cal._dt(ev.get("DTEND"))
+    if s_eff is not None and e_eff is not None and _cal._as_utc(e_eff) < _cal._as_utc(s_eff):
         raise ApexError("end is before start")
     for key, val in (
         ("summary", summary),

@@ -527,26 +527,15 @@ def tools(world: World) -> list:
                     elif isinstance(op, FormatCells):
                         for row in _by_name(wb, op.sheet)[op.range]:
                             for c in row if isinstance(row, tuple) else (row,):
-                                f = c.font.copy(
-                                    bold=op.font_bold if op.font_bold is not None else c.font.bold,
-                                    italic=op.font_italic
-                                    if op.font_italic is not None
-                                    else c.font.italic,
-                                    color=op.font_color or (c.font.color),
-                                )
+                                old = c.font
                                 c.font = Font(
-                                    **{
-                                        k: getattr(f, k)
-                                        for k in (
-                                            "name",
-                                            "size",
-                                            "bold",
-                                            "italic",
-                                            "color",
-                                            "underline",
-                                        )
-                                    }
-                                )  # noqa: E501
+                                    name=old.name,
+                                    size=old.size,
+                                    underline=old.underline,
+                                    bold=old.bold if op.font_bold is None else op.font_bold,
+                                    italic=old.italic if op.font_italic is None else op.font_italic,
+                                    color=op.font_color or old.color,
+                                )
                                 if op.fill_color:
                                     c.fill = PatternFill("solid", fgColor=op.fill_color)
                     elif isinstance(op, SetNumberFormat):
