@@ -241,6 +241,8 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         model=run.model.served_name,
         tokenizer=run.tokenizer,
         chat_template=run.chat_template,
+        system_prompt=run.system_prompt.text if run.system_prompt else None,
+        extra_prompt=run.extra_prompt.text if run.extra_prompt else None,
         judge=run.judge,
         judge_api_base=run.judge_api_base,
         budgets=run.budgets,
@@ -482,6 +484,8 @@ class EvalRequest:
     judge_api_base: str | None = None
     tokenizer: str | None = None
     chat_template: str | None = None
+    system_prompt: object = None  # PromptInfo
+    extra_prompt: object = None  # PromptInfo
     budgets: object = None  # AgentBudgets
     sampling: object = None  # Sampling
     ray_address: str | None = None
@@ -537,6 +541,7 @@ def run_eval(
             concurrency=req.concurrency,
             ray_address=req.ray_address,
         )
+        run.system_prompt, run.extra_prompt = req.system_prompt, req.extra_prompt
         old = resume.load_config(run_dir)
         if old is not None and old.fingerprint() == run.fingerprint():
             run.created_at = old.created_at

@@ -83,6 +83,10 @@ class GeneratorSettings(BaseModel):
     model: str | None = None  # served model name
     tokenizer: str | None = None
     chat_template: str | None = None
+    system_prompt: str | None = None  # text (recipe agent.system_prompt file)
+    system_prompt_sha256: str | None = None
+    extra_prompt: str | None = None  # text appended to each instruction (agent.extra_prompt)
+    extra_prompt_sha256: str | None = None
     judge: str | None = None
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
     eval_max_steps: int = 250
@@ -404,6 +408,8 @@ class TrialGenerator:
             "model": s.model,
             "tokenizer": s.tokenizer,
             "chat_template": s.chat_template,
+            "system_prompt": s.system_prompt,
+            "extra_prompt": s.extra_prompt,
             "judge": s.judge,
             "budgets": budgets,
             "sampling": sampling,

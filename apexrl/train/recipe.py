@@ -140,6 +140,8 @@ class AgentSection(_S):
     max_tool_call_repairs: int = 2
     nudge_ratio: float = 0.2
     judge: str | None = None
+    system_prompt: str | None = None  # file with the system prompt (default: apexrl's)
+    extra_prompt: str | None = None  # file appended to every task instruction
 
 
 class RolloutSection(_S):

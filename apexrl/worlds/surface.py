@@ -45,6 +45,7 @@ class Surface:
     always_prefix: bool
     servers: tuple[ServerSpec, ...]
     description: str = ""
+    flat_schemas: bool = False  # inline $refs, drop generated titles (as archipelago lists)
 
     def server(self, name: str) -> ServerSpec:
         for s in self.servers:
@@ -66,6 +67,7 @@ _L = "apexrl.worlds.servers"
 ARCHIPELAGO = Surface(
     name="archipelago",
     always_prefix=True,
+    flat_schemas=True,
     description="archipelago's MCP servers (the recipe's action space)",
     servers=(
         ServerSpec(

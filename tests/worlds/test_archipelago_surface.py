@@ -73,7 +73,7 @@ def _image(result) -> bytes:
 def test_surface_lists_archipelago_names(arch):
     s, _, _ = arch
     names = s.tools()
-    assert RECIPE_NAMES <= set(names)
+    assert set(names) >= RECIPE_NAMES
     expected = [f"{sv.name}_{t}" for sv in ARCHIPELAGO.servers for t in sv.tools]
     assert names == expected
     assert {n.split("_", 1)[0] for n in names} >= {"filesystem", "word", "excel", "powerpoint"}
@@ -547,7 +547,7 @@ def test_world_tools_command(example):
     assert r.exit_code == 0, r.output
     recs = [json.loads(line) for line in r.stdout.splitlines()]
     names = [x["name"] for x in recs]
-    assert RECIPE_NAMES <= set(names)
+    assert set(names) >= RECIPE_NAMES
     code = next(x for x in recs if x["name"] == "code_execution_code_exec")
     assert code["server"] == "code_execution" and "code" in code["input_schema"]["properties"]
     tab = next(x for x in recs if x["name"] == "excel_read_tab")
