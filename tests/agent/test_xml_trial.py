@@ -72,6 +72,8 @@ def test_xml_tool_calls_by_archipelago_names_complete_and_are_graded(
         worlds_dir=example_data / "world_files_zipped",
         model="scripted",
         tokenizer=str(tiny_xml),
+        system_prompt="You are the deal team's analyst.",
+        extra_prompt="Note: you are a text-only agent.",
         logs_dir=tmp_path / "trial",
     )
     with ScriptedEngine(script) as eng:
@@ -106,6 +108,9 @@ def test_xml_tool_calls_by_archipelago_names_complete_and_are_graded(
     tok = load_tokenizer(str(tiny_xml))
     first = tok.decode(requests[0]["prompt"])
     assert "<parameter=PARAMETER_NAME>" in first and '"name": "excel_read_tab"' in first
+    assert first.startswith("<|im_start|>system\nYou are the deal team's analyst.\n\n# Tools")
+    instruction = (task / "instruction.md").read_text()
+    assert f"{instruction}\n\nNote: you are a text-only agent.<|im_end|>" in first
     for a, b in zip(requests, requests[1:], strict=False):
         assert b["prompt"][: len(a["prompt"])] == a["prompt"]
     # up to the malformed turn, the token stream is one render of the conversation (no
