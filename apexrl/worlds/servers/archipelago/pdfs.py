@@ -119,8 +119,15 @@ def tools(world: World) -> list:
         page_number: Annotated[int, Field(description="Page to render, 1-based.")],
     ):
         """Render one PDF page as a JPEG image (144 DPI)."""
-        import pypdfium2 as pdfium
         from mcp.types import ImageContent
+
+        try:
+            import pypdfium2 as pdfium
+        except ImportError:
+            raise ApexError(
+                "page rendering is not available here (pypdfium2 is not installed)",
+                hint="read the page's text with read_pdf_pages",
+            ) from None
 
         p = file_arg(world, file_path, (".pdf",))
         try:
@@ -243,6 +250,4 @@ def _latin1(s: str) -> str:
 
 
 def probe(world: World) -> str:
-    import pypdfium2  # noqa: F401
-
     return _pdf.probe(world)
