@@ -95,7 +95,11 @@ ARCHIPELAGO = Surface(
                 "add_content_text",
                 "edit_content_text",
                 "delete_content_text",
+                "apply_formatting",
+                "header_footer",
+                "page_margins",
                 "page_orientation",
+                "comments",
             ),
         ),
         ServerSpec(
@@ -125,9 +129,11 @@ ARCHIPELAGO = Surface(
                 "create_deck",
                 "delete_deck",
                 "add_slide",
+                "insert_table",
                 "read_slides",
                 "read_completedeck",
                 "read_individualslide",
+                "read_image",
             ),
         ),
         ServerSpec(

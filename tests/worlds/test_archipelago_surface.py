@@ -309,7 +309,51 @@ def test_word(arch):
     assert "paragraphs" in s.error(
         "word_add_content_text", file_path=m, identifier="body.p.99", text="x"
     )
-    s.text("word_page_orientation", file_path=m, orientation="landscape")
+    turned = s.json("word_page_orientation", file_path=m, action="set", orientation="landscape")
+    assert turned["orientation"] == "landscape"
+    assert "orientation must be" in s.error("word_page_orientation", file_path=m, action="set")
+    margins = s.json("word_page_margins", file_path=m, action="set", left=1.5)
+    assert margins["left"] == 1.5
+    assert s.json("word_page_margins", file_path=m, action="read")["left"] == 1.5
+    assert "at least one" in s.error("word_page_margins", file_path=m, action="set")
+    s.text(
+        "word_apply_formatting",
+        file_path=m,
+        identifier="body.p.1",
+        bold=True,
+        font_size=14,
+        font_color="#FF0000",
+    )
+    assert "hex color" in s.error(
+        "word_apply_formatting", file_path=m, identifier="body.p.1", font_color="red"
+    )
+    hf = s.json(
+        "word_header_footer",
+        file_path=m,
+        action="set",
+        area="header",
+        content=[{"type": "paragraph", "text": "Confidential"}],
+    )
+    assert hf["paragraphs"] == ["Confidential"]
+    assert s.json("word_header_footer", file_path=m, action="read", area="header")[
+        "paragraphs"
+    ] == ["Confidential"]
+    assert "needs content" in s.error(
+        "word_header_footer", file_path=m, action="set", area="footer"
+    )
+    added = s.json(
+        "word_comments",
+        file_path=m,
+        action="add",
+        identifier="body.p.1",
+        text="Check this",
+        author="Agent",
+    )
+    listed = s.json("word_comments", file_path=m, action="read")["comments"]
+    assert [c["text"] for c in listed] == ["Check this"]
+    s.json("word_comments", file_path=m, action="delete", comment_id=added["comment_id"])
+    assert s.json("word_comments", file_path=m, action="read")["comments"] == []
+    assert "no comment" in s.error("word_comments", file_path=m, action="delete", comment_id=99)
     import docx
 
     d = docx.Document(str(root / "filesystem" / "outputs" / "memo.docx"))
@@ -317,6 +361,9 @@ def test_word(arch):
     assert texts == ["Memo", "First point. Added.", "uno"]
     assert d.tables[0].cell(1, 1).text == "42" and d.core_properties.author == "Agent"
     assert d.sections[0].page_width > d.sections[0].page_height
+    run = d.paragraphs[1].runs[0]
+    assert run.bold and run.font.size.pt == 14 and str(run.font.color.rgb) == "FF0000"
+    assert d.sections[0].header.paragraphs[0].text == "Confidential"
     s.text("word_delete_document", file_path=m)
     assert "no such file" in s.error("word_delete_document", file_path=m)
 
@@ -346,11 +393,33 @@ def test_powerpoint(arch):
     p = "/outputs/deck.pptx"
     s.text("powerpoint_add_slide", file_path=p, index=1, title="Inserted", bullets=["x"])
     assert "out of range" in s.error("powerpoint_add_slide", file_path=p, index=9, title="n")
+    s.text("powerpoint_insert_table", file_path=p, slide_index=2, rows=[["h1", "h2"], ["1", "2"]])
+    assert "same number" in s.error(
+        "powerpoint_insert_table", file_path=p, slide_index=2, rows=[["a"], ["b", "c"]]
+    )
+    from PIL import Image
     from pptx import Presentation
+    from pptx.util import Inches
 
-    prs = Presentation(str(root / "filesystem" / "outputs" / "deck.pptx"))
+    deck = root / "filesystem" / "outputs" / "deck.pptx"
+    prs = Presentation(str(deck))
     titles = [sl.shapes.title.text for sl in prs.slides]
     assert titles == ["Review", "Inserted", "Points", "Table"]
+    assert any(sh.has_table for sh in prs.slides[2].shapes)
+    png = root / "filesystem" / "outputs" / "logo.png"
+    Image.new("RGB", (6, 5), "green").save(png)
+    prs.slides[0].shapes.add_picture(str(png), Inches(1), Inches(1))
+    prs.save(str(deck))
+    pic = next(
+        x
+        for x in s.json("powerpoint_read_individualslide", file_path=p, slide_index=0)["shapes"]
+        if "annotation" in x
+    )
+    got = s.call("powerpoint_read_image", file_path=p, annotation=pic["annotation"])
+    assert Image.open(io.BytesIO(_image(got))).size == (6, 5)
+    assert "no slide0_img4" in s.error(
+        "powerpoint_read_image", file_path=p, annotation="slide0_img4"
+    )
     assert "alpha" in s.text("powerpoint_read_slides", file_path=p, end=5000)
     s.text("powerpoint_delete_deck", file_path=p)
     assert not (root / "filesystem" / "outputs" / "deck.pptx").exists()

@@ -163,6 +163,7 @@ def tools(world: World) -> list:
             raise ApexError(f"slide_index {slide_index} out of range: the deck has {n} slides")
         s = prs.slides[slide_index]
         shapes = []
+        n_img = 0
         for sh in s.shapes:
             item: dict[str, Any] = {
                 "shape_id": sh.shape_id,
@@ -177,6 +178,9 @@ def tools(world: World) -> list:
                 item["table"] = [[c.text for c in r.cells] for r in sh.table.rows]
             if getattr(sh, "has_chart", False) and sh.has_chart:
                 item["chart"] = str(sh.chart.chart_type)
+            if hasattr(sh, "image"):
+                item["annotation"] = f"slide{slide_index}_img{n_img}"  # for read_image
+                n_img += 1
             shapes.append(item)
         d = _slides._slide_texts(s)
         return {
@@ -242,10 +246,74 @@ def tools(world: World) -> list:
             prs.save(str(p))
         return f"Added slide at index {index} to {vpath(world, p)} ({n + 1} slides)"
 
+    def insert_table(
+        file_path: PptxPath,
+        slide_index: Annotated[int, Field(ge=0, description="0-based slide index.")],
+        rows: Annotated[list[list[str]], Field(min_length=1, description="Cells, row by row.")],
+        header: Annotated[bool, Field(description="Bold the first row.")] = True,
+        x: Annotated[float, Field(description="Left edge, inches.")] = 0.5,
+        y: Annotated[float, Field(description="Top edge, inches.")] = 1.5,
+        width: Annotated[float, Field(gt=0, description="Inches.")] = 9.0,
+        height: Annotated[float, Field(gt=0, description="Inches.")] = 5.0,
+    ) -> str:
+        """Insert a table on a slide."""
+        from pptx.util import Inches
+
+        if len({len(r) for r in rows}) != 1 or not rows[0]:
+            raise ApexError("rows must be non-empty and all have the same number of cells")
+        p = _pptx(world, file_path)
+        with world.lock:
+            prs = _slides._open(p)
+            n = len(prs.slides)
+            if not 0 <= slide_index < n:
+                raise ApexError(f"slide_index {slide_index} out of range: the deck has {n} slides")
+            shape = prs.slides[slide_index].shapes.add_table(
+                len(rows), len(rows[0]), Inches(x), Inches(y), Inches(width), Inches(height)
+            )
+            for ri, row in enumerate(rows):
+                for ci, val in enumerate(row):
+                    cell = shape.table.cell(ri, ci)
+                    cell.text = str(val)
+                    if ri == 0 and header:
+                        for para in cell.text_frame.paragraphs:
+                            for run in para.runs:
+                                run.font.bold = True
+            prs.save(str(p))
+        return f"Inserted a {len(rows)}x{len(rows[0])} table on slide {slide_index}"
+
+    def read_image(
+        file_path: PptxPath,
+        annotation: Annotated[
+            str, Field(description="Key from read_individualslide, e.g. 'slide0_img0'.")
+        ],
+    ):
+        """Return a picture of a slide, by the annotation key read_individualslide lists."""
+        import base64
+        import re
+
+        from mcp.types import ImageContent
+
+        m = re.fullmatch(r"@?slide(\d+)_img(\d+)", annotation.strip())
+        if not m:
+            raise ApexError(f"annotation {annotation!r} is not of the form 'slide{{N}}_img{{M}}'")
+        prs = _slides._open(_pptx(world, file_path))
+        si, ii = int(m.group(1)), int(m.group(2))
+        if not 0 <= si < len(prs.slides):
+            raise ApexError(f"slide {si} does not exist (the deck has {len(prs.slides)})")
+        pics = [sh for sh in prs.slides[si].shapes if hasattr(sh, "image")]
+        if ii >= len(pics):
+            raise ApexError(f"slide {si} has {len(pics)} picture(s); no {annotation}")
+        img = pics[ii].image
+        return ImageContent(
+            type="image", data=base64.b64encode(img.blob).decode(), mimeType=img.content_type
+        )
+
     return [
         create_deck,
         delete_deck,
         add_slide,
+        insert_table,
+        read_image,
         read_slides,
         read_completedeck,
         read_individualslide,

@@ -272,31 +272,208 @@ def tools(world: World) -> list:
             d.save(str(p))
         return f"Deleted {scope} at {identifier} (was {old[:200]!r})"
 
+    def _section(d, section_index: int):
+        secs = list(d.sections)
+        if not 0 <= section_index < len(secs):
+            raise ApexError(f"section_index {section_index} out of range: {len(secs)} section(s)")
+        return secs[section_index]
+
     def page_orientation(
         file_path: DocxPath,
-        orientation: Annotated[str, Field(description="'portrait' or 'landscape'.")],
-        section_index: Annotated[int | None, Field(description="Section (default: all).")] = None,
-    ) -> str:
-        """Set the page orientation of a document's sections."""
+        action: Annotated[str, Field(description="'read' or 'set'.")],
+        section_index: int = 0,
+        orientation: Annotated[
+            str | None, Field(description="For 'set': 'portrait' or 'landscape'.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Read or set the page orientation of a section."""
         from docx.enum.section import WD_ORIENT
 
-        if orientation not in ("portrait", "landscape"):
-            raise ApexError("orientation must be 'portrait' or 'landscape'")
+        if action not in ("read", "set"):
+            raise ApexError("action must be 'read' or 'set'")
         p = _docx(world, file_path)
         with world.lock:
             d = _docs._open(p)
-            secs = list(d.sections)
-            if section_index is not None:
-                if not 0 <= section_index < len(secs):
-                    raise ApexError(f"section_index out of range: {len(secs)} section(s)")
-                secs = [secs[section_index]]
-            want = WD_ORIENT.LANDSCAPE if orientation == "landscape" else WD_ORIENT.PORTRAIT
-            for s in secs:
-                if s.orientation != want:
-                    s.orientation = want
-                    s.page_width, s.page_height = s.page_height, s.page_width
+            sec = _section(d, section_index)
+            if action == "set":
+                if orientation not in ("portrait", "landscape"):
+                    raise ApexError("orientation must be 'portrait' or 'landscape' for 'set'")
+                want = WD_ORIENT.LANDSCAPE if orientation == "landscape" else WD_ORIENT.PORTRAIT
+                if sec.orientation != want:
+                    sec.orientation = want
+                    sec.page_width, sec.page_height = sec.page_height, sec.page_width
+                d.save(str(p))
+        current = "landscape" if sec.orientation == WD_ORIENT.LANDSCAPE else "portrait"
+        return {"section_index": section_index, "orientation": current}
+
+    def page_margins(
+        file_path: DocxPath,
+        action: Annotated[str, Field(description="'read' or 'set'.")],
+        section_index: int = 0,
+        top: Annotated[float | None, Field(description="Inches.")] = None,
+        bottom: float | None = None,
+        left: float | None = None,
+        right: float | None = None,
+    ) -> dict[str, Any]:
+        """Read or set the page margins (inches) of a section."""
+        from docx.shared import Inches
+
+        if action not in ("read", "set"):
+            raise ApexError("action must be 'read' or 'set'")
+        p = _docx(world, file_path)
+        sides = {"top": top, "bottom": bottom, "left": left, "right": right}
+        with world.lock:
+            d = _docs._open(p)
+            sec = _section(d, section_index)
+            if action == "set":
+                if all(v is None for v in sides.values()):
+                    raise ApexError("'set' needs at least one of top, bottom, left, right")
+                for k, v in sides.items():
+                    if v is not None:
+                        if v < 0:
+                            raise ApexError(f"{k} margin must not be negative")
+                        setattr(sec, f"{k}_margin", Inches(v))
+                d.save(str(p))
+        return {
+            "section_index": section_index,
+            **{k: round(getattr(sec, f"{k}_margin").inches, 3) for k in sides},
+        }
+
+    def apply_formatting(
+        file_path: DocxPath,
+        identifier: Identifier,
+        bold: bool | None = None,
+        italic: bool | None = None,
+        underline: bool | None = None,
+        strikethrough: bool | None = None,
+        font_size: Annotated[float | None, Field(description="Points.")] = None,
+        font_color: Annotated[str | None, Field(description="Hex RGB, e.g. 'FF0000'.")] = None,
+    ) -> str:
+        """Format the runs of a paragraph, run or table cell (bold, italic, size, color...)."""
+        from docx.shared import Pt, RGBColor
+
+        color = None
+        if font_color is not None:
+            hexs = font_color.lstrip("#")
+            if not re.fullmatch(r"[0-9A-Fa-f]{6}", hexs):
+                raise ApexError(f"font_color {font_color!r} is not a 6-digit hex color")
+            color = RGBColor.from_string(hexs.upper())
+        p = _docx(world, file_path)
+        with world.lock:
+            d = _docs._open(p)
+            kind, obj = _target(d, identifier)
+            paras = [obj] if kind == "p" else (obj.paragraphs if kind == "cell" else [])
+            runs = [obj] if kind == "r" else [r for para in paras for r in para.runs]
+            for r in runs:
+                for attr, val in (("bold", bold), ("italic", italic), ("underline", underline)):
+                    if val is not None:
+                        setattr(r, attr, val)
+                if strikethrough is not None:
+                    r.font.strike = strikethrough
+                if font_size is not None:
+                    r.font.size = Pt(font_size)
+                if color is not None:
+                    r.font.color.rgb = color
             d.save(str(p))
-        return f"Set {len(secs)} section(s) of {vpath(world, p)} to {orientation}"
+        return f"Formatted {len(runs)} run(s) at {identifier}"
+
+    def header_footer(
+        file_path: DocxPath,
+        action: Annotated[str, Field(description="'read', 'set', 'clear' or 'link'.")],
+        area: Annotated[str, Field(description="'header' or 'footer'.")],
+        section_index: int = 0,
+        content: Annotated[
+            list[ContentBlock] | None, Field(description="For 'set': blocks as create_document.")
+        ] = None,
+        link_to_previous: bool | None = None,
+    ) -> dict[str, Any]:
+        """Read, set, clear or link a section's header or footer."""
+        if action not in ("read", "set", "clear", "link") or area not in ("header", "footer"):
+            raise ApexError("action must be read/set/clear/link and area header/footer")
+        p = _docx(world, file_path)
+        with world.lock:
+            d = _docs._open(p)
+            hf = getattr(_section(d, section_index), area)
+            if action == "set":
+                if not content:
+                    raise ApexError("'set' needs content blocks")
+                hf.is_linked_to_previous = False
+                for para in list(hf.paragraphs):
+                    para._element.getparent().remove(para._element)
+                for b in content:
+                    if b.type in ("bullet_list", "numbered_list"):
+                        for item in b.items or []:
+                            hf.add_paragraph(item)
+                    elif b.type == "table":
+                        raise ApexError("tables in headers/footers are not supported here")
+                    else:
+                        run = hf.add_paragraph().add_run(b.text or "")
+                        run.bold = True if b.type == "heading" or b.bold else None
+            elif action == "clear":
+                for para in hf.paragraphs:
+                    _docs._set_text(para, "")
+            elif action == "link":
+                if link_to_previous is None:
+                    raise ApexError("'link' needs link_to_previous")
+                hf.is_linked_to_previous = link_to_previous
+            if action != "read":
+                d.save(str(p))
+            return {
+                "area": area,
+                "section_index": section_index,
+                "linked_to_previous": hf.is_linked_to_previous,
+                "paragraphs": [para.text for para in hf.paragraphs],
+            }
+
+    def comments(
+        file_path: DocxPath,
+        action: Annotated[str, Field(description="'read', 'add' or 'delete'.")],
+        identifier: Annotated[str | None, Field(description="For 'add': where.")] = None,
+        text: str | None = None,
+        author: str | None = None,
+        comment_id: Annotated[int | None, Field(description="For 'delete'.")] = None,
+    ) -> dict[str, Any]:
+        """Read, add or delete document comments."""
+        if action not in ("read", "add", "delete"):
+            raise ApexError("action must be 'read', 'add' or 'delete'")
+        p = _docx(world, file_path)
+        with world.lock:
+            d = _docs._open(p)
+            if action == "add":
+                if not identifier or not text:
+                    raise ApexError("'add' needs identifier and text")
+                kind, obj = _target(d, identifier)
+                runs = (
+                    [obj] if kind == "r" else (obj.runs if kind == "p" else obj.paragraphs[0].runs)
+                )
+                if not runs:
+                    raise ApexError(f"{identifier} has no text to comment on")
+                c = d.add_comment(runs, text=text, author=author or "")
+                d.save(str(p))
+                return {"added": True, "comment_id": c.comment_id}
+            if action == "delete":
+                if comment_id is None:
+                    raise ApexError("'delete' needs comment_id")
+                found = next((c for c in d.comments if c.comment_id == comment_id), None)
+                if found is None:
+                    raise ApexError(f"no comment {comment_id}")
+                body = d.element.body
+                for tag in ("commentRangeStart", "commentRangeEnd", "commentReference"):
+                    for el in body.xpath(f".//w:{tag}[@w:id='{comment_id}']"):
+                        parent = el.getparent()
+                        if tag == "commentReference" and parent.tag.endswith("}r"):
+                            parent.getparent().remove(parent)
+                        else:
+                            parent.remove(el)
+                found._comment_elm.getparent().remove(found._comment_elm)
+                d.save(str(p))
+                return {"deleted": True, "comment_id": comment_id}
+            return {
+                "comments": [
+                    {"comment_id": c.comment_id, "author": c.author, "text": c.text}
+                    for c in d.comments
+                ]
+            }
 
     return [
         create_document,
@@ -306,7 +483,11 @@ def tools(world: World) -> list:
         add_content_text,
         edit_content_text,
         delete_content_text,
+        apply_formatting,
+        header_footer,
+        page_margins,
         page_orientation,
+        comments,
     ]
 
 
