@@ -64,6 +64,10 @@ def _find(s: Session) -> dict[str, str]:
     return found
 
 
+def _first_tab(s: Session, xlsx: str) -> str:
+    return s.json("excel_list_tabs_in_spreadsheet", file_path=xlsx)["tabs"][0]["name"]
+
+
 def _image(result) -> bytes:
     block = result.content[0]
     assert block.type == "image", block
@@ -341,6 +345,19 @@ def test_word(arch):
     assert "needs content" in s.error(
         "word_header_footer", file_path=m, action="set", area="footer"
     )
+    from PIL import Image as _Img
+
+    _Img.new("RGB", (10, 10), "blue").save(root / "filesystem" / "outputs" / "sig.png")
+    s.text(
+        "word_add_image",
+        file_path=m,
+        image_path="/outputs/sig.png",
+        identifier="body.p.0",
+        width=1.0,
+    )
+    assert "must end with" in s.error(
+        "word_add_image", file_path=m, image_path=f["csv"], identifier="body.p.0"
+    )
     added = s.json(
         "word_comments",
         file_path=m,
@@ -361,6 +378,7 @@ def test_word(arch):
     assert texts == ["Memo", "First point. Added.", "uno"]
     assert d.tables[0].cell(1, 1).text == "42" and d.core_properties.author == "Agent"
     assert d.sections[0].page_width > d.sections[0].page_height
+    assert d.inline_shapes and abs(d.inline_shapes[0].width.inches - 1.0) < 0.01
     run = d.paragraphs[1].runs[0]
     assert run.bold and run.font.size.pt == 14 and str(run.font.color.rgb) == "FF0000"
     assert d.sections[0].header.paragraphs[0].text == "Confidential"
@@ -420,7 +438,88 @@ def test_powerpoint(arch):
     assert "no slide0_img4" in s.error(
         "powerpoint_read_image", file_path=p, annotation="slide0_img4"
     )
-    assert "alpha" in s.text("powerpoint_read_slides", file_path=p, end=5000)
+    s.text(
+        "powerpoint_add_image",
+        file_path=p,
+        image_path="/outputs/logo.png",
+        slide_index=1,
+        width=2.0,
+    )
+    s.text(
+        "powerpoint_add_shape",
+        file_path=p,
+        slide_index=1,
+        shape_type="oval",
+        fill_color="FF0000",
+        text="Go",
+        text_color="FFFFFF",
+        font_size=18,
+    )
+    assert "hex color" in s.error(
+        "powerpoint_add_shape", file_path=p, slide_index=1, fill_color="red"
+    )
+    tab = _first_tab(s, f["xlsx"])
+    s.text(
+        "powerpoint_insert_chart",
+        presentation_path=p,
+        slide_index=3,
+        spreadsheet_path=f["xlsx"],
+        sheet_name=tab,
+        data_range="A1:C4",
+        chart_type="line",
+        title="Trend",
+    )
+    assert "not a number" in s.error(
+        "powerpoint_insert_chart",
+        presentation_path=p,
+        slide_index=3,
+        spreadsheet_path=f["xlsx"],
+        sheet_name=tab,
+        data_range="A1:B4",
+        include_header=False,
+    )
+    s.text(
+        "powerpoint_edit_slides",
+        file_path=p,
+        operations=[
+            {"type": "update_slide_title", "index": 2, "title": "Key points"},
+            {"type": "append_bullets", "index": 2, "items": ["gamma"]},
+            {"type": "replace_text", "search": "alpha", "replace": "ALPHA"},
+            {"type": "set_notes", "index": 0, "notes": "open strong"},
+            {
+                "type": "update_table_cell",
+                "index": 3,
+                "table_idx": 0,
+                "row": 1,
+                "column": 0,
+                "text": "9",
+            },
+            {"type": "duplicate_slide", "index": 0, "position": 1},
+            {"type": "delete_slide", "index": 1},
+        ],
+        metadata={"author": "Agent"},
+    )
+    assert "operations[0]" in s.error(
+        "powerpoint_edit_slides",
+        file_path=p,
+        operations=[{"type": "replace_text", "search": "zzz"}],
+    )
+    prs = Presentation(str(deck))
+    assert [sl.shapes.title.text for sl in prs.slides] == [
+        "Review",
+        "Inserted",
+        "Key points",
+        "Table",
+    ]
+    assert prs.slides[2].placeholders[1].text_frame.text.splitlines() == ["ALPHA", "beta", "gamma"]
+    assert prs.slides[0].notes_slide.notes_text_frame.text == "open strong"
+    assert prs.core_properties.author == "Agent"
+    assert any(getattr(sh, "has_chart", False) and sh.has_chart for sh in prs.slides[3].shapes)
+    kinds = [str(sh.shape_type) for sh in prs.slides[1].shapes]
+    assert sum("PICTURE" in k for k in kinds) == 1 and any("AUTO" in k for k in kinds)
+    table = next(sh for sh in prs.slides[3].shapes if getattr(sh, "has_table", False))
+    assert table.table.cell(1, 0).text == "9"
+    assert "ALPHA" in s.text("powerpoint_read_slides", file_path=p, end=5000)
     s.text("powerpoint_delete_deck", file_path=p)
     assert not (root / "filesystem" / "outputs" / "deck.pptx").exists()
 

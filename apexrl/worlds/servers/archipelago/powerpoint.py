@@ -45,6 +45,82 @@ class SlideDefinition(BaseModel):
     notes: str | None = None
 
 
+class SlideEditOperation(BaseModel):
+    type: Literal[
+        "replace_text",
+        "delete_slide",
+        "update_slide_title",
+        "update_slide_subtitle",
+        "set_bullets",
+        "append_bullets",
+        "clear_placeholder",
+        "update_table_cell",
+        "duplicate_slide",
+        "set_notes",
+    ]
+    index: int | None = Field(None, description="0-based slide index")
+    search: str | None = None
+    replace: str | None = None
+    match_case: bool = False
+    title: str | None = None
+    subtitle: str | None = None
+    placeholder: str | None = Field(None, description="'title', 'body' (default) or 'subtitle'")
+    items: list[str] | None = None
+    table_idx: int | None = None
+    row: int | None = None
+    column: int | None = None
+    text: str | None = None
+    position: int | None = None
+    notes: str | None = None
+
+
+_SHAPES = {
+    "rectangle": "RECTANGLE",
+    "rounded_rectangle": "ROUNDED_RECTANGLE",
+    "oval": "OVAL",
+    "triangle": "ISOSCELES_TRIANGLE",
+    "right_arrow": "RIGHT_ARROW",
+    "left_arrow": "LEFT_ARROW",
+    "up_arrow": "UP_ARROW",
+    "down_arrow": "DOWN_ARROW",
+    "pentagon": "REGULAR_PENTAGON",
+    "hexagon": "HEXAGON",
+    "star": "STAR_5_POINT",
+    "heart": "HEART",
+}
+
+
+def _rgb(value: str | None, what: str):
+    import re
+
+    from pptx.dml.color import RGBColor
+
+    if value is None:
+        return None
+    v = value.lstrip("#")
+    if not re.fullmatch(r"[0-9A-Fa-f]{6}", v):
+        raise ApexError(f"{what} {value!r} is not a 6-digit hex color")
+    return RGBColor.from_string(v.upper())
+
+
+def _slide(prs, index: int | None):
+    n = len(prs.slides)
+    if index is None or not 0 <= index < n:
+        raise ApexError(f"slide index {index} out of range: the deck has {n} slides")
+    return prs.slides[index]
+
+
+def _placeholder(slide, name: str | None):
+    if name == "title":
+        ph = slide.shapes.title
+    else:
+        want = 1 if name in (None, "body", "subtitle") else None
+        ph = next((p for p in slide.placeholders if p.placeholder_format.idx == want), None)
+    if ph is None:
+        raise ApexError(f"the slide has no {name or 'body'} placeholder")
+    return ph
+
+
 class PresentationMetadata(BaseModel):
     title: str | None = None
     subject: str | None = None
@@ -308,12 +384,280 @@ def tools(world: World) -> list:
             type="image", data=base64.b64encode(img.blob).decode(), mimeType=img.content_type
         )
 
+    def add_image(
+        file_path: PptxPath,
+        image_path: Annotated[str, Field(description="Image (.png, .jpg, .jpeg) in the sandbox.")],
+        slide_index: Annotated[int, Field(ge=0)],
+        x: float = 1.0,
+        y: float = 1.5,
+        width: float | None = None,
+        height: float | None = None,
+    ) -> str:
+        """Place an image on a slide (inches; one of width/height keeps the aspect ratio)."""
+        from pptx.util import Inches
+
+        img = file_arg(world, image_path, (".png", ".jpg", ".jpeg"))
+        p = _pptx(world, file_path)
+        with world.lock:
+            prs = _slides._open(p)
+            _slide(prs, slide_index).shapes.add_picture(
+                str(img),
+                Inches(x),
+                Inches(y),
+                Inches(width) if width else None,
+                Inches(height) if height else None,
+            )
+            prs.save(str(p))
+        return f"Added {vpath(world, img)} to slide {slide_index}"
+
+    def add_shape(
+        file_path: PptxPath,
+        slide_index: Annotated[int, Field(ge=0)],
+        shape_type: Literal[
+            "rectangle",
+            "rounded_rectangle",
+            "oval",
+            "triangle",
+            "right_arrow",
+            "left_arrow",
+            "up_arrow",
+            "down_arrow",
+            "pentagon",
+            "hexagon",
+            "star",
+            "heart",
+        ] = "rectangle",
+        x: float = 1.0,
+        y: float = 1.0,
+        width: Annotated[float, Field(gt=0)] = 2.0,
+        height: Annotated[float, Field(gt=0)] = 2.0,
+        fill_color: str | None = None,
+        line_color: str | None = None,
+        line_width: Annotated[float | None, Field(gt=0)] = None,
+        text: str | None = None,
+        text_color: str | None = None,
+        font_size: Annotated[float | None, Field(gt=0)] = None,
+    ) -> str:
+        """Draw a shape (rectangle, oval, arrow, star, ...) with optional colors and text."""
+        from pptx.enum.shapes import MSO_SHAPE
+        from pptx.util import Inches, Pt
+
+        fill, line, tcolor = (
+            _rgb(fill_color, "fill_color"),
+            _rgb(line_color, "line_color"),
+            _rgb(text_color, "text_color"),
+        )
+        if (tcolor or font_size) and not text:
+            raise ApexError("text_color and font_size need text")
+        p = _pptx(world, file_path)
+        with world.lock:
+            prs = _slides._open(p)
+            sh = _slide(prs, slide_index).shapes.add_shape(
+                getattr(MSO_SHAPE, _SHAPES[shape_type]),
+                Inches(x),
+                Inches(y),
+                Inches(width),
+                Inches(height),
+            )
+            if fill:
+                sh.fill.solid()
+                sh.fill.fore_color.rgb = fill
+            if line:
+                sh.line.color.rgb = line
+            if line_width:
+                sh.line.width = Pt(line_width)
+            if text:
+                sh.text_frame.text = text
+                for run in sh.text_frame.paragraphs[0].runs:
+                    if tcolor:
+                        run.font.color.rgb = tcolor
+                    if font_size:
+                        run.font.size = Pt(font_size)
+            prs.save(str(p))
+        return f"Added a {shape_type} to slide {slide_index}"
+
+    def insert_chart(
+        presentation_path: PptxPath,
+        slide_index: Annotated[int, Field(ge=0)],
+        spreadsheet_path: Annotated[str, Field(description="The .xlsx holding the data.")],
+        sheet_name: str,
+        data_range: Annotated[str, Field(description="'A1:D5': first column categories.")],
+        chart_type: Literal["bar", "line", "pie", "area", "scatter", "doughnut", "radar"] = "bar",
+        title: str | None = None,
+        position: Literal["body", "left", "right"] = "body",
+        include_header: bool = True,
+    ) -> str:
+        """Chart a range of a spreadsheet (computed values) on a slide."""
+        from openpyxl.utils import range_boundaries
+        from pptx.chart.data import CategoryChartData, XyChartData
+        from pptx.enum.chart import XL_CHART_TYPE
+        from pptx.util import Inches
+
+        from apexrl.worlds.servers import sheets as _sheets
+        from apexrl.worlds.servers.archipelago.excel import _values
+
+        x = file_arg(world, spreadsheet_path, (".xlsx", ".xlsm"))
+        wb, cached = _sheets._load(x), _sheets._load(x, data_only=True)
+        if sheet_name not in wb.sheetnames:
+            raise ApexError(f"no sheet {sheet_name!r}; sheets are {wb.sheetnames}")
+        try:
+            c1, r1, c2, r2 = range_boundaries(data_range)
+        except ValueError:
+            raise ApexError(f"data_range {data_range!r} is not A1 notation") from None
+        if None in (c1, r1, c2, r2) or c2 <= c1:
+            raise ApexError("data_range needs a category column and at least one value column")
+        grid, _ = _values(x, sheet_name, wb, cached, (c1, r1, c2, r2))
+        head = grid[0] if include_header else [f"Series {i}" for i in range(c2 - c1 + 1)]
+        rows = grid[1:] if include_header else grid
+
+        def num(v):
+            try:
+                return float(v)
+            except (TypeError, ValueError):
+                raise ApexError(f"{v!r} in {data_range} is not a number") from None
+
+        if chart_type == "scatter":
+            data = XyChartData()
+            for j in range(1, len(head)):
+                ser = data.add_series(str(head[j]))
+                for r in rows:
+                    ser.add_data_point(num(r[0]), num(r[j]))
+        else:
+            data = CategoryChartData()
+            data.categories = [str(r[0]) for r in rows]
+            for j in range(1, len(head)):
+                data.add_series(str(head[j]), [num(r[j]) for r in rows])
+        kind = {
+            "bar": "COLUMN_CLUSTERED",
+            "line": "LINE",
+            "pie": "PIE",
+            "area": "AREA",
+            "scatter": "XY_SCATTER",
+            "doughnut": "DOUGHNUT",
+            "radar": "RADAR",
+        }[chart_type]
+        left, w = {"body": (0.5, 9.0), "left": (0.5, 4.5), "right": (5.0, 4.5)}[position]
+        p = _pptx(world, presentation_path)
+        with world.lock:
+            prs = _slides._open(p)
+            frame = _slide(prs, slide_index).shapes.add_chart(
+                getattr(XL_CHART_TYPE, kind),
+                Inches(left),
+                Inches(1.5),
+                Inches(w),
+                Inches(5),
+                data,
+            )
+            if title:
+                frame.chart.has_title = True
+                frame.chart.chart_title.text_frame.text = title
+            prs.save(str(p))
+        return f"Inserted a {chart_type} chart of {sheet_name}!{data_range} on slide {slide_index}"
+
+    def edit_slides(
+        file_path: PptxPath,
+        operations: Annotated[
+            list[SlideEditOperation],
+            Field(
+                min_length=1, description="Edits applied in order (indexes shift after deletes)."
+            ),
+        ],
+        metadata: PresentationMetadata | None = None,
+    ) -> str:
+        """Batch edits: replace_text, delete_slide, update_slide_title/subtitle, set_bullets,
+        append_bullets, clear_placeholder, update_table_cell, duplicate_slide, set_notes."""
+        import copy
+
+        p = _pptx(world, file_path)
+        with world.lock:
+            prs = _slides._open(p)
+            for i, op in enumerate(operations):
+                try:
+                    t = op.type
+                    if t == "replace_text":
+                        if not op.search:
+                            raise ApexError("replace_text needs search")
+                        n = 0
+                        for sl in prs.slides:
+                            for sh in sl.shapes:
+                                if not sh.has_text_frame:
+                                    continue
+                                for para in sh.text_frame.paragraphs:
+                                    for run in para.runs:
+                                        src = run.text if op.match_case else run.text.lower()
+                                        key = op.search if op.match_case else op.search.lower()
+                                        if key in src:
+                                            start = src.index(key)
+                                            run.text = (
+                                                run.text[:start]
+                                                + (op.replace or "")
+                                                + run.text[start + len(key) :]
+                                            )
+                                            n += 1
+                        if not n:
+                            raise ApexError(f"{op.search!r} not found")
+                        continue
+                    sl = _slide(prs, op.index)
+                    if t == "delete_slide":
+                        ids = prs.slides._sldIdLst
+                        el = ids[op.index]
+                        prs.part.drop_rel(el.rId)
+                        ids.remove(el)
+                    elif t == "update_slide_title":
+                        _placeholder(sl, "title").text_frame.text = op.title or ""
+                    elif t == "update_slide_subtitle":
+                        _placeholder(sl, "subtitle").text_frame.text = op.subtitle or ""
+                    elif t in ("set_bullets", "append_bullets"):
+                        if not op.items:
+                            raise ApexError(f"{t} needs items")
+                        tf = _placeholder(sl, op.placeholder).text_frame
+                        items = list(op.items)
+                        if t == "set_bullets" or not tf.text:
+                            tf.text = items.pop(0)
+                        for it in items:
+                            tf.add_paragraph().text = it
+                    elif t == "clear_placeholder":
+                        _placeholder(sl, op.placeholder).text_frame.clear()
+                    elif t == "update_table_cell":
+                        tables = [sh for sh in sl.shapes if getattr(sh, "has_table", False)]
+                        if op.table_idx is None or not 0 <= op.table_idx < len(tables):
+                            raise ApexError(f"table_idx out of range: the slide has {len(tables)}")
+                        op_row, op_col = op.row or 0, op.column or 0
+                        tables[op.table_idx].table.cell(op_row, op_col).text = op.text or ""
+                    elif t == "duplicate_slide":
+                        new = prs.slides.add_slide(sl.slide_layout)
+                        for ph in list(new.placeholders):
+                            ph._element.getparent().remove(ph._element)
+                        for sh in sl.shapes:
+                            new.shapes._spTree.append(copy.deepcopy(sh._element))
+                        pos = len(prs.slides) - 1 if op.position is None else op.position
+                        ids = prs.slides._sldIdLst
+                        el = ids[-1]
+                        ids.remove(el)
+                        ids.insert(min(pos, len(ids)), el)
+                    elif t == "set_notes":
+                        sl.notes_slide.notes_text_frame.text = op.notes or ""
+                except ApexError as e:
+                    raise ApexError(f"operations[{i}] ({op.type}): {e.message}") from None
+                except (IndexError, KeyError, ValueError) as e:
+                    raise ApexError(f"operations[{i}] ({op.type}): {e}") from None
+            if metadata:
+                for k in ("title", "subject", "author", "comments"):
+                    if getattr(metadata, k):
+                        setattr(prs.core_properties, k, getattr(metadata, k))
+            prs.save(str(p))
+        return f"Applied {len(operations)} operation(s) to {vpath(world, p)}"
+
     return [
         create_deck,
         delete_deck,
         add_slide,
         insert_table,
         read_image,
+        add_image,
+        add_shape,
+        insert_chart,
+        edit_slides,
         read_slides,
         read_completedeck,
         read_individualslide,

@@ -272,6 +272,43 @@ def tools(world: World) -> list:
             d.save(str(p))
         return f"Deleted {scope} at {identifier} (was {old[:200]!r})"
 
+    def add_image(
+        file_path: DocxPath,
+        image_path: Annotated[str, Field(description="Image (.png, .jpg, .jpeg) in the sandbox.")],
+        identifier: Identifier,
+        position: Annotated[str, Field(description="'start' or 'end' of the paragraph.")] = "end",
+        width: Annotated[float | None, Field(description="Inches.")] = None,
+        height: Annotated[float | None, Field(description="Inches.")] = None,
+    ) -> str:
+        """Insert an image into a paragraph (one of width/height keeps the aspect ratio)."""
+        from docx.shared import Inches
+
+        if position not in ("start", "end"):
+            raise ApexError("position must be 'start' or 'end'")
+        img = file_arg(world, image_path, (".png", ".jpg", ".jpeg"))
+        p = _docx(world, file_path)
+        with world.lock:
+            d = _docs._open(p)
+            kind, obj = _target(d, identifier)
+            para = obj if kind == "p" else (obj.paragraphs[0] if kind == "cell" else None)
+            if para is None:
+                raise ApexError("images go into a paragraph or a table cell, not a run")
+            run = para.add_run()
+            run.add_picture(
+                str(img), Inches(width) if width else None, Inches(height) if height else None
+            )
+            if position == "start":
+                para._p.remove(run._r)
+                first = para._p.find(
+                    "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}r"
+                )
+                if first is None:
+                    para._p.append(run._r)
+                else:
+                    first.addprevious(run._r)
+            d.save(str(p))
+        return f"Added {vpath(world, img)} at {identifier} ({position})"
+
     def _section(d, section_index: int):
         secs = list(d.sections)
         if not 0 <= section_index < len(secs):
@@ -483,6 +520,7 @@ def tools(world: World) -> list:
         add_content_text,
         edit_content_text,
         delete_content_text,
+        add_image,
         apply_formatting,
         header_footer,
         page_margins,
