@@ -347,7 +347,7 @@ def test_word(arch):
     )
     from PIL import Image as _Img
 
-    _Img.new("RGB", (10, 10), "blue").save(root / "filesystem" / "outputs" / "sig.png")
+    _Img.new("RGB", (10, 6), "blue").save(root / "filesystem" / "outputs" / "sig.png")
     s.text(
         "word_add_image",
         file_path=m,
@@ -357,6 +357,15 @@ def test_word(arch):
     )
     assert "must end with" in s.error(
         "word_add_image", file_path=m, image_path=f["csv"], identifier="body.p.0"
+    )
+    listing = s.text("word_read_document_content", file_path=m)
+    key = re.search(r"\[image (body_p_\d+_r\d+)\]", listing).group(1)
+    got = _Img.open(io.BytesIO(_image(s.call("word_read_image", file_path=m, annotation=key))))
+    assert got.size == (10, 6)
+    assert "holds no image" in s.error("word_read_image", file_path=m, annotation="body_p_1_r0")
+    s.text("word_modify_image", file_path=m, image_index=0, operation="rotate", rotation=90)
+    assert "out of range" in s.error(
+        "word_modify_image", file_path=m, image_index=3, operation="flip", flip="vertical"
     )
     added = s.json(
         "word_comments",
@@ -379,6 +388,13 @@ def test_word(arch):
     assert d.tables[0].cell(1, 1).text == "42" and d.core_properties.author == "Agent"
     assert d.sections[0].page_width > d.sections[0].page_height
     assert d.inline_shapes and abs(d.inline_shapes[0].width.inches - 1.0) < 0.01
+    rid = next(
+        b.get("{http://schemas.openxmlformats.org/officeDocument/2006/relationships}embed")
+        for b in d.element.body.iter()
+        if b.tag.endswith("}blip")
+    )
+    rotated = _Img.open(io.BytesIO(d.part.related_parts[rid].blob))
+    assert rotated.size == (6, 10)  # rotated 90 degrees
     run = d.paragraphs[1].runs[0]
     assert run.bold and run.font.size.pt == 14 and str(run.font.color.rgb) == "FF0000"
     assert d.sections[0].header.paragraphs[0].text == "Confidential"
@@ -519,6 +535,31 @@ def test_powerpoint(arch):
     assert sum("PICTURE" in k for k in kinds) == 1 and any("AUTO" in k for k in kinds)
     table = next(sh for sh in prs.slides[3].shapes if getattr(sh, "has_table", False))
     assert table.table.cell(1, 0).text == "9"
+    s.text(
+        "powerpoint_modify_image",
+        file_path=p,
+        slide_index=1,
+        image_index=0,
+        operation="crop",
+        crop_left=0,
+        crop_top=0,
+        crop_right=3,
+        crop_bottom=2,
+    )
+    assert "crop_right" in s.error(
+        "powerpoint_modify_image",
+        file_path=p,
+        slide_index=1,
+        image_index=0,
+        operation="crop",
+        crop_left=5,
+        crop_top=0,
+        crop_right=1,
+        crop_bottom=2,
+    )
+    prs = Presentation(str(deck))
+    pic = next(sh for sh in prs.slides[1].shapes if hasattr(sh, "image"))
+    assert Image.open(io.BytesIO(pic.image.blob)).size == (3, 2)
     assert "ALPHA" in s.text("powerpoint_read_slides", file_path=p, end=5000)
     s.text("powerpoint_delete_deck", file_path=p)
     assert not (root / "filesystem" / "outputs" / "deck.pptx").exists()

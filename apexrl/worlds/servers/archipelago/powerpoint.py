@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.servers import slides as _slides
-from apexrl.worlds.servers.archipelago import file_arg, new_file, vpath
+from apexrl.worlds.servers.archipelago import file_arg, new_file, transform_image, vpath
 from apexrl.worlds.world import World
 
 PptxPath = Annotated[str, Field(description="Path of the .pptx file, e.g. '/docs/deck.pptx'.")]
@@ -554,6 +554,41 @@ def tools(world: World) -> list:
             prs.save(str(p))
         return f"Inserted a {chart_type} chart of {sheet_name}!{data_range} on slide {slide_index}"
 
+    def modify_image(
+        file_path: PptxPath,
+        slide_index: Annotated[int, Field(ge=0)],
+        image_index: Annotated[int, Field(ge=0, description="0-based picture on the slide.")],
+        operation: Literal["rotate", "flip", "brightness", "contrast", "crop"],
+        rotation: Annotated[float | None, Field(ge=0, le=360)] = None,
+        flip: Literal["horizontal", "vertical"] | None = None,
+        brightness: Annotated[float | None, Field(gt=0)] = None,
+        contrast: Annotated[float | None, Field(gt=0)] = None,
+        crop_left: Annotated[int | None, Field(ge=0)] = None,
+        crop_top: Annotated[int | None, Field(ge=0)] = None,
+        crop_right: int | None = None,
+        crop_bottom: int | None = None,
+    ) -> str:
+        """Rotate, flip, brighten, change the contrast of, or crop a picture on a slide."""
+        p = _pptx(world, file_path)
+        with world.lock:
+            prs = _slides._open(p)
+            pics = [sh for sh in _slide(prs, slide_index).shapes if hasattr(sh, "image")]
+            if image_index >= len(pics):
+                raise ApexError(f"image_index {image_index} out of range: {len(pics)} picture(s)")
+            pic = pics[image_index]
+            part = pic.part.related_part(pic._element.blip_rId)
+            part._blob = transform_image(
+                part.blob,
+                operation,
+                rotation=rotation,
+                flip=flip,
+                brightness=brightness,
+                contrast=contrast,
+                crop=(crop_left, crop_top, crop_right, crop_bottom),
+            )
+            prs.save(str(p))
+        return f"Applied {operation} to picture {image_index} on slide {slide_index}"
+
     def edit_slides(
         file_path: PptxPath,
         operations: Annotated[
@@ -658,6 +693,7 @@ def tools(world: World) -> list:
         add_shape,
         insert_chart,
         edit_slides,
+        modify_image,
         read_slides,
         read_completedeck,
         read_individualslide,

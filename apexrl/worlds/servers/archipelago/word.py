@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.servers import docs as _docs
-from apexrl.worlds.servers.archipelago import file_arg, new_file, vpath
+from apexrl.worlds.servers.archipelago import file_arg, new_file, transform_image, vpath
 from apexrl.worlds.world import World
 
 PAGE_PARAGRAPHS = 60
@@ -75,6 +75,11 @@ def _target(d, identifier: str):
     return "cell", rows[int(tr)].cells[int(tc)]
 
 
+def _blip_ids(run) -> list[str]:
+    ns = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}embed"
+    return [b.get(ns) for b in run._r.iter() if b.tag.endswith("}blip") and b.get(ns)]
+
+
 def tools(world: World) -> list:
     def get_document_overview(file_path: DocxPath) -> dict[str, Any]:
         """Structure of a .docx: headings (with identifiers), paragraph, table and page counts."""
@@ -120,6 +125,9 @@ def tools(world: World) -> list:
         for i, p in enumerate(paras[start : start + PAGE_PARAGRAPHS], start=start):
             style = p.style.name if p.style is not None else "Normal"
             lines.append(f"[body.p.{i}] ({style}) {p.text}")
+            for j, r in enumerate(p.runs):
+                if _blip_ids(r):
+                    lines.append(f"    [image body_p_{i}_r{j}] (read_image annotation)")
             runs = p.runs
             if len(runs) > 1 and len({(r.bold, r.italic, r.underline) for r in runs}) > 1:
                 for j, r in enumerate(runs):
@@ -308,6 +316,62 @@ def tools(world: World) -> list:
                     first.addprevious(run._r)
             d.save(str(p))
         return f"Added {vpath(world, img)} at {identifier} ({position})"
+
+    def read_image(
+        file_path: DocxPath,
+        annotation: Annotated[
+            str, Field(description="Key from read_document_content, e.g. 'body_p_0_r0'.")
+        ],
+    ):
+        """Return an image embedded in a document, by its annotation key."""
+        import base64
+        import mimetypes
+
+        from mcp.types import ImageContent
+
+        m = re.fullmatch(r"@?body_p_(\d+)_r(\d+)", annotation.strip())
+        if not m:
+            raise ApexError(f"annotation {annotation!r} is not of the form 'body_p_N_rM'")
+        d = _docs._open(_docx(world, file_path))
+        kind, run = _target(d, f"body.p.{m.group(1)}.r.{m.group(2)}")
+        ids = _blip_ids(run)
+        if not ids:
+            raise ApexError(f"{annotation} holds no image")
+        part = d.part.related_parts[ids[0]]
+        mime = getattr(part, "content_type", None) or mimetypes.guess_type(str(part.partname))[0]
+        return ImageContent(
+            type="image", data=base64.b64encode(part.blob).decode(), mimeType=mime or "image/png"
+        )
+
+    def modify_image(
+        file_path: DocxPath,
+        image_index: Annotated[int, Field(description="0-based, in document order.")],
+        operation: Annotated[str, Field(description="'rotate', 'flip', 'brightness', 'contrast'.")],
+        rotation: int | None = None,
+        flip: str | None = None,
+        brightness: float | None = None,
+        contrast: float | None = None,
+    ) -> str:
+        """Rotate, flip, brighten or change the contrast of an embedded image."""
+        if operation not in ("rotate", "flip", "brightness", "contrast"):
+            raise ApexError("operation must be 'rotate', 'flip', 'brightness' or 'contrast'")
+        p = _docx(world, file_path)
+        with world.lock:
+            d = _docs._open(p)
+            ids = [i for para in d.paragraphs for r in para.runs for i in _blip_ids(r)]
+            if not 0 <= image_index < len(ids):
+                raise ApexError(f"image_index {image_index} out of range: {len(ids)} image(s)")
+            part = d.part.related_parts[ids[image_index]]
+            part._blob = transform_image(
+                part.blob,
+                operation,
+                rotation=rotation,
+                flip=flip,
+                brightness=brightness,
+                contrast=contrast,
+            )
+            d.save(str(p))
+        return f"Applied {operation} to image {image_index} of {vpath(world, p)}"
 
     def _section(d, section_index: int):
         secs = list(d.sections)
@@ -521,6 +585,8 @@ def tools(world: World) -> list:
         edit_content_text,
         delete_content_text,
         add_image,
+        read_image,
+        modify_image,
         apply_formatting,
         header_footer,
         page_margins,
