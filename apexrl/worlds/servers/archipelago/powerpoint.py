@@ -426,7 +426,7 @@ def tools(world: World) -> list:
             "hexagon",
             "star",
             "heart",
-        ] = "rectangle",
+        ],
         x: float = 1.0,
         y: float = 1.0,
         width: Annotated[float, Field(gt=0)] = 2.0,
