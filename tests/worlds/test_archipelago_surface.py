@@ -472,7 +472,7 @@ def test_powerpoint(arch):
         font_size=18,
     )
     assert "hex color" in s.error(
-        "powerpoint_add_shape", file_path=p, slide_index=1, fill_color="red"
+        "powerpoint_add_shape", file_path=p, slide_index=1, shape_type="star", fill_color="red"
     )
     tab = _first_tab(s, f["xlsx"])
     s.text(
