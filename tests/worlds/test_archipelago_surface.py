@@ -770,3 +770,19 @@ def test_world_tools_command(example):
     bad = CliRunner().invoke(app, ["world", "tools", str(zpath), "--surface", "nope"])
     assert bad.exit_code == 2 and "archipelago" in bad.output
     assert set(SURFACES) == {"archipelago", "apexrl"}
+
+
+def test_world_tools_names_a_server_that_cannot_come_up(example, tmp_path):
+    from apexrl.worlds.world import open_world
+
+    out, world = example
+    wd = tmp_path / "w"
+    open_world(out / "world_files_zipped" / f"{world['world_id']}.zip", workdir=wd)
+    next((wd / ".apps_data" / "calendar").glob("*.ics")).write_text("BEGIN:VCALENDAR\nnot ics")
+    r = CliRunner().invoke(app, ["world", "tools", str(wd), "--json"])
+    assert r.exit_code == 1 and "calendar" in r.stderr and "did not come up" in r.stderr
+    names = [json.loads(line)["name"] for line in r.stdout.splitlines()]
+    assert "excel_read_tab" in names and not any(n.startswith("calendar_") for n in names)
+    ok = CliRunner().invoke(app, ["world", "tools", str(wd), "--apps", "excel,pdfs", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert {json.loads(x)["server"] for x in ok.stdout.splitlines()} == {"excel", "pdfs"}
