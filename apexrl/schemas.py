@@ -20,11 +20,18 @@ def all_schemas() -> dict[str, type[BaseModel]]:
     from apexrl.train.launch import RunManifest
     from apexrl.train.plan import ConcurrencyPlan
     from apexrl.trial.config import TrialConfig
-    from apexrl.worlds.models import FileChange, ServeRecord, SnapshotRecord, WorldDiff
+    from apexrl.worlds.models import (
+        FileChange,
+        ServeRecord,
+        SnapshotRecord,
+        ToolRecord,
+        WorldDiff,
+    )
 
     return {
         **SCHEMAS,
         "world-serve": ServeRecord,
+        "world-tool": ToolRecord,
         "world-snapshot": SnapshotRecord,
         "world-file-change": FileChange,
         "world-diff": WorldDiff,

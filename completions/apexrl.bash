@@ -37,6 +37,7 @@ _apexrl() {
             "world pack") path="world pack" ;;
             "world serve") path="world serve" ;;
             "world snapshot") path="world snapshot" ;;
+            "world tools") path="world tools" ;;
         esac
     done
     case "$path" in
@@ -48,7 +49,7 @@ _apexrl() {
         "engine serve") words="--model --engine --host --port --served-model-name --max-model-len --tensor-parallel-size --tp --threads --log-file --ready-timeout --help" ;;
         "eval") words="report run --help" ;;
         "eval report") words="--format --out --help" ;;
-        "eval run") words="--tasks --out --endpoint --engine --env --worlds --agent --attempts --concurrency --limit --domain --judge --no-judge --judge-api-base --tokenizer --chat-template --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --nudge --reward --context-window --temperature --top-p --max-tokens --seed --ray-address --retry-errors --force --json --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile --help" ;;
+        "eval run") words="--tasks --out --endpoint --engine --env --worlds --agent --attempts --concurrency --limit --domain --judge --no-judge --judge-api-base --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --nudge --reward --context-window --temperature --top-p --max-tokens --seed --ray-address --retry-errors --force --json --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile --help" ;;
         "image") words="push --help" ;;
         "image push") words="--to --tag --concurrency --retries --timeout --registry-endpoint --dry-run --json --help" ;;
         "plan") words="concurrency --help" ;;
@@ -69,11 +70,12 @@ _apexrl() {
         "tito") words="verify --help" ;;
         "tito verify") words="--tokenizer --chat-template --mode --trajectories --endpoint --model --conversations --turns --max-tokens --temperature --seed --timeout --logprob-tol --no-thinking --allow --json --help" ;;
         "train") words="--set --data --val-data --model --ray-address --dry-run --resume --check-only --follow --no-follow --ship-code --no-ship-code --json --help" ;;
-        "world") words="diff pack serve snapshot --help" ;;
+        "world") words="diff pack serve snapshot tools --help" ;;
         "world diff") words="--json --help" ;;
         "world pack") words="--out --base --deps --runtime --port --level --registry-endpoint --json --help" ;;
-        "world serve") words="--host --port --apps --workdir --world-id --ready-timeout --help" ;;
+        "world serve") words="--host --port --apps --workdir --world-id --ready-timeout --surface --help" ;;
         "world snapshot") words="--out --files --help" ;;
+        "world tools") words="--surface --apps --json --help" ;;
     esac
     [[ "$cur" == -* || -n "$words" ]] && COMPREPLY=($(compgen -W "$words" -- "$cur"))
     [[ ${#COMPREPLY[@]} -eq 0 ]] && COMPREPLY=($(compgen -f -- "$cur"))

@@ -50,6 +50,8 @@ complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcomm
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l judge-api-base
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l tokenizer
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l chat-template
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l system-prompt
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l extra-prompt
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l max-steps
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l agent-timeout
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l tool-timeout
@@ -191,7 +193,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from train' -l ship-code
 complete -c apexrl -n '__fish_seen_subcommand_from train' -l no-ship-code
 complete -c apexrl -n '__fish_seen_subcommand_from train' -l json
 complete -c apexrl -n '__fish_seen_subcommand_from train' -l help
-complete -c apexrl -n '__fish_seen_subcommand_from world' -a 'diff pack serve snapshot'
+complete -c apexrl -n '__fish_seen_subcommand_from world' -a 'diff pack serve snapshot tools'
 complete -c apexrl -n '__fish_seen_subcommand_from world' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from diff' -l json
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from diff' -l help
@@ -210,7 +212,12 @@ complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcom
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from serve' -l workdir
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from serve' -l world-id
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from serve' -l ready-timeout
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from serve' -l surface
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from serve' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from snapshot' -l out
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from snapshot' -l files
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from snapshot' -l help
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from tools' -l surface
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from tools' -l apps
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from tools' -l json
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from tools' -l help

@@ -7,7 +7,9 @@ Harbor constructs it with the trial's logs dir and the agent kwargs:
   chat_template  file or built-in name (default: the tokenizer's)
   budgets        dict of apexrl.trial.config.AgentBudgets
   sampling       dict of apexrl.trial.config.Sampling
-  system_prompt, engine_retries, retry_base_delay_s, gateway_ready_timeout_s,
+  system_prompt  the system prompt text (default: apexrl.agent.loop.DEFAULT_SYSTEM_PROMPT)
+  extra_prompt   text appended to the task instruction (the recipe's tool guidance)
+  engine_retries, retry_base_delay_s, gateway_ready_timeout_s,
   reconnect_timeout_s (optional)
 
 run(): finds the world's MCP gateway (`environment.gateway_url`, else the task's
@@ -37,6 +39,7 @@ from harbor.models.agent.context import AgentContext
 
 from apexrl.agent.loop import DEFAULT_SYSTEM_PROMPT, AgentLoop, make_redactor
 from apexrl.agent.mcp_tools import GatewayNotReady, ToolBox
+from apexrl.agent.prompts import with_extra_prompt
 from apexrl.agent.records import (
     AGENT_RECORD_FILE,
     ANSWER_NAME,
@@ -85,6 +88,7 @@ class ApexAgent(BaseAgent):
         budgets: dict | AgentBudgets | None = None,
         sampling: dict | Sampling | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        extra_prompt: str | None = None,
         engine_retries: int = 2,
         retry_base_delay_s: float = 1.0,
         gateway_ready_timeout_s: float = 120.0,
@@ -101,6 +105,7 @@ class ApexAgent(BaseAgent):
         )
         self.sampling = sampling if isinstance(sampling, Sampling) else Sampling(**(sampling or {}))
         self.system_prompt = system_prompt
+        self.extra_prompt = extra_prompt
         self.engine_retries = int(engine_retries)
         self.retry_base_delay_s = float(retry_base_delay_s)
         self.gateway_ready_timeout_s = float(gateway_ready_timeout_s)
@@ -198,7 +203,7 @@ class ApexAgent(BaseAgent):
                 reconnect_timeout_s=self.reconnect_timeout_s,
             )
             loop.record.gateway_ready_s = rec.gateway_ready_s
-            await loop.run(instruction)
+            await loop.run(with_extra_prompt(instruction, self.extra_prompt))
         except asyncio.CancelledError:
             # Harbor cancels run() at the task's agent timeout (or on abort): keep what ran
             cur = loop.record if loop is not None else rec

@@ -57,6 +57,12 @@ REPAIR_TEXT = (
     '<tool_call>\n{{"name": "<tool name>", "arguments": {{...}}}}\n</tool_call> '
     "with valid JSON, or reply without a tool call to give your final answer."
 )
+# The same request for models whose chat template teaches XML tool calls (qwen3_xml).
+REPAIR_TEXT_XML = (
+    "Your last tool call could not be parsed ({errors}). Write each call as "
+    "<tool_call>\n<function=TOOL_NAME>\n<parameter=ARGUMENT>\nvalue\n</parameter>\n"
+    "</function>\n</tool_call>, or reply without a tool call to give your final answer."
+)
 
 
 def truncate_result(text: str, max_chars: int) -> tuple[str, bool]:
@@ -214,7 +220,8 @@ class AgentLoop:
                     return
                 rec.repairs += 1
                 srec.repair = True
-                text = REPAIR_TEXT.format(errors="; ".join(srec.parse_errors)[:500])
+                tpl = REPAIR_TEXT_XML if sess.tool_format == "qwen3_xml" else REPAIR_TEXT
+                text = tpl.format(errors="; ".join(srec.parse_errors)[:500])
                 if not await self._observe(srec, [{"role": "user", "content": text}]):
                     return
                 continue

@@ -2,7 +2,7 @@
 
     box = ToolBox(url)                      # http://host:port/mcp/
     await box.connect(ready_timeout_s=60)   # waits for /health, then lists tools
-    out = await box.call("files_read", {"path": "a.txt"}, timeout_s=600)
+    out = await box.call("filesystem_read_text_file", {"file_path": "/a.txt"}, timeout_s=600)
     out.status  # ok | timeout | mcp_error | empty_content | fatal_mcp_error
 
 Classification (FACTS.md section 5):

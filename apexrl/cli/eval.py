@@ -80,6 +80,12 @@ def run(
     ),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer (default: MODEL's)."),
     chat_template: str = typer.Option(None, "--chat-template", help="Template file or name."),
+    system_prompt: Path = typer.Option(
+        None, "--system-prompt", help="System prompt file (default: apexrl's)."
+    ),
+    extra_prompt: Path = typer.Option(
+        None, "--extra-prompt", help="File appended to each task's instruction (tool guidance)."
+    ),
     max_steps: int = typer.Option(250, "--max-steps", help="Agent steps per trial."),
     agent_timeout: float = typer.Option(3600.0, "--agent-timeout", help="Seconds per trial."),
     tool_timeout: float = typer.Option(600.0, "--tool-timeout", help="Seconds per tool call."),
@@ -122,6 +128,7 @@ def run(
     Starts the engine (vLLM on GPU, the local CPU engine otherwise) unless --endpoint
     is given. Rerunning the same command resumes: only trials without a result run.
     """
+    from apexrl.agent.prompts import read_prompt
     from apexrl.errors import ExitCode, UsageError
     from apexrl.eval.runner import EvalRequest, run_eval
     from apexrl.grading.requirements import NO_JUDGE
@@ -152,6 +159,8 @@ def run(
         judge_api_base=judge_api_base,
         tokenizer=tokenizer,
         chat_template=chat_template,
+        system_prompt=read_prompt(system_prompt, "--system-prompt") if system_prompt else None,
+        extra_prompt=read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None,
         budgets=AgentBudgets(
             max_steps=max_steps,
             agent_timeout_s=agent_timeout,

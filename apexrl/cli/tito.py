@@ -128,6 +128,11 @@ def verify(
                 template_kwargs=kwargs,
             )
     V.apply_allow(findings, allow)
+    advice = _fix_advice(findings, tname, src)
+    if advice:
+        for f in findings:
+            if not f.ok:
+                f.message = f"{f.message} ({advice})" if f.message else advice
     output.emit_records(
         findings,
         json_out=json_out,
@@ -144,8 +149,32 @@ def verify(
         title=f"tito verify --mode {mode.value}",
     )
     _summary(findings, mode.value, tname)
+    if advice:
+        output.err_console().print(advice)
     if not all(f.ok for f in findings):
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _fix_advice(findings, tname: str, src: str) -> str | None:
+    """What to pass when the model's own template breaks TITO."""
+    from apexrl.tito.parsing import tool_call_format
+    from apexrl.tito.template import prefix_fix
+
+    if all(f.ok for f in findings):
+        return None
+    fix = prefix_fix(tname, src)
+    fmt = tool_call_format(src) or "unknown"
+    if fix:
+        return (
+            f"the chat template ({tname}; tool calls: {fmt}) breaks the prefix property; "
+            f"pass --chat-template {fix} (same tool-call format, history kept verbatim)"
+        )
+    if tname == "tokenizer":
+        return (
+            f"the chat template (tool calls: {fmt}) breaks the prefix property and no built-in "
+            "template fits; pass --chat-template FILE with a template that renders history verbatim"
+        )
+    return None
 
 
 def _replay(tok, src, path: str):

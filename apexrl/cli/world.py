@@ -34,6 +34,11 @@ def serve(
     ready_timeout: float = typer.Option(
         30.0, "--ready-timeout", help="Seconds to wait for readiness."
     ),
+    surface: str = typer.Option(
+        None,
+        "--surface",
+        help="Tool surface: archipelago (default; archipelago's tool names) or apexrl.",
+    ),
 ) -> None:
     """Serve the world's MCP tools over streamable HTTP at /mcp/ (with /health).
 
@@ -47,7 +52,7 @@ def serve(
 
     w = open_world(world, workdir=workdir, apps=apps or None, world_id=world_id)
     try:
-        gw = build_gateway(w, strict=True)
+        gw = build_gateway(w, strict=True, surface=surface)
 
         def on_ready(r) -> None:
             rec = ServeRecord(
@@ -73,6 +78,39 @@ def serve(
             output.info("stopped")
     finally:
         w.close()
+
+
+@app.command("tools")
+def tools_cmd(
+    world: Path = typer.Argument(..., help="World folder or world zip."),
+    surface: str = typer.Option(
+        None, "--surface", help="Tool surface: archipelago (default) or apexrl."
+    ),
+    apps: list[str] = typer.Option(
+        None, "--apps", help="Only these apps (as for `world serve`). Default: the world's."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON even on a terminal."),
+) -> None:
+    """List the tools an agent sees in a world: one record per tool (name, server,
+    description, input JSON schema), in listing order. Exit 1 when a server cannot load
+    its data (its tools are then missing; the failure is named on stderr)."""
+    from apexrl.errors import ApexError, ExitCode
+    from apexrl.worlds.tools import list_tools
+    from apexrl.worlds.world import open_world
+
+    w = open_world(world, apps=apps or None)
+    try:
+        records, failed = list_tools(w, surface=surface)
+    finally:
+        w.close()
+    output.emit_records(
+        records, json_out=json_out, columns=["name", "server", "args"], title="tools"
+    )
+    if failed:
+        raise ApexError(
+            "server(s) did not come up: " + "; ".join(f"{s.name}: {s.detail}" for s in failed),
+            code=ExitCode.CHECK_FAILED,
+        )
 
 
 @app.command("snapshot")

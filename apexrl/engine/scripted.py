@@ -249,3 +249,13 @@ def tool_call_text(name: str, arguments: dict, *, think: str | None = None) -> s
         + json.dumps({"name": name, "arguments": arguments})
         + "\n</tool_call>"
     )
+
+
+def tool_call_xml(name: str, arguments: dict, *, think: str | None = None) -> str:
+    """A Qwen3.5/3.6 (qwen3_xml) tool call as the model would write it."""
+    head = f"<think>\n{think}\n</think>\n\n" if think is not None else ""
+    params = "".join(
+        f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v)}\n</parameter>\n"
+        for k, v in arguments.items()
+    )
+    return f"{head}<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"

@@ -8,6 +8,7 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from apexrl.agent.prompts import PromptInfo
 from apexrl.artifacts.models import Record, TrialResult
 from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
@@ -63,6 +64,8 @@ class EvalRunConfig(Record):
     tokenizer: str | None = None
     chat_template: str | None = None
     chat_template_hash: str | None = None
+    system_prompt: PromptInfo | None = None  # --system-prompt FILE (text + sha256)
+    extra_prompt: PromptInfo | None = None  # --extra-prompt FILE (text + sha256)
     judge: str | None = None
     judge_api_base: str | None = None  # where the judge is served (not part of the identity)
     reward: Literal["pass", "score"] = "pass"  # the trial reward (Pass@k is always pass/fail)
@@ -93,6 +96,9 @@ class EvalRunConfig(Record):
             "budgets": self.budgets.model_dump(mode="json"),
             "sampling": self.sampling.model_dump(mode="json"),
             "dataset_digest": self.dataset.digest,
+            # only when set, so run dirs made before these options keep their identity
+            **({"system_prompt_sha256": self.system_prompt.sha256} if self.system_prompt else {}),
+            **({"extra_prompt_sha256": self.extra_prompt.sha256} if self.extra_prompt else {}),
         }
 
     def fingerprint(self) -> str:

@@ -241,6 +241,8 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         model=run.model.served_name,
         tokenizer=run.tokenizer,
         chat_template=run.chat_template,
+        system_prompt=run.system_prompt.text if run.system_prompt else None,
+        extra_prompt=run.extra_prompt.text if run.extra_prompt else None,
         judge=run.judge,
         judge_api_base=run.judge_api_base,
         reward=run.reward,
@@ -489,6 +491,8 @@ class EvalRequest:
     reward: str = "pass"  # trial reward: pass (0/1) or score (fraction met)
     tokenizer: str | None = None
     chat_template: str | None = None
+    system_prompt: object = None  # PromptInfo
+    extra_prompt: object = None  # PromptInfo
     budgets: object = None  # AgentBudgets
     sampling: object = None  # Sampling
     ray_address: str | None = None
@@ -548,6 +552,7 @@ def run_eval(
             ray_address=req.ray_address,
             sandbox=req.sandbox,
         )
+        run.system_prompt, run.extra_prompt = req.system_prompt, req.extra_prompt
         if trial_fn is None:  # apexrl's own trials: check their environment up front
             preflight(req, tasks, resolved)
         old = resume.load_config(run_dir)

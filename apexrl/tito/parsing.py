@@ -6,6 +6,13 @@ Two tool-call formats inside `<tool_call>...</tool_call>`:
   `<function=f>\\n<parameter=p>\\nvalue\\n</parameter>\\n</function>`
 A `<tool_call>` that is never closed is a parse error, never a guess.
 
+Which format a model writes is the one its chat template teaches: `tool_call_format`
+reads it from the template (`<function=` in the template: XML, else Hermes JSON), and
+`parse_completion(text, tool_format=...)` then parses only that format, the way vLLM's
+`qwen3_xml` / `hermes` parsers do. XML parameter values are typed from the tool's
+JSON schema (strings stay text; numbers, booleans, arrays and objects are decoded),
+and the raw text of each value is kept so the parsed message renders back verbatim.
+
 Separators the chat template writes around the parts (`<think>\\n`, `\\n</think>\\n\\n`,
 `\\n<tool_call>`) are removed exactly once, so rendering the parsed message with a
 verbatim template gives back the text.
@@ -39,12 +46,16 @@ class ToolCall(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     arguments_json: str = "{}"  # as the model wrote it (Hermes) or canonical JSON (XML)
     format: Literal["hermes", "qwen3_xml"] = "hermes"
+    raw_arguments: dict[str, str] | None = None  # XML: each value's text as written
 
     def to_openai(self) -> dict:
+        """OpenAI-style; XML calls carry the values as written (a dict of strings), which is
+        what an XML chat template renders back verbatim."""
+        args: Any = self.raw_arguments if self.format == "qwen3_xml" else self.arguments_json
         return {
             "id": self.id,
             "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments_json},
+            "function": {"name": self.name, "arguments": args},
         }
 
 
@@ -127,15 +138,70 @@ def _raw_arguments(text: str) -> str | None:
     return text[m.end() : end]
 
 
-def _xml_value(raw: str) -> Any:
+ToolFormat = Literal["hermes", "qwen3_xml"]
+
+
+def tool_call_format(template: str | None) -> ToolFormat | None:
+    """The tool-call format a chat template teaches: qwen3_xml (Qwen3.5/3.6, Qwen3-Coder:
+    `<function=name><parameter=p>`), hermes (Qwen3, Qwen2.5: JSON in `<tool_call>`), or
+    None when the template shows neither."""
+    if not template:
+        return None
+    if "<function=" in template:
+        return "qwen3_xml"
+    if "<tool_call>" in template:
+        return "hermes"
+    return None
+
+
+def _types(schema: Any) -> set[str]:
+    if not isinstance(schema, dict):
+        return set()
+    t = schema.get("type")
+    out = set(t) if isinstance(t, list) else ({t} if isinstance(t, str) else set())
+    for key in ("anyOf", "oneOf", "allOf"):
+        for sub in schema.get(key) or []:
+            out |= _types(sub)
+    if not out and ("properties" in schema):
+        out.add("object")
+    return out
+
+
+def _xml_value(raw: str, schema: Any = None) -> Any:
+    """A parameter's text typed as vLLM's qwen3_xml parser does: by the tool's schema
+    (string stays text); without a schema, JSON when it decodes to a non-string."""
     v = _strip_once(raw, "\n", "\n")
+    types = _types(schema) - {"null"}
+    if v == "null" and "null" in _types(schema):
+        return None
+    if "string" in types and not (types - {"string"}):
+        return v
     try:
-        return json.loads(v)
+        dec = json.loads(v)
     except ValueError:
         return v
+    if not types:
+        return v if isinstance(dec, str) else dec
+    kind = {bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
+    got = "null" if dec is None else kind.get(type(dec), "string")
+    if got in types or (got == "integer" and "number" in types):
+        return dec
+    return v
 
 
-def _parse_xml(body: str, offset: int, idx: int) -> ToolCall | ParseError:
+def _tool_schemas(tools: list[dict] | None) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for t in tools or []:
+        fn = t.get("function", t) if isinstance(t, dict) else {}
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters") or fn.get("input_schema") or {}
+            out[fn["name"]] = (params.get("properties") or {}) if isinstance(params, dict) else {}
+    return out
+
+
+def _parse_xml(
+    body: str, offset: int, idx: int, props: dict[str, dict] | None = None
+) -> ToolCall | ParseError:
     m = _FUNC_RE.search(body)
     if not m:
         return ParseError(
@@ -144,18 +210,28 @@ def _parse_xml(body: str, offset: int, idx: int) -> ToolCall | ParseError:
             offset=offset,
         )
     name = m.group(1).strip()
-    args = {p.group(1).strip(): _xml_value(p.group(2)) for p in _PARAM_RE.finditer(m.group(2))}
+    schema = (props or {}).get(name, {})
+    raw = {p.group(1).strip(): p.group(2) for p in _PARAM_RE.finditer(m.group(2))}
+    args = {k: _xml_value(v, schema.get(k)) for k, v in raw.items()}
     return ToolCall(
         id=f"call_{idx}",
         name=name,
         arguments=args,
         arguments_json=json.dumps(args, ensure_ascii=False),
         format="qwen3_xml",
+        raw_arguments={k: _strip_once(v, "\n", "\n") for k, v in raw.items()},
     )
 
 
-def parse_completion(text: str) -> ParsedCompletion:
-    """Split a completion into reasoning, content and tool calls."""
+def parse_completion(
+    text: str, *, tool_format: ToolFormat | None = None, tools: list[dict] | None = None
+) -> ParsedCompletion:
+    """Split a completion into reasoning, content and tool calls.
+
+    tool_format: parse tool calls only in this format (from `tool_call_format(template)`);
+    None accepts either. tools: the tool list the prompt was rendered with (types XML
+    parameter values by their schemas)."""
+    props = _tool_schemas(tools)
     out = ParsedCompletion()
     for stop in _TRAILING_STOPS:
         if text.endswith(stop):
@@ -211,8 +287,25 @@ def parse_completion(text: str) -> ParsedCompletion:
         between = rest[pos:start]
         if idx and between.strip():
             out.trailing_text += between
-        parser = _parse_xml if body.lstrip().startswith("<function=") else _parse_hermes
-        res = parser(body, base + start, idx)
+        is_xml = body.lstrip().startswith("<function=")
+        if tool_format == "qwen3_xml" and not is_xml:
+            res: ToolCall | ParseError = ParseError(
+                kind="invalid_xml",
+                message=f"tool call {idx}: expected <function=NAME><parameter=ARG>...</parameter>"
+                "</function> (this model's tool-call format), got something else",
+                offset=base + start,
+            )
+        elif tool_format == "hermes" and is_xml:
+            res = ParseError(
+                kind="invalid_json",
+                message=f'tool call {idx}: expected JSON {{"name": ..., "arguments": {{...}}}} '
+                "(this model's tool-call format), got XML",
+                offset=base + start,
+            )
+        elif is_xml:
+            res = _parse_xml(body, base + start, idx, props)
+        else:
+            res = _parse_hermes(body, base + start, idx)
         if isinstance(res, ParseError):
             out.errors.append(res)
         else:

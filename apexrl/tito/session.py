@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from apexrl.tito.observation import ObservationTokenizer
-from apexrl.tito.parsing import ParsedCompletion, parse_completion
+from apexrl.tito.parsing import ParsedCompletion, parse_completion, tool_call_format
 from apexrl.tito.state import TokenState
 from apexrl.tito.tokenizer import Tokenizer
 from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
@@ -43,6 +43,8 @@ class TitoSession:
         self.turns: list[TitoTurn] = []
         self.n_prompt_messages = 0
         self.model = model
+        # the format the template teaches; the parser reads only that one (None: either)
+        self.tool_format = tool_call_format(self.chat_template)
         self.prefill_reasoning = self._prefill_reasoning()
 
     def _prefill_reasoning(self) -> str | None:
@@ -87,7 +89,9 @@ class TitoSession:
         finish_reason: str | None = None,
     ) -> ParsedCompletion:
         self.state.append_sampled(token_ids, logprobs)
-        parsed = parse_completion(self.tok.decode(list(token_ids)))
+        parsed = parse_completion(
+            self.tok.decode(list(token_ids)), tool_format=self.tool_format, tools=self.tools
+        )
         msg = parsed.to_message()
         if parsed.reasoning is None and self.prefill_reasoning is not None:
             msg["reasoning_content"] = self.prefill_reasoning

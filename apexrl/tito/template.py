@@ -19,7 +19,7 @@ from typing import Any
 from apexrl.errors import UsageError
 
 # Built-in templates shipped with apexrl (apexrl/tito/templates/<name>.jinja).
-BUILTIN_TEMPLATES = ("qwen3-verbatim",)
+BUILTIN_TEMPLATES = ("qwen3-verbatim", "qwen3-xml-verbatim")
 
 
 def _env():
@@ -127,3 +127,14 @@ def resolve_template(spec: str | None, default: str | None) -> tuple[str, str]:
         f"chat template {spec!r} is neither a file nor a built-in name",
         hint="built-in names: " + ", ".join(BUILTIN_TEMPLATES),
     )
+
+
+def prefix_fix(template_name: str, source: str) -> str | None:
+    """The `--chat-template` to pass when `source` (a model's own template) breaks the
+    prefix property: the built-in verbatim template with the same tool-call format, for
+    ChatML templates; None when no built-in fits (or `source` is already a built-in)."""
+    from apexrl.tito.parsing import tool_call_format
+
+    if template_name in BUILTIN_TEMPLATES or "<|im_start|>" not in source:
+        return None
+    return "qwen3-xml-verbatim" if tool_call_format(source) == "qwen3_xml" else "qwen3-verbatim"

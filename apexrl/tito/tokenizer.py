@@ -122,11 +122,13 @@ def _from_files(tokenizer_json: Path, name: str) -> Tokenizer:
     cfg_path = tokenizer_json.parent / "tokenizer_config.json"
     if cfg_path.is_file():
         config = json.loads(cfg_path.read_text(encoding="utf-8"))
+    # The checkpoint's own template: chat_template.jinja wins over tokenizer_config.json's
+    # `chat_template`, as in transformers (Qwen3.5/3.6 checkpoints ship the .jinja file).
+    jinja = tokenizer_json.parent / "chat_template.jinja"
     template = config.get("chat_template")
     if isinstance(template, list):
         template = next((t["template"] for t in template if t.get("name") == "default"), None)
-    jinja = tokenizer_json.parent / "chat_template.jinja"
-    if template is None and jinja.is_file():
+    if jinja.is_file():
         template = jinja.read_text(encoding="utf-8")
     specials = {k: _token_str(config.get(k)) for k in _SPECIAL_KEYS}
     return Tokenizer(

@@ -92,6 +92,10 @@ class GeneratorSettings(BaseModel):
     model: str | None = None  # served model name
     tokenizer: str | None = None
     chat_template: str | None = None
+    system_prompt: str | None = None  # text (recipe agent.system_prompt file)
+    system_prompt_sha256: str | None = None
+    extra_prompt: str | None = None  # text appended to each instruction (agent.extra_prompt)
+    extra_prompt_sha256: str | None = None
     judge: str | None = None
     judge_api_base: str | None = None
     reward: Literal["pass", "score"] = "score"  # the recipe trains on the fraction met
@@ -448,6 +452,8 @@ class TrialGenerator:
             "model": s.model,
             "tokenizer": s.tokenizer,
             "chat_template": s.chat_template,
+            "system_prompt": s.system_prompt,
+            "extra_prompt": s.extra_prompt,
             "judge": s.judge,
             "judge_api_base": s.judge_api_base,
             "reward": s.reward,

@@ -151,6 +151,8 @@ class AgentSection(_S):
     sandbox_memory_mb: int | None = None
     sandbox_timeout_s: int | None = None
     image_profile: str | None = None
+    system_prompt: str | None = None  # file with the system prompt (default: apexrl's)
+    extra_prompt: str | None = None  # file appended to every task instruction
 
 
 class RolloutSection(_S):

@@ -445,10 +445,17 @@ def validate_with_skyrl(overrides: dict, where: str, *, check_batches: bool = Tr
 def _settings(
     r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str
 ) -> GeneratorSettings:
+    from apexrl.agent.prompts import read_prompt
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
     ag = r.agent
+    sys_p = read_prompt(ag.system_prompt, "agent.system_prompt") if ag.system_prompt else None
+    extra = read_prompt(ag.extra_prompt, "agent.extra_prompt") if ag.extra_prompt else None
     return GeneratorSettings(
+        system_prompt=sys_p.text if sys_p else None,
+        system_prompt_sha256=sys_p.sha256 if sys_p else None,
+        extra_prompt=extra.text if extra else None,
+        extra_prompt_sha256=extra.sha256 if extra else None,
         tasks_dir=tasks_dir,
         logs_dir=logs_dir,
         worlds_dir=r.data.worlds_dir,

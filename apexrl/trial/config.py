@@ -76,6 +76,8 @@ class TrialConfig(BaseModel):
     model: str | None = None  # served model name
     tokenizer: str | None = None  # tokenizer path or id (defaults to the model's)
     chat_template: str | None = None  # file or built-in name
+    system_prompt: str | None = None  # text; None: the agent's default
+    extra_prompt: str | None = None  # text appended to the task instruction
     judge: str | None = (
         None  # LiteLLM model for non-deterministic criteria; None: deterministic only
     )

@@ -93,6 +93,8 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
                 "model": config.model,
                 "tokenizer": config.tokenizer,
                 "chat_template": config.chat_template,
+                **({"system_prompt": config.system_prompt} if config.system_prompt else {}),
+                "extra_prompt": config.extra_prompt,
                 "budgets": b.model_dump(mode="json"),
                 "sampling": config.sampling.model_dump(mode="json"),
             },

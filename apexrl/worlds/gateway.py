@@ -5,8 +5,10 @@
              that did not
     /ready   the same check, for orchestrators that probe readiness separately
 
-With one server the tool names are the server's own (`read_range`); with several,
-each is prefixed with its server's name (`sheets_read_range`, `mail_send`).
+Which servers and tools are mounted is a tool surface (`apexrl.worlds.surface`):
+archipelago's names by default (`excel_read_tab`, `code_execution_code_exec`, always
+prefixed with the server's name), or apexrl's earlier ones (`sheets_read_range`;
+unprefixed when only one server is mounted).
 
 Readiness: each server's data is probed before it is mounted (a bad mbox, chat
 JSON or .ics fails loudly, naming the server and file), and `wait_ready` connects
@@ -26,21 +28,24 @@ from typing import Any
 
 from apexrl.errors import ApexError, ExitCode
 from apexrl.worlds.models import ServerStatus
-from apexrl.worlds.servers import guard, server_module
+from apexrl.worlds.servers import guard
+from apexrl.worlds.surface import Surface, get_surface
 from apexrl.worlds.world import SERVERS, World
 
 MCP_PATH = "/mcp/"
 
 
-def tool_name(server: str, base: str, n_servers: int) -> str:
-    """FACTS.md section 2: with several servers, tool names carry the server's name."""
-    return f"{server}_{base}" if n_servers > 1 else base
+def tool_name(server: str, base: str, n_servers: int, surface: str | None = "apexrl") -> str:
+    """FACTS.md section 2: with several servers, tool names carry the server's name
+    (archipelago's surface always prefixes)."""
+    return get_surface(surface).tool_name(server, base, n_servers)
 
 
 @dataclass
 class Gateway:
     world: World
     servers: list[str]
+    surface: Surface | None = None
     status: dict[str, ServerStatus] = field(default_factory=dict)
     mcp: Any = None  # mcp.server.MCPServer
     tool_names: list[str] = field(default_factory=list)
@@ -56,6 +61,7 @@ class Gateway:
         return {
             "status": "ok" if self.ok else "failed",
             "world_id": self.world.world_id,
+            "surface": self.surface.name if self.surface else None,
             "servers": {n: s.model_dump() for n, s in self.status.items()},
             "n_tools": len(self.tool_names),
         }
@@ -81,16 +87,29 @@ class Gateway:
         return app
 
 
-def build_gateway(world: World, *, apps: list[str] | None = None, strict: bool = True) -> Gateway:
+def build_gateway(
+    world: World,
+    *,
+    apps: list[str] | None = None,
+    strict: bool = True,
+    surface: str | Surface | None = None,
+) -> Gateway:
     """Probe each server's data and register its tools on one MCP server.
 
+    apps: world app names (`files`, `sheets`, ...; default: the world's, else all).
+    surface: a tool surface or its name (default: $APEXRL_TOOL_SURFACE, else archipelago).
     strict: raise (naming the servers and why) when any server does not come up;
     otherwise serve the rest and report the failure on /health (503).
     """
+    import importlib
+    import inspect
+
     from mcp.server import MCPServer
 
-    chosen = list(apps or world.apps or SERVERS)
-    gw = Gateway(world=world, servers=chosen)
+    surf = surface if isinstance(surface, Surface) else get_surface(surface)
+    specs = surf.for_apps(list(apps or world.apps or SERVERS))
+    chosen = [s.name for s in specs]
+    gw = Gateway(world=world, servers=chosen, surface=surf)
     gw.mcp = MCPServer(
         name=f"apexrl-world-{world.world_id}",
         instructions=(
@@ -100,15 +119,29 @@ def build_gateway(world: World, *, apps: list[str] | None = None, strict: bool =
         log_level="WARNING",
         warn_on_duplicate_tools=True,
     )
-    for name in chosen:
+    for spec in specs:
+        name = spec.name
         try:
-            mod = server_module(name)
+            mod = importlib.import_module(spec.module)
             detail = mod.probe(world)
-            fns = mod.tools(world)
+            fns = {fn.__name__: fn for fn in mod.tools(world)}
+            lacking = [t for t in spec.tools if t not in fns]
+            if lacking:
+                raise RuntimeError(f"{spec.module} does not implement {', '.join(lacking)}")
             names = []
-            for fn in fns:
-                tname = tool_name(name, fn.__name__, len(chosen))
-                gw.mcp.add_tool(guard(fn), name=tname, structured_output=False)
+            for base in spec.tools:
+                tname = surf.tool_name(name, base, len(chosen))
+                fn = fns[base]
+                gw.mcp.add_tool(
+                    guard(fn),
+                    name=tname,
+                    # archipelago's surface lists clean descriptions; apexrl's as before
+                    description=(inspect.getdoc(fn) or "") if surf.flat_schemas else None,
+                    structured_output=False,
+                )
+                tool = gw.mcp._tool_manager.get_tool(tname)
+                if surf.flat_schemas and tool is not None and isinstance(tool.parameters, dict):
+                    tool.parameters = inline_refs(tool.parameters)
                 names.append(tname)
             gw.status[name] = ServerStatus(name=name, ok=True, detail=detail, tools=names)
             gw.tool_names.extend(names)
@@ -122,6 +155,36 @@ def build_gateway(world: World, *, apps: list[str] | None = None, strict: bool =
             code=ExitCode.CHECK_FAILED,
         )
     return gw
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with local `$ref`s replaced by their definitions, `$defs` and the
+    generated `title`s dropped: models see flat argument schemas, as archipelago's servers
+    publish them (and ~30% fewer prompt tokens)."""
+    defs = schema.get("$defs") or {}
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                key = ref.rsplit("/", 1)[-1]
+                if key in defs and key not in seen:
+                    rest = {k: v for k, v in node.items() if k != "$ref"}
+                    return {**walk(defs[key], (*seen, key)), **walk(rest, seen)}
+            out = {}
+            for k, v in node.items():
+                if k == "$defs" or (k == "title" and isinstance(v, str)):
+                    continue
+                if k == "properties" and isinstance(v, dict):  # names, not schema keywords
+                    out[k] = {name: walk(sub, seen) for name, sub in v.items()}
+                else:
+                    out[k] = walk(v, seen)
+            return out
+        if isinstance(node, list):
+            return [walk(v, seen) for v in node]
+        return node
+
+    return walk(schema, ())
 
 
 # --- running --------------------------------------------------------------------------

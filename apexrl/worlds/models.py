@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -67,3 +67,14 @@ class WorldDiff(Record):
     @property
     def changes(self) -> list[FileChange]:
         return sorted([*self.created, *self.modified, *self.deleted], key=lambda c: c.path)
+
+
+class ToolRecord(Record):
+    """One tool a world's gateway lists."""
+
+    name: str  # as the agent calls it (e.g. excel_read_tab)
+    server: str  # the server it belongs to (e.g. excel)
+    surface: str  # archipelago | apexrl
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)  # JSON Schema of the arguments
+    args: str = ""  # compact signature for tables: "file_path, tab_index, cell_range?"

@@ -26,7 +26,7 @@ def main(steps: int = 40) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="apexrl-bench-"))
     write_example(tmp / "ex")
     world = sorted((tmp / "ex" / "world_files_zipped").glob("*.zip"))[0]
-    script = [tool_call_text("files_tree", {}) for _ in range(steps)] + ["Done."]
+    script = [tool_call_text("filesystem_get_directory_tree", {}) for _ in range(steps)] + ["Done."]
     env = HostEnv(tmp / "trial", world)
     with ScriptedEngine(script, max_model_len=1_000_000) as eng:
         t0 = time.monotonic()

@@ -19,9 +19,9 @@ def _files(logs):
 
 def test_tool_calls_ok_error_timeout_and_final_answer(tmp_path, world_zip):
     script = [
-        tool_call_text("files_list", {"path": "."}, think="Look at the files first."),
-        tool_call_text("files_read", {"path": "no-such-file.txt"}),
-        tool_call_text("code_run", {"command": "sleep 5"}),
+        tool_call_text("filesystem_list_files", {"path": "/"}, think="Look at the files first."),
+        tool_call_text("filesystem_read_text_file", {"file_path": "no-such-file.txt"}),
+        tool_call_text("code_execution_code_exec", {"code": "sleep 5"}),
         tool_call_text("no_such_tool", {}),
         "<think>\nDone.\n</think>\n\nThe answer is 42.",
     ]
@@ -90,7 +90,9 @@ def test_tool_calls_ok_error_timeout_and_final_answer(tmp_path, world_zip):
     assert ctx.metadata["apexrl"]["trial_status"] == "complete"
 
 
-def test_truncation_and_single_nudge(tmp_path, world_zip):
+def test_truncation_and_single_nudge(tmp_path, world_zip, monkeypatch):
+    # sized for apexrl's smaller tool surface (archipelago's lists ~12.6k prompt tokens)
+    monkeypatch.setenv("APEXRL_TOOL_SURFACE", "apexrl")
     script = [tool_call_text("files_tree", {}) for _ in range(4)] + ["Final."]
     env = HostEnv(tmp_path, world_zip)
     with ScriptedEngine(script, max_model_len=100_000) as eng:
@@ -125,9 +127,11 @@ def test_truncation_and_single_nudge(tmp_path, world_zip):
 
 
 def test_repairs_then_give_up(tmp_path, world_zip):
-    bad = '<tool_call>\n{"name": "files_list", "arguments": {"path": \n</tool_call>'
+    bad = '<tool_call>\n{"name": "filesystem_list_files", "arguments": {"path": \n</tool_call>'
     env = HostEnv(tmp_path, world_zip)
-    with ScriptedEngine([bad, bad, tool_call_text("files_list", {}), bad, bad, bad]) as eng:
+    with ScriptedEngine(
+        [bad, bad, tool_call_text("filesystem_list_files", {}), bad, bad, bad]
+    ) as eng:
         agent, _ = run_agent(
             env, tmp_path / "agent", "Go.", endpoint=eng.url, budgets={"outcome_policy": "strict"}
         )
@@ -141,7 +145,7 @@ def test_repairs_then_give_up(tmp_path, world_zip):
 
 def test_budgets_max_steps_and_length(tmp_path, world_zip):
     env = HostEnv(tmp_path / "a", world_zip)
-    with ScriptedEngine([tool_call_text("files_list", {})] * 3) as eng:
+    with ScriptedEngine([tool_call_text("filesystem_list_files", {})] * 3) as eng:
         agent, _ = run_agent(
             env, tmp_path / "a" / "agent", "Go.", endpoint=eng.url, budgets={"max_steps": 2}
         )

@@ -25,7 +25,7 @@ from tests.agent.hostenv import HostEnv
 def test_engine_faults_are_classified(tmp_path, world_zip, fault, error_class, budget_s):
     env = HostEnv(tmp_path, world_zip)
     # 1 try + 2 retries, all failing; the hang is cut by the 1 s per-LLM-call timeout
-    with ScriptedEngine([tool_call_text("files_list", {}), fault, fault, fault]) as eng:
+    with ScriptedEngine([tool_call_text("filesystem_list_files", {}), fault, fault, fault]) as eng:
         t0 = time.monotonic()
         agent, _ = run_agent(
             env,
@@ -86,9 +86,9 @@ def test_mcp_server_dies_mid_trial(tmp_path, world_zip):
 
     def kill_then_call(body):
         env.kill_gateway()  # the world's MCP gateway process dies between two steps
-        return tool_call_text("files_read", {"path": "x"})
+        return tool_call_text("filesystem_read_text_file", {"file_path": "x"})
 
-    script = [tool_call_text("files_list", {}), kill_then_call, "unreachable"]
+    script = [tool_call_text("filesystem_list_files", {}), kill_then_call, "unreachable"]
     with ScriptedEngine(script) as eng:
         t0 = time.monotonic()
         agent, _ = run_agent(
@@ -126,9 +126,9 @@ def test_mcp_gateway_restart_reconnects_once(tmp_path, world_zip):
         t = threading.Timer(0.5, restart_later, args=(urlparse(env.gateway_url).port,))
         t.start()
         state["timer"] = t
-        return tool_call_text("files_list", {})
+        return tool_call_text("filesystem_list_files", {})
 
-    script = [tool_call_text("files_list", {}), kill_then_call, "Done."]
+    script = [tool_call_text("filesystem_list_files", {}), kill_then_call, "Done."]
     try:
         with ScriptedEngine(script) as eng:
             agent, _ = run_agent(env, tmp_path / "agent", "Go.", endpoint=eng.url)
@@ -165,7 +165,7 @@ def test_secrets_never_reach_trajectories_or_logs(tmp_path, world_zip, monkeypat
 
     def plant(body):  # the world holds a file with the secret; the agent reads it
         (env.world.fs_root / "keys.txt").write_text(f"api key: {secret}\n")
-        return tool_call_text("files_read", {"path": "keys.txt"})
+        return tool_call_text("filesystem_read_text_file", {"file_path": "keys.txt"})
 
     with ScriptedEngine([plant, f"The key was {secret}."]) as eng:
         agent, ctx = run_agent(
@@ -197,7 +197,9 @@ def test_cancelled_by_harbor_keeps_the_partial_run(tmp_path, world_zip):
 
     env = HostEnv(tmp_path, world_zip)
     logs = tmp_path / "agent"
-    with ScriptedEngine([tool_call_text("files_list", {}), Fault("hang", seconds=None)]) as eng:
+    with ScriptedEngine(
+        [tool_call_text("filesystem_list_files", {}), Fault("hang", seconds=None)]
+    ) as eng:
         agent = ApexAgent(logs_dir=logs, endpoint=eng.url, tokenizer="qwen3")
         ctx = AgentContext()
 

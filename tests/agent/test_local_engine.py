@@ -14,7 +14,7 @@ from tests.agent.hostenv import HostEnv
 def test_random_model_ends_classified_with_a_well_formed_trajectory(tmp_path, world_zip):
     from apexrl.engine.local import EngineServer, LocalEngine, make_tiny_checkpoint
 
-    ckpt = make_tiny_checkpoint(tmp_path / "tiny", seed=0, max_position_embeddings=16384)
+    ckpt = make_tiny_checkpoint(tmp_path / "tiny", seed=0, max_position_embeddings=32768)
     env = HostEnv(tmp_path / "trial", world_zip)
     logs = tmp_path / "trial" / "agent"
     with EngineServer(LocalEngine(ckpt, served_model_name="tiny")) as server:
@@ -27,7 +27,7 @@ def test_random_model_ends_classified_with_a_well_formed_trajectory(tmp_path, wo
             sampling={"max_tokens": 12, "seed": 0},
         )
     rec = agent.record
-    assert rec.context_window == 16384 and rec.model == "tiny"
+    assert rec.context_window == 32768 and rec.model == "tiny"
     # random weights: a final answer, a cut turn or a bad tool call; never an unclassified end
     assert rec.status in ("complete", "length", "max_steps", "error")
     if rec.status == "error":

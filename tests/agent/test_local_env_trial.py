@@ -61,8 +61,8 @@ def test_scripted_agent_passes_the_rubric_in_the_local_sandbox(tmp_path, example
     task = _text_task(local_dirs / "tasks")
     gold = json.loads((task / "tests" / "golden_responses.json").read_text())["gold_response"]
     script = [
-        tool_call_text("files_list", {"path": "."}),
-        tool_call_text("files_read", {"path": "definitely-not-here.txt"}),
+        tool_call_text("filesystem_list_files", {"path": "/"}),
+        tool_call_text("filesystem_read_text_file", {"file_path": "definitely-not-here.txt"}),
         gold,
     ]
     with ScriptedEngine(script) as eng:
@@ -78,7 +78,7 @@ def test_scripted_agent_passes_the_rubric_in_the_local_sandbox(tmp_path, example
 def test_engine_failure_is_an_error_trial_scoring_zero(tmp_path, example_data, local_dirs):
     task = _text_task(local_dirs / "tasks")
     bad = Fault("status", status=400, message="bad request")
-    with ScriptedEngine([tool_call_text("files_list", {}), bad]) as eng:
+    with ScriptedEngine([tool_call_text("filesystem_list_files", {}), bad]) as eng:
         out = run_trial(task, _config(tmp_path, example_data, eng.url))
     r = out.result
     assert r.status == "error" and r.reward == 0.0

@@ -86,7 +86,9 @@ def aligned(out: dict) -> tuple[list, list, list]:
 
 def test_complete_trial(data, sandbox_dirs):
     root, task, gold = data
-    out, trial = run(root, task, [tool_call_text("files_list", {"path": "."}), gold], "complete")
+    out, trial = run(
+        root, task, [tool_call_text("filesystem_list_files", {"path": "/"}), gold], "complete"
+    )
     assert out["rewards"] == [1.0] and out["stop_reasons"] == ["stop"]
     r, m, lp = aligned(out)
     steps = json.loads((trial / "agent" / "apexrl_agent.json").read_text())["step_records"]
@@ -101,18 +103,27 @@ def test_complete_trial(data, sandbox_dirs):
     assert r == [t for turn in tito["turns"] for t in turn["token_ids"]]
 
 
+def _prompt_len(root: Path, task: Path, gold: str) -> int:
+    """Tokens of the task's initial prompt (system, instruction, the world's tool list)."""
+    done = root / "logs" / "complete" / "train" / "step-0" / "t_0" / "agent" / "tito.json"
+    if not done.is_file():
+        _, trial = run(root, task, [gold], "probe")
+        done = trial / "agent" / "tito.json"
+    return len(json.loads(done.read_text())["prompt_ids"])
+
+
 def test_context_exceeded_trial_trains_with_reward_zero(data, sandbox_dirs):
     root, task, gold = data
     # room for the prompt and the first turn, not for the tool result that follows
-    out, trial = run(
-        root, task, [tool_call_text("files_list", {"path": "."}), gold], "ctx", max_seq_len=6320
-    )
+    window = _prompt_len(root, task, gold) + 40
+    call = tool_call_text("filesystem_list_files", {"path": "/"})
+    out, trial = run(root, task, [call, gold], "ctx", max_seq_len=window)
     rec = json.loads((trial / "agent" / "apexrl_agent.json").read_text())
     assert rec["status"] == "context_length"
     assert out["rewards"] == [0.0] and out["stop_reasons"] == ["context_length"]
     r, m, _ = aligned(out)
     assert m == [1] * len(r)  # the sampled turn trains; the overflowing observation is dropped
-    assert len(out["prompt_token_ids"][0]) + len(r) <= 6320
+    assert len(out["prompt_token_ids"][0]) + len(r) <= window
 
 
 def test_errored_trial_is_masked(data, sandbox_dirs):
@@ -130,9 +141,10 @@ def test_timed_out_trial_is_masked_with_reward_zero(data, sandbox_dirs):
     out, trial = run(
         root,
         task,
-        [tool_call_text("files_list", {"path": "."}), Fault("hang", seconds=30)],
+        [tool_call_text("filesystem_list_files", {"path": "/"}), Fault("hang", seconds=60)],
         "timeout",
-        budgets=AgentBudgets(agent_timeout_s=6),
+        # room for setup and the first turn (archipelago's tool list is ~17k prompt tokens)
+        budgets=AgentBudgets(agent_timeout_s=20),
     )
     assert out["stop_reasons"] == ["agent_timeout"] and out["rewards"] == [0.0]
     r, m, _ = aligned(out)

@@ -263,7 +263,7 @@ def test_single_server_tools_are_unprefixed(world_dir):
     from tests.worlds.conftest import Session
 
     w = open_world(world_dir, apps=["mail"])
-    with serve_in_thread(build_gateway(w)) as r:
+    with serve_in_thread(build_gateway(w, surface="apexrl")) as r:
         s = Session(r.url)
         assert sorted(s.tools()) == ["forward", "list", "read", "reply", "search", "send"]
         assert s.json("list")["total"] == 2

@@ -63,6 +63,8 @@ def serving(example, tmp_path_factory):
             "0",
             "--workdir",
             str(workdir),
+            "--surface",
+            "apexrl",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -68,11 +68,22 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def as_text(result: Any) -> str:
-    """Tool results go to a model: compact JSON for structures, strings as they are."""
+def as_text(result: Any) -> Any:
+    """Tool results go to a model: compact JSON for structures, strings as they are;
+    MCP content blocks (an image a tool rendered) pass through unchanged."""
     if isinstance(result, str):
         return result
+    if _is_content(result) or (
+        isinstance(result, list) and result and all(_is_content(r) for r in result)
+    ):
+        return result
     return json.dumps(result, ensure_ascii=False, default=str)
+
+
+def _is_content(x: Any) -> bool:
+    from mcp.types import ImageContent, TextContent
+
+    return isinstance(x, ImageContent | TextContent)
 
 
 def cap_text(text: str, limit: int) -> str:

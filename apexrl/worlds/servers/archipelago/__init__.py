@@ -1,0 +1,93 @@
+"""archipelago's tool surface: the servers (filesystem, word, excel, powerpoint, pdfs,
+mail, chat, calendar, code_execution) with archipelago's tool and argument names,
+implemented over apexrl's world logic. See `apexrl.worlds.surface`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from apexrl.errors import ApexError
+from apexrl.worlds.world import World
+
+
+def vpath(world: World, p: Path) -> str:
+    """A path as archipelago shows it: absolute inside the sandbox ('/Reports/x.xlsx')."""
+    rel = world.rel(p)
+    return "/" if rel in (".", "") else "/" + rel
+
+
+def file_arg(world: World, path: str, exts: tuple[str, ...], *, must_exist: bool = True) -> Path:
+    """Resolve a file argument that must end with one of `exts` (lower-case, with dots)."""
+    if not isinstance(path, str) or not path.strip():
+        raise ApexError("file_path is required")
+    if exts and not path.lower().endswith(exts):
+        raise ApexError(f"{path!r} must end with {' or '.join(exts)}")
+    p = world.fs_path(path, must_exist=must_exist)
+    if must_exist and p.is_dir():
+        raise ApexError(f"{path!r} is a directory, not a file")
+    return p
+
+
+def new_file(world: World, directory: str, file_name: str, ext: str) -> Path:
+    """The target of a create_* tool: `directory` + `file_name` (no '/', ends with `ext`)."""
+    if not file_name or "/" in file_name or "\\" in file_name:
+        raise ApexError(f"file_name {file_name!r} must be a plain name without '/'")
+    if not file_name.lower().endswith(ext):
+        raise ApexError(f"file_name {file_name!r} must end with {ext}")
+    d = world.fs_path(directory or "/")
+    if d.exists() and not d.is_dir():
+        raise ApexError(f"{directory!r} is not a directory")
+    p = world.fs_path(f"{(directory or '/').rstrip('/')}/{file_name}")
+    if p.exists():
+        raise ApexError(f"{vpath(world, p)} already exists")
+    return p
+
+
+def transform_image(
+    blob: bytes,
+    operation: str,
+    *,
+    rotation: float | None = None,
+    flip: str | None = None,
+    brightness: float | None = None,
+    contrast: float | None = None,
+    crop: tuple[int | None, int | None, int | None, int | None] | None = None,
+) -> bytes:
+    """An image's bytes after rotate / flip / brightness / contrast / crop (same format)."""
+    import io
+
+    from PIL import Image, ImageEnhance, ImageOps
+
+    img = Image.open(io.BytesIO(blob))
+    fmt = img.format or "PNG"
+    if operation == "rotate":
+        if rotation is None or not 0 <= rotation <= 360:
+            raise ApexError("'rotate' needs rotation between 0 and 360 degrees")
+        img = img.rotate(-rotation, expand=True)  # clockwise
+    elif operation == "flip":
+        if flip not in ("horizontal", "vertical"):
+            raise ApexError("'flip' needs flip='horizontal' or 'vertical'")
+        img = ImageOps.mirror(img) if flip == "horizontal" else ImageOps.flip(img)
+    elif operation in ("brightness", "contrast"):
+        factor = brightness if operation == "brightness" else contrast
+        if factor is None or factor <= 0:
+            raise ApexError(f"'{operation}' needs a positive {operation} factor")
+        enh = ImageEnhance.Brightness if operation == "brightness" else ImageEnhance.Contrast
+        img = enh(img.convert("RGB") if img.mode not in ("RGB", "L") else img).enhance(factor)
+    elif operation == "crop":
+        left, top, right, bottom = crop or (None, None, None, None)
+        if None in (left, top, right, bottom) or not (
+            0 <= left < right <= img.width and 0 <= top < bottom <= img.height
+        ):
+            raise ApexError(
+                f"'crop' needs 0 <= crop_left < crop_right <= {img.width} and "
+                f"0 <= crop_top < crop_bottom <= {img.height}"
+            )
+        img = img.crop((left, top, right, bottom))
+    else:
+        raise ApexError(f"unknown operation {operation!r}")
+    out = io.BytesIO()
+    if fmt.upper() in ("JPEG", "JPG") and img.mode not in ("RGB", "L"):
+        img = img.convert("RGB")
+    img.save(out, format=fmt)
+    return out.getvalue()

@@ -1,0 +1,75 @@
+"""archipelago `code_execution` server: one tool, `code_exec(code)`, a shell command run
+in the world's files folder with a time limit (not a sandbox by itself: isolation comes
+from the environment the gateway runs in)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from apexrl.worlds.servers import code as _code
+from apexrl.worlds.world import World
+
+TIMEOUT_S = float(os.environ.get("CODE_EXEC_COMMAND_TIMEOUT", "300"))
+OUTPUT_CAP = 100_000
+# Raw Python passed where a shell command is expected (archipelago refuses it too).
+_PY_START = re.compile(
+    r"^(from\s+\S+\s+import\s|import\s+[A-Za-z_][\w.]*(\s+as\s+\w+)?\s*(;|$)"
+    r"|def\s|class\s|async\s+def\s|@)"
+)
+_RAW_PYTHON = (
+    "Error: this looks like raw Python code. code_exec runs shell commands, not Python. "
+    "To run Python: python -c 'your_code', or write a script first: "
+    "cat > script.py << 'EOF'\\n...\\nEOF && python script.py"
+)
+
+
+def tools(world: World) -> list:
+    async def code_exec(
+        code: Annotated[
+            str | None,
+            Field(
+                description="Shell command to run with bash in the world's files folder "
+                "(e.g. `ls -la`, `python -c 'print(1+1)'`, or a heredoc script then "
+                "`python script.py`). Required."
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Run a shell command (bash) in the world's files folder and return
+        {success, output}: success is true when it exits 0 within the time limit; output
+        holds stdout, then stderr under 'Stderr output:'. To run Python use `python -c` or a
+        script file; raw Python code is refused."""
+        if code is None:
+            return {
+                "success": False,
+                "output": "Error: Required parameter 'code' (command to execute)",
+            }
+        if _PY_START.match(code.strip()):
+            return {"success": False, "output": _RAW_PYTHON}
+        r = await _code.run_command(world, code, TIMEOUT_S, OUTPUT_CAP)
+        out = r["stdout"]
+        if r["stderr"]:
+            out = (
+                f"{out}\nStderr output:\n{r['stderr']}" if out else f"Stderr output:\n{r['stderr']}"
+            )
+        if r["timed_out"]:
+            return {
+                "success": False,
+                "output": f"Command execution timed out after {TIMEOUT_S:g} seconds"
+                + (f"\n\nPartial output before timeout:\n{out}" if out else ""),
+            }
+        if r["exit_code"] != 0:
+            return {
+                "success": False,
+                "output": f"Command failed with exit code {r['exit_code']}\n{out}",
+            }
+        return {"success": True, "output": out}
+
+    return [code_exec]
+
+
+def probe(world: World) -> str:
+    return _code.probe(world)

@@ -1,0 +1,276 @@
+"""archipelago `filesystem` server: read-only browsing of the world's files."""
+
+from __future__ import annotations
+
+import fnmatch
+import mimetypes
+import os
+import stat as stat_
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import Field
+
+from apexrl.errors import ApexError
+from apexrl.worlds.servers import files as _files
+from apexrl.worlds.servers.archipelago import vpath
+from apexrl.worlds.world import World
+
+TEXT_EXTENSIONS = frozenset(
+    [
+        "txt",
+        "json",
+        "csv",
+        "tsv",
+        "py",
+        "md",
+        "xml",
+        "yaml",
+        "yml",
+        "js",
+        "ts",
+        "jsx",
+        "tsx",
+        "htm",
+        "html",
+        "css",
+        "scss",
+        "less",
+        "java",
+        "c",
+        "cpp",
+        "h",
+        "hpp",
+        "rs",
+        "go",
+        "rb",
+        "php",
+        "sh",
+        "bash",
+        "zsh",
+        "fish",
+        "ps1",
+        "bat",
+        "cmd",
+        "sql",
+        "graphql",
+        "gql",
+        "toml",
+        "ini",
+        "cfg",
+        "conf",
+        "env",
+        "properties",
+        "log",
+        "gitignore",
+        "dockerignore",
+        "editorconfig",
+        "makefile",
+        "dockerfile",
+        "vagrantfile",
+        "rst",
+        "tex",
+        "bib",
+        "eml",
+        "ics",
+    ]  # noqa: SIM905
+)
+IMAGE_FORMATS = {
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+}
+# Where a non-text file is read instead (archipelago's servers for those formats).
+_READ_WITH = {
+    "docx": "word_read_document_content",
+    "xlsx": "excel_read_tab",
+    "xlsm": "excel_read_tab",
+    "pptx": "powerpoint_read_slides",
+    "pdf": "pdfs_read_pdf_pages",
+}
+MAX_TREE_ENTRIES = 500
+
+PathArg = Annotated[
+    str, Field(description="Path inside the sandbox; '/' is the root of the world's files.")
+]
+
+
+def _ext(name: str) -> str:
+    base = os.path.basename(name)
+    if base.lower() in ("makefile", "dockerfile", "vagrantfile"):
+        return base.lower()
+    if base.startswith(".") and "." not in base[1:]:
+        return base[1:].lower()
+    return base.rsplit(".", 1)[-1].lower() if "." in base else ""
+
+
+def _inside(world: World, p) -> bool:
+    return p.resolve().is_relative_to(world.fs_root.resolve())
+
+
+def tools(world: World) -> list:
+    def list_files(path: PathArg = "/") -> str:
+        """List files and folders directly inside a directory: one line per entry,
+        "'name' (folder)" or "'name' (mime/type file) N bytes"."""
+        p = world.fs_path(path)
+        if not p.exists():
+            return f"[not found: {path}]\n"
+        if not p.is_dir():
+            return f"[not a directory: {path}]\n"
+        out = []
+        for c in sorted(p.iterdir(), key=lambda c: c.name):
+            if not _inside(world, c):
+                continue
+            if c.is_dir():
+                out.append(f"'{c.name}' (folder)\n")
+            elif c.is_file():
+                mt = mimetypes.guess_type(c.name)[0] or "unknown"
+                out.append(f"'{c.name}' ({mt} file) {c.stat().st_size} bytes\n")
+        return "".join(out) or f"No items found in '{path}'"
+
+    def read_text_file(
+        file_path: PathArg,
+        encoding: Annotated[
+            str, Field(description="Text encoding, e.g. utf-8, latin-1.")
+        ] = "utf-8",
+        max_size: Annotated[int, Field(description="Ignored (kept for compatibility).")] = 0,
+    ) -> str:
+        """Read a whole text file (.txt, .csv, .json, .md, .html, .xml, .yaml, source code,
+        ...). Office files and PDFs are not text: read them with the word, excel,
+        powerpoint or pdfs tools."""
+        ext = _ext(file_path)
+        if ext not in TEXT_EXTENSIONS:
+            hint = f"; read it with {_READ_WITH[ext]}" if ext in _READ_WITH else ""
+            raise ApexError(f"Unsupported file type: '{ext}'{hint}")
+        p = world.fs_path(file_path, must_exist=True)
+        if not p.is_file():
+            raise ApexError(f"Not a file: {file_path}")
+        try:
+            return p.read_bytes().decode(encoding)
+        except LookupError:
+            raise ApexError(f"unknown encoding {encoding!r}") from None
+        except UnicodeDecodeError as e:
+            raise ApexError(f"cannot decode {file_path} as {encoding}: {e.reason}") from None
+
+    def read_image_file(file_path: PathArg):
+        """Read an image file (png, jpg, jpeg, gif, webp) and return it as an image."""
+        import base64
+
+        from mcp.types import ImageContent
+
+        ext = _ext(file_path)
+        if ext not in IMAGE_FORMATS:
+            raise ApexError(
+                f"Unsupported image format: {ext}. Supported formats: png, jpg, jpeg, gif, webp"
+            )
+        p = world.fs_path(file_path, must_exist=True)
+        if not p.is_file():
+            raise ApexError(f"Not a file: {file_path}")
+        data = base64.b64encode(p.read_bytes()).decode("ascii")
+        return ImageContent(type="image", data=data, mimeType=IMAGE_FORMATS[ext])
+
+    def search_files(
+        pattern: Annotated[str, Field(description="Glob on file names: '*.xlsx', 'report_*'.")],
+        path: PathArg = "/",
+        recursive: Annotated[bool, Field(description="Search subdirectories too.")] = True,
+        max_results: Annotated[int, Field(description="At most this many (0: no limit).")] = 100,
+    ) -> str:
+        """Find files whose name matches a glob pattern (* any characters, ? one character)
+        under a directory. Returns the matching paths, one per line."""
+        if not pattern:
+            raise ApexError("Pattern is required and must be a string")
+        base = world.fs_path(path)
+        if not base.exists():
+            return f"[not found: {path}]"
+        if not base.is_dir():
+            return f"[not a directory: {path}]"
+        walker = (
+            _files._walk(world, base)
+            if recursive
+            else (c for c in sorted(base.iterdir()) if c.is_file() and _inside(world, c))
+        )
+        hits = []
+        for f in walker:
+            if fnmatch.fnmatch(f.name, pattern):
+                hits.append(vpath(world, f))
+                if max_results > 0 and len(hits) >= max_results:
+                    break
+        if not hits:
+            return f"No files matching '{pattern}' found in {path}"
+        out = f"Found {len(hits)} file(s) matching '{pattern}':\n" + "\n".join(hits)
+        if max_results > 0 and len(hits) >= max_results:
+            out += f"\n(Results limited to {max_results})"
+        return out
+
+    def get_file_metadata(file_path: PathArg) -> str:
+        """Metadata of a file or directory: type, MIME type, size, permissions, times."""
+        p = world.fs_path(file_path)
+        if not p.exists():
+            return f"[not found: {file_path}]"
+        st = p.stat()
+        lines = [f"Path: {vpath(world, p)}", f"Type: {'directory' if p.is_dir() else 'file'}"]
+        if p.is_file():
+            lines.append(f"MIME type: {mimetypes.guess_type(p.name)[0] or 'unknown'}")
+        lines.append(f"Size: {st.st_size} bytes")
+        lines.append(f"Permissions: {stat_.filemode(st.st_mode)[1:]} ({oct(st.st_mode)[-3:]})")
+        for label, t in (
+            ("Modified", st.st_mtime),
+            ("Accessed", st.st_atime),
+            ("Created/Changed", st.st_ctime),
+        ):
+            lines.append(f"{label}: {datetime.fromtimestamp(t, UTC).isoformat()}")
+        return "\n".join(lines)
+
+    def get_directory_tree(
+        path: PathArg = "/",
+        max_depth: Annotated[int, Field(description="Levels to show, 1-10.")] = 3,
+        include_files: Annotated[bool, Field(description="Show files, not only folders.")] = True,
+        show_size: Annotated[bool, Field(description="Show file sizes in bytes.")] = False,
+    ) -> str:
+        """The directory tree under a path, drawn with box characters (folders end in '/')."""
+        base = world.fs_path(path)
+        if not base.exists():
+            return f"[not found: {path}]"
+        if not base.is_dir():
+            return f"[not a directory: {path}]"
+        depth = max(1, min(10, int(max_depth)))
+        lines = [vpath(world, base)]
+        count = [0]
+
+        def walk(d, prefix: str, level: int) -> None:
+            entries = [c for c in d.iterdir() if _inside(world, c) and not c.is_symlink()]
+            dirs = sorted((c for c in entries if c.is_dir()), key=lambda c: c.name.lower())
+            files = sorted((c for c in entries if c.is_file()), key=lambda c: c.name.lower())
+            shown = dirs + (files if include_files else [])
+            for i, c in enumerate(shown):
+                if count[0] >= MAX_TREE_ENTRIES:
+                    lines.append(f"{prefix}... (truncated at {MAX_TREE_ENTRIES} entries)")
+                    return
+                count[0] += 1
+                last = i == len(shown) - 1
+                conn = "└── " if last else "├── "
+                if c.is_dir():
+                    lines.append(f"{prefix}{conn}{c.name}/")
+                    if level < depth:
+                        walk(c, prefix + ("    " if last else "│   "), level + 1)
+                else:
+                    size = f" ({c.stat().st_size} bytes)" if show_size else ""
+                    lines.append(f"{prefix}{conn}{c.name}{size}")
+
+        walk(base, "", 1)
+        return "\n".join(lines) if len(lines) > 1 else lines[0] + "\n(empty)"
+
+    return [
+        list_files,
+        read_image_file,
+        read_text_file,
+        search_files,
+        get_file_metadata,
+        get_directory_tree,
+    ]
+
+
+def probe(world: World) -> str:
+    return _files.probe(world)

@@ -1,0 +1,248 @@
+"""Tool surfaces: which servers a world gateway mounts and which tools each one lists.
+
+A surface is data: for every server, the name its tools are prefixed with, the world
+app it serves (`files`, `docs`, `sheets`, ... as in `apexrl.worlds.world.SERVERS`), the
+module holding the implementations (`tools(world)` returns functions whose `__name__`
+is the tool's base name, `probe(world)` checks the server's data), and the ordered tool
+names the gateway registers. A module function not named here is not listed; a name
+here without a function is an error at gateway build time.
+
+Surfaces:
+  archipelago  (default) the server and tool names, arguments and semantics of Mercor's
+               archipelago MCP servers, the action space recipe-trained checkpoints
+               learned: `code_execution_code_exec(code=...)`, `excel_read_tab`,
+               `filesystem_search_files`, `pdfs_read_pdf_pages`, ... Tool names are
+               always prefixed with the server's name.
+  apexrl       apexrl's earlier names (`files_read`, `sheets_read_range`, `code_run`);
+               prefixed only when several servers are mounted.
+
+`APEXRL_TOOL_SURFACE` picks the surface where no caller says (gateways started inside
+sandboxes and images).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from apexrl.errors import UsageError
+
+DEFAULT_SURFACE = "archipelago"
+SURFACE_ENV = "APEXRL_TOOL_SURFACE"
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str  # prefix of its tool names
+    app: str  # the world app it serves (apexrl.worlds.world.SERVERS)
+    module: str  # implementation: tools(world) + probe(world)
+    tools: tuple[str, ...]  # tool base names, in listing order
+
+
+@dataclass(frozen=True)
+class Surface:
+    name: str
+    always_prefix: bool
+    servers: tuple[ServerSpec, ...]
+    description: str = ""
+    flat_schemas: bool = False  # inline $refs, drop generated titles (as archipelago lists)
+
+    def server(self, name: str) -> ServerSpec:
+        for s in self.servers:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def for_apps(self, apps: list[str]) -> list[ServerSpec]:
+        """The servers serving `apps` (world app names), in this surface's order."""
+        return [s for s in self.servers if s.app in apps]
+
+    def tool_name(self, server: str, base: str, n_servers: int) -> str:
+        return f"{server}_{base}" if (self.always_prefix or n_servers > 1) else base
+
+
+_A = "apexrl.worlds.servers.archipelago"
+_L = "apexrl.worlds.servers"
+
+ARCHIPELAGO = Surface(
+    name="archipelago",
+    always_prefix=True,
+    flat_schemas=True,
+    description="archipelago's MCP servers (the recipe's action space)",
+    servers=(
+        ServerSpec(
+            "filesystem",
+            "files",
+            f"{_A}.filesystem",
+            (
+                "list_files",
+                "read_image_file",
+                "read_text_file",
+                "search_files",
+                "get_file_metadata",
+                "get_directory_tree",
+            ),
+        ),
+        ServerSpec(
+            "word",
+            "docs",
+            f"{_A}.word",
+            (
+                "create_document",
+                "delete_document",
+                "get_document_overview",
+                "read_document_content",
+                "read_image",
+                "add_content_text",
+                "edit_content_text",
+                "delete_content_text",
+                "add_image",
+                "modify_image",
+                "apply_formatting",
+                "header_footer",
+                "page_margins",
+                "page_orientation",
+                "comments",
+            ),
+        ),
+        ServerSpec(
+            "excel",
+            "sheets",
+            f"{_A}.excel",
+            (
+                "create_spreadsheet",
+                "delete_spreadsheet",
+                "read_tab",
+                "read_csv",
+                "list_tabs_in_spreadsheet",
+                "add_tab",
+                "delete_tab",
+                "edit_spreadsheet",
+                "add_content_text",
+                "delete_content_cell",
+                "create_chart",
+                "filter_tab",
+            ),
+        ),
+        ServerSpec(
+            "powerpoint",
+            "slides",
+            f"{_A}.powerpoint",
+            (
+                "create_deck",
+                "delete_deck",
+                "add_slide",
+                "edit_slides",
+                "add_image",
+                "modify_image",
+                "insert_chart",
+                "insert_table",
+                "add_shape",
+                "read_slides",
+                "read_completedeck",
+                "read_individualslide",
+                "read_image",
+            ),
+        ),
+        ServerSpec(
+            "pdfs",
+            "pdf",
+            f"{_A}.pdfs",
+            ("create_pdf", "read_pdf_pages", "read_image", "read_page_as_image", "search_pdf"),
+        ),
+        ServerSpec(
+            "mail",
+            "mail",
+            f"{_A}.mail",
+            (
+                "list_mails",
+                "read_mail",
+                "search_mail",
+                "send_mail",
+                "reply_mail",
+                "reply_all_mail",
+                "forward_mail",
+            ),
+        ),
+        ServerSpec(
+            "chat",
+            "chat",
+            f"{_A}.chat",
+            (
+                "list_channels",
+                "get_channel_history",
+                "get_thread_replies",
+                "get_user_profile",
+                "get_users",
+                "post_message",
+                "reply_to_thread",
+                "add_reaction",
+                "delete_post",
+            ),
+        ),
+        ServerSpec(
+            "calendar",
+            "calendar",
+            f"{_A}.calendar",
+            ("list_events", "read_event", "create_event", "update_event", "delete_event"),
+        ),
+        ServerSpec("code_execution", "code", f"{_A}.code_execution", ("code_exec",)),
+    ),
+)
+
+APEXRL = Surface(
+    name="apexrl",
+    always_prefix=False,
+    description="apexrl's earlier tool names",
+    servers=(
+        ServerSpec("files", "files", f"{_L}.files", ("list", "read", "search", "info", "tree")),
+        ServerSpec(
+            "docs",
+            "docs",
+            f"{_L}.docs",
+            ("overview", "read", "create", "add_text", "edit_text", "delete_text"),
+        ),
+        ServerSpec(
+            "sheets",
+            "sheets",
+            f"{_L}.sheets",
+            ("list_tabs", "read_range", "edit_cells", "add_tab", "create"),
+        ),
+        ServerSpec(
+            "slides",
+            "slides",
+            f"{_L}.slides",
+            ("read_deck", "read_slide", "create_deck", "add_slide"),
+        ),
+        ServerSpec("pdf", "pdf", f"{_L}.pdf", ("read_pages", "search")),
+        ServerSpec(
+            "mail", "mail", f"{_L}.mail", ("list", "read", "search", "send", "reply", "forward")
+        ),
+        ServerSpec(
+            "chat",
+            "chat",
+            f"{_L}.chat",
+            ("list_channels", "history", "thread", "post", "reply", "react"),
+        ),
+        ServerSpec(
+            "calendar",
+            "calendar",
+            f"{_L}.calendar_",
+            ("list", "read", "create", "update", "delete"),
+        ),
+        ServerSpec("code", "code", f"{_L}.code", ("run",)),
+    ),
+)
+
+SURFACES: dict[str, Surface] = {s.name: s for s in (ARCHIPELAGO, APEXRL)}
+
+
+def get_surface(name: str | None = None) -> Surface:
+    """The surface called `name`; None: $APEXRL_TOOL_SURFACE, else archipelago."""
+    key = (name or os.environ.get(SURFACE_ENV) or DEFAULT_SURFACE).strip().lower()
+    try:
+        return SURFACES[key]
+    except KeyError:
+        raise UsageError(
+            f"unknown tool surface {key!r}", hint=f"known surfaces: {', '.join(SURFACES)}"
+        ) from None

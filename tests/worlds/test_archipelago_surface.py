@@ -1,0 +1,788 @@
+"""archipelago's tool surface (the default) on the example worlds' real files, through a
+real MCP client session against the gateway: every tool is called here (read, write and
+error cases); a test checks that none is left out."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import mailbox
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from apexrl.cli.app import app
+from apexrl.worlds.surface import ARCHIPELAGO, SURFACES
+from tests.worlds.conftest import Session
+
+# The names a recipe-trained checkpoint knows from the recipe's production prompt.
+RECIPE_NAMES = {
+    "code_execution_code_exec",
+    "excel_read_tab",
+    "filesystem_search_files",
+    "pdfs_read_pdf_pages",
+    "pdfs_read_page_as_image",
+}
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> tuple[Path, dict]:
+    from apexrl.tasks.example import write_example
+
+    out = tmp_path_factory.mktemp("example")
+    write_example(out, seed=0)
+    worlds = json.loads((out / "world_descriptions.json").read_text())
+    world = next(w for w in worlds if "code" in w["apps"] and w["world_id"])
+    return out, world
+
+
+@pytest.fixture(scope="module")
+def arch(example, tmp_path_factory):
+    from apexrl.worlds.gateway import build_gateway, serve_in_thread
+    from apexrl.worlds.world import open_world
+
+    out, world = example
+    zpath = out / "world_files_zipped" / f"{world['world_id']}.zip"
+    w = open_world(zpath, workdir=tmp_path_factory.mktemp("arch") / "w")
+    try:
+        with serve_in_thread(build_gateway(w)) as r:
+            s = Session(r.url)
+            yield s, w.root, _find(s)
+    finally:
+        w.close()
+
+
+def _find(s: Session) -> dict[str, str]:
+    """One real file of each kind, found the way an agent would."""
+    found = {}
+    for ext in ("xlsx", "docx", "pptx", "pdf", "csv", "txt"):
+        text = s.text("filesystem_search_files", pattern=f"*.{ext}")
+        found[ext] = next(ln for ln in text.splitlines() if ln.startswith("/"))
+    return found
+
+
+def _first_tab(s: Session, xlsx: str) -> str:
+    return s.json("excel_list_tabs_in_spreadsheet", file_path=xlsx)["tabs"][0]["name"]
+
+
+def _image(result) -> bytes:
+    block = result.content[0]
+    assert block.type == "image", block
+    return base64.b64decode(block.data)
+
+
+def test_surface_lists_archipelago_names(arch):
+    s, _, _ = arch
+    names = s.tools()
+    assert set(names) >= RECIPE_NAMES
+    expected = [f"{sv.name}_{t}" for sv in ARCHIPELAGO.servers for t in sv.tools]
+    assert names == expected
+    assert {n.split("_", 1)[0] for n in names} >= {"filesystem", "word", "excel", "powerpoint"}
+
+
+def test_every_archipelago_tool_is_exercised_here():
+    src = Path(__file__).read_text()
+    missing = [
+        f"{sv.name}_{t}"
+        for sv in ARCHIPELAGO.servers
+        for t in sv.tools
+        if f'"{sv.name}_{t}"' not in src
+    ]
+    assert missing == []
+
+
+def test_filesystem(arch):
+    s, root, f = arch
+    top = s.text("filesystem_list_files", path="/")
+    assert "(folder)" in top and "README.md" in top and "bytes" in top
+    assert s.text("filesystem_list_files", path="/nope").startswith("[not found")
+    assert f["xlsx"].endswith(".xlsx") and f["xlsx"].startswith("/")
+    none = s.text("filesystem_search_files", pattern="*.zzz", path="/")
+    assert none.startswith("No files matching")
+    flat = s.text("filesystem_search_files", pattern="*.md", recursive=False)
+    assert "/README.md" in flat
+    txt = s.text("filesystem_read_text_file", file_path=f["txt"])
+    assert txt == (root / "filesystem" / f["txt"].lstrip("/")).read_text()
+    err = s.error("filesystem_read_text_file", file_path=f["pdf"])
+    assert "Unsupported file type" in err and "pdfs_read_pdf_pages" in err
+    assert "outside the world" in s.error("filesystem_read_text_file", file_path="/../../x.txt")
+    meta = s.text("filesystem_get_file_metadata", file_path=f["xlsx"])
+    assert "Type: file" in meta and "Size:" in meta and "spreadsheetml" in meta
+    tree = s.text("filesystem_get_directory_tree", path="/", max_depth=2, show_size=True)
+    assert tree.startswith("/\n") and "├── " in tree and "bytes)" in tree
+    # images: render a page, put it in the world, read it back
+    png = root / "filesystem" / "page.png"
+    from PIL import Image
+
+    Image.new("RGB", (4, 3), "red").save(png)
+    img = _image(s.call("filesystem_read_image_file", file_path="/page.png"))
+    assert Image.open(io.BytesIO(img)).size == (4, 3)
+    assert "Unsupported image format" in s.error("filesystem_read_image_file", file_path=f["csv"])
+    png.unlink()
+
+
+def test_code_exec(arch):
+    s, root, f = arch
+    r = s.json("code_execution_code_exec", code=f"ls {f['xlsx'].rsplit('/', 2)[1]}; echo oops >&2")
+    assert (
+        r["success"]
+        and Path(f["xlsx"]).name in r["output"]
+        and "Stderr output:\noops" in r["output"]
+    )
+    script = (
+        "cat > sheets.py << 'EOF'\nimport sys, zipfile\n"
+        "print(len(zipfile.ZipFile(sys.argv[1]).read('xl/workbook.xml')))\nEOF\n"
+        f"python3 sheets.py '{f['xlsx'][1:]}'"
+    )
+    r = s.json("code_execution_code_exec", code=script)
+    assert r["success"] and int(r["output"].strip()) > 100, r
+    assert s.json("code_execution_code_exec", code="exit 3")["success"] is False
+    raw = s.json("code_execution_code_exec", code="import pandas as pd")
+    assert raw["success"] is False and "raw Python" in raw["output"]
+    assert s.json("code_execution_code_exec")["success"] is False  # code is required
+    s.json("code_execution_code_exec", code="echo made > made_by_code.txt")
+    assert (root / "filesystem" / "made_by_code.txt").read_text() == "made\n"
+
+
+def test_excel_read(arch):
+    s, root, f = arch
+    tabs = s.json("excel_list_tabs_in_spreadsheet", file_path=f["xlsx"])["tabs"]
+    assert tabs[0]["index"] == 0 and tabs[0]["rows"] > 1
+    table = s.text("excel_read_tab", file_path=f["xlsx"], tab_index=0)
+    assert table.splitlines()[1].startswith("| Row | A |")
+    import openpyxl
+
+    wb = openpyxl.load_workbook(root / "filesystem" / f["xlsx"][1:])
+    formulas = [
+        (ws_i, c.coordinate, c.value)
+        for ws_i, ws in enumerate(wb.worksheets)
+        for row in ws.iter_rows()
+        for c in row
+        if isinstance(c.value, str) and c.value.startswith("=")
+    ]
+    assert formulas, "the example workbook has formulas"
+    ti, coord, formula = formulas[0]
+    one = s.text("excel_read_tab", file_path=f["xlsx"], tab_index=ti, cell_range=coord)
+    assert "=" in one and "#" not in one.split("=", 1)[1]  # a computed value, no error code
+    withf = s.text("excel_read_tab", file_path=f["xlsx"], tab_index=ti, include_formulas=True)
+    assert f"{coord}: {formula}" in withf
+    csvish = s.text("excel_read_tab", file_path=f["xlsx"], tab_index=0, compact=True, max_rows=2)
+    assert "rows cut at 2" in csvish and "|" not in csvish.splitlines()[1]
+    assert "out of range" in s.error("excel_read_tab", file_path=f["xlsx"], tab_index=99)
+    assert "must end with" in s.error("excel_read_tab", file_path=f["csv"], tab_index=0)
+    csv_text = s.text("excel_read_csv", file_path=f["csv"], row_limit=2)
+    assert "data rows" in csv_text and "showing 2 of" in csv_text
+    header = (root / "filesystem" / f["csv"][1:]).read_text().splitlines()[0].split(",")
+    assert all(h in csv_text for h in header)
+    assert "encoding" in s.error("excel_read_csv", file_path=f["csv"], encoding="nope-enc")
+    # filter on the first header column: a value from the first data row matches
+    first = s.text("excel_read_tab", file_path=f["xlsx"], tab_index=0, compact=True)
+    rows = [r.split(",") for r in first.splitlines()[1:3]]
+    hit = s.text(
+        "excel_filter_tab",
+        file_path=f["xlsx"],
+        tab_index=0,
+        filters=[{"column": rows[0][0], "operator": "equals", "value": rows[1][0]}],
+    )
+    assert "1 of" in hit.splitlines()[0] and "Matching sheet rows: 2" in hit
+    nonum = s.text(
+        "excel_filter_tab",
+        file_path=f["xlsx"],
+        tab_index=0,
+        filters=[{"column": "A", "operator": "is_empty"}],
+        use_headers=False,
+        include_diagnostics=True,
+    )
+    assert nonum.startswith("Tab 0")
+    err = s.error(
+        "excel_filter_tab",
+        file_path=f["xlsx"],
+        tab_index=0,
+        filters=[{"column": "No Such Header", "operator": "equals", "value": 1}],
+    )
+    assert "unknown column" in err
+
+
+def test_excel_write(arch):
+    s, root, f = arch
+    import openpyxl
+
+    created = s.text(
+        "excel_create_spreadsheet",
+        directory="/outputs",
+        file_name="summary.xlsx",
+        sheets=[
+            {"name": "Data", "headers": ["Item", "Value"], "rows": [["a", 2], ["b", 3]]},
+            {"name": "Calc", "rows": [["=SUM(Data!B2:B3)"]]},
+        ],
+    )
+    assert "/outputs/summary.xlsx" in created
+    path = "/outputs/summary.xlsx"
+    assert "=" in s.text("excel_read_tab", file_path=path, tab_index=1, cell_range="A1")
+    assert "5" in s.text("excel_read_tab", file_path=path, tab_index=1, cell_range="A1")
+    assert "already exists" in s.error(
+        "excel_create_spreadsheet",
+        directory="/outputs",
+        file_name="summary.xlsx",
+        sheets=[{"name": "X"}],
+    )
+    s.text("excel_add_content_text", file_path=path, tab_index=0, cell="C1", value="Note")
+    assert "not empty" in s.error(
+        "excel_add_content_text", file_path=path, tab_index=0, cell="A1", value="x"
+    )
+    s.text("excel_delete_content_cell", file_path=path, tab_index=0, cell="C1")
+    s.text(
+        "excel_add_tab",
+        file_path=path,
+        tab_name="Extra",
+        sheet_data={"headers": ["k"], "rows": [["v"]]},
+    )
+    assert "already exists" in s.error("excel_add_tab", file_path=path, tab_name="Extra")
+    s.text(
+        "excel_edit_spreadsheet",
+        file_path=path,
+        operations=[
+            {"type": "set_cell", "sheet": "Data", "cell": "B2", "value": 10},
+            {"type": "append_rows", "sheet": "Data", "rows": [["c", 4]]},
+            {"type": "rename_sheet", "sheet": "Extra", "new_name": "Notes"},
+            {"type": "format_cells", "sheet": "Data", "range": "A1:B1", "font_bold": True},
+            {"type": "set_number_format", "sheet": "Data", "range": "B2:B4", "format": "0.00"},
+        ],
+    )
+    assert "operations[0]" in s.error(
+        "excel_edit_spreadsheet",
+        file_path=path,
+        operations=[{"type": "set_cell", "sheet": "Nope", "cell": "A1", "value": 1}],
+    )
+    s.text(
+        "excel_create_chart",
+        file_path=path,
+        sheet="Data",
+        data_range="A1:B4",
+        chart_type="bar",
+        title="Values",
+        position="E2",
+    )
+    assert "bounded range" in s.error(
+        "excel_create_chart", file_path=path, sheet="Data", data_range="A1"
+    )
+    wb = openpyxl.load_workbook(root / "filesystem" / "outputs" / "summary.xlsx")
+    assert wb.sheetnames == ["Data", "Calc", "Notes"]
+    ws = wb["Data"]
+    assert ws["B2"].value == 10 and ws["A4"].value == "c" and ws["C1"].value is None
+    assert ws["A1"].font.bold and ws["B3"].number_format == "0.00" and len(ws._charts) == 1
+    assert "= 13" in s.text("excel_read_tab", file_path=path, tab_index=1, cell_range="A1")
+    s.text("excel_delete_tab", file_path=path, tab_index=2)
+    assert "only tab" not in s.error("excel_delete_tab", file_path=path, tab_index=5)
+    s.text("excel_delete_spreadsheet", file_path=path)
+    assert not (root / "filesystem" / "outputs" / "summary.xlsx").exists()
+
+
+def test_word(arch):
+    s, root, f = arch
+    ov = s.json("word_get_document_overview", file_path=f["docx"])
+    assert ov["paragraphs"] > 0 and ov["headings"]
+    doc = s.text("word_read_document_content", file_path=f["docx"])
+    assert "[body.p.0]" in doc
+    assert "out of range" in s.error(
+        "word_read_document_content", file_path=f["docx"], page_index=9
+    )
+    s.text(
+        "word_create_document",
+        directory="/outputs",
+        file_name="memo.docx",
+        content=[
+            {"type": "heading", "text": "Memo", "level": 1},
+            {"type": "paragraph", "text": "First point."},
+            {"type": "bullet_list", "items": ["one", "two"]},
+            {"type": "table", "rows": [["k", "v"], ["a", "1"]]},
+        ],
+        metadata={"title": "Memo", "author": "Agent"},
+    )
+    m = "/outputs/memo.docx"
+    s.text("word_add_content_text", file_path=m, identifier="body.p.1", text=" Added.")
+    s.text("word_edit_content_text", file_path=m, identifier="body.p.2", new_text="uno")
+    s.text("word_edit_content_text", file_path=m, identifier="body.tbl.0.r.1.c.1", new_text="42")
+    s.text("word_delete_content_text", file_path=m, identifier="body.p.3", scope="element")
+    assert "not valid" in s.error(
+        "word_edit_content_text", file_path=m, identifier="p3", new_text="x"
+    )
+    assert "paragraphs" in s.error(
+        "word_add_content_text", file_path=m, identifier="body.p.99", text="x"
+    )
+    turned = s.json("word_page_orientation", file_path=m, action="set", orientation="landscape")
+    assert turned["orientation"] == "landscape"
+    assert "orientation must be" in s.error("word_page_orientation", file_path=m, action="set")
+    margins = s.json("word_page_margins", file_path=m, action="set", left=1.5)
+    assert margins["left"] == 1.5
+    assert s.json("word_page_margins", file_path=m, action="read")["left"] == 1.5
+    assert "at least one" in s.error("word_page_margins", file_path=m, action="set")
+    s.text(
+        "word_apply_formatting",
+        file_path=m,
+        identifier="body.p.1",
+        bold=True,
+        font_size=14,
+        font_color="#FF0000",
+    )
+    assert "hex color" in s.error(
+        "word_apply_formatting", file_path=m, identifier="body.p.1", font_color="red"
+    )
+    hf = s.json(
+        "word_header_footer",
+        file_path=m,
+        action="set",
+        area="header",
+        content=[{"type": "paragraph", "text": "Confidential"}],
+    )
+    assert hf["paragraphs"] == ["Confidential"]
+    assert s.json("word_header_footer", file_path=m, action="read", area="header")[
+        "paragraphs"
+    ] == ["Confidential"]
+    assert "needs content" in s.error(
+        "word_header_footer", file_path=m, action="set", area="footer"
+    )
+    from PIL import Image as _Img
+
+    _Img.new("RGB", (10, 6), "blue").save(root / "filesystem" / "outputs" / "sig.png")
+    s.text(
+        "word_add_image",
+        file_path=m,
+        image_path="/outputs/sig.png",
+        identifier="body.p.0",
+        width=1.0,
+    )
+    assert "must end with" in s.error(
+        "word_add_image", file_path=m, image_path=f["csv"], identifier="body.p.0"
+    )
+    listing = s.text("word_read_document_content", file_path=m)
+    key = re.search(r"\[image (body_p_\d+_r\d+)\]", listing).group(1)
+    got = _Img.open(io.BytesIO(_image(s.call("word_read_image", file_path=m, annotation=key))))
+    assert got.size == (10, 6)
+    assert "holds no image" in s.error("word_read_image", file_path=m, annotation="body_p_1_r0")
+    s.text("word_modify_image", file_path=m, image_index=0, operation="rotate", rotation=90)
+    assert "out of range" in s.error(
+        "word_modify_image", file_path=m, image_index=3, operation="flip", flip="vertical"
+    )
+    added = s.json(
+        "word_comments",
+        file_path=m,
+        action="add",
+        identifier="body.p.1",
+        text="Check this",
+        author="Agent",
+    )
+    listed = s.json("word_comments", file_path=m, action="read")["comments"]
+    assert [c["text"] for c in listed] == ["Check this"]
+    s.json("word_comments", file_path=m, action="delete", comment_id=added["comment_id"])
+    assert s.json("word_comments", file_path=m, action="read")["comments"] == []
+    assert "no comment" in s.error("word_comments", file_path=m, action="delete", comment_id=99)
+    import docx
+
+    d = docx.Document(str(root / "filesystem" / "outputs" / "memo.docx"))
+    texts = [p.text for p in d.paragraphs]
+    assert texts == ["Memo", "First point. Added.", "uno"]
+    assert d.tables[0].cell(1, 1).text == "42" and d.core_properties.author == "Agent"
+    assert d.sections[0].page_width > d.sections[0].page_height
+    assert d.inline_shapes and abs(d.inline_shapes[0].width.inches - 1.0) < 0.01
+    rid = next(
+        b.get("{http://schemas.openxmlformats.org/officeDocument/2006/relationships}embed")
+        for b in d.element.body.iter()
+        if b.tag.endswith("}blip")
+    )
+    rotated = _Img.open(io.BytesIO(d.part.related_parts[rid].blob))
+    assert rotated.size == (6, 10)  # rotated 90 degrees
+    run = d.paragraphs[1].runs[0]
+    assert run.bold and run.font.size.pt == 14 and str(run.font.color.rgb) == "FF0000"
+    assert d.sections[0].header.paragraphs[0].text == "Confidential"
+    s.text("word_delete_document", file_path=m)
+    assert "no such file" in s.error("word_delete_document", file_path=m)
+
+
+def test_powerpoint(arch):
+    s, root, f = arch
+    md = s.text("powerpoint_read_slides", file_path=f["pptx"], start=0, end=2000)
+    assert md.startswith("## Slide 0:")
+    deck = s.json("powerpoint_read_completedeck", file_path=f["pptx"])
+    assert deck["total_slides"] >= 2 and deck["slides"][0]["slide_index"] == 0
+    one = s.json("powerpoint_read_individualslide", file_path=f["pptx"], slide_index=1)
+    assert one["slide_index"] == 1 and one["shapes"]
+    assert "out of range" in s.error(
+        "powerpoint_read_individualslide", file_path=f["pptx"], slide_index=99
+    )
+    assert "at most" in s.error("powerpoint_read_slides", file_path=f["pptx"], start=0, end=20001)
+    s.text(
+        "powerpoint_create_deck",
+        directory="/outputs",
+        file_name="deck.pptx",
+        slides=[
+            {"layout": "title", "title": "Review", "subtitle": "Q3"},
+            {"title": "Points", "bullets": {"items": ["alpha", "beta"]}, "notes": "say it"},
+            {"layout": "title_only", "title": "Table", "table": {"rows": [["a", "b"], ["1", "2"]]}},
+        ],
+    )
+    p = "/outputs/deck.pptx"
+    s.text("powerpoint_add_slide", file_path=p, index=1, title="Inserted", bullets=["x"])
+    assert "out of range" in s.error("powerpoint_add_slide", file_path=p, index=9, title="n")
+    s.text("powerpoint_insert_table", file_path=p, slide_index=2, rows=[["h1", "h2"], ["1", "2"]])
+    assert "same number" in s.error(
+        "powerpoint_insert_table", file_path=p, slide_index=2, rows=[["a"], ["b", "c"]]
+    )
+    from PIL import Image
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = root / "filesystem" / "outputs" / "deck.pptx"
+    prs = Presentation(str(deck))
+    titles = [sl.shapes.title.text for sl in prs.slides]
+    assert titles == ["Review", "Inserted", "Points", "Table"]
+    assert any(sh.has_table for sh in prs.slides[2].shapes)
+    png = root / "filesystem" / "outputs" / "logo.png"
+    Image.new("RGB", (6, 5), "green").save(png)
+    prs.slides[0].shapes.add_picture(str(png), Inches(1), Inches(1))
+    prs.save(str(deck))
+    pic = next(
+        x
+        for x in s.json("powerpoint_read_individualslide", file_path=p, slide_index=0)["shapes"]
+        if "annotation" in x
+    )
+    got = s.call("powerpoint_read_image", file_path=p, annotation=pic["annotation"])
+    assert Image.open(io.BytesIO(_image(got))).size == (6, 5)
+    assert "no slide0_img4" in s.error(
+        "powerpoint_read_image", file_path=p, annotation="slide0_img4"
+    )
+    s.text(
+        "powerpoint_add_image",
+        file_path=p,
+        image_path="/outputs/logo.png",
+        slide_index=1,
+        width=2.0,
+    )
+    s.text(
+        "powerpoint_add_shape",
+        file_path=p,
+        slide_index=1,
+        shape_type="oval",
+        fill_color="FF0000",
+        text="Go",
+        text_color="FFFFFF",
+        font_size=18,
+    )
+    assert "hex color" in s.error(
+        "powerpoint_add_shape", file_path=p, slide_index=1, shape_type="star", fill_color="red"
+    )
+    tab = _first_tab(s, f["xlsx"])
+    s.text(
+        "powerpoint_insert_chart",
+        presentation_path=p,
+        slide_index=3,
+        spreadsheet_path=f["xlsx"],
+        sheet_name=tab,
+        data_range="A1:C4",
+        chart_type="line",
+        title="Trend",
+    )
+    assert "not a number" in s.error(
+        "powerpoint_insert_chart",
+        presentation_path=p,
+        slide_index=3,
+        spreadsheet_path=f["xlsx"],
+        sheet_name=tab,
+        data_range="A1:B4",
+        include_header=False,
+    )
+    s.text(
+        "powerpoint_edit_slides",
+        file_path=p,
+        operations=[
+            {"type": "update_slide_title", "index": 2, "title": "Key points"},
+            {"type": "append_bullets", "index": 2, "items": ["gamma"]},
+            {"type": "replace_text", "search": "alpha", "replace": "ALPHA"},
+            {"type": "set_notes", "index": 0, "notes": "open strong"},
+            {
+                "type": "update_table_cell",
+                "index": 3,
+                "table_idx": 0,
+                "row": 1,
+                "column": 0,
+                "text": "9",
+            },
+            {"type": "duplicate_slide", "index": 0, "position": 1},
+            {"type": "delete_slide", "index": 1},
+        ],
+        metadata={"author": "Agent"},
+    )
+    assert "operations[0]" in s.error(
+        "powerpoint_edit_slides",
+        file_path=p,
+        operations=[{"type": "replace_text", "search": "zzz"}],
+    )
+    prs = Presentation(str(deck))
+    assert [sl.shapes.title.text for sl in prs.slides] == [
+        "Review",
+        "Inserted",
+        "Key points",
+        "Table",
+    ]
+    assert prs.slides[2].placeholders[1].text_frame.text.splitlines() == ["ALPHA", "beta", "gamma"]
+    assert prs.slides[0].notes_slide.notes_text_frame.text == "open strong"
+    assert prs.core_properties.author == "Agent"
+    assert any(getattr(sh, "has_chart", False) and sh.has_chart for sh in prs.slides[3].shapes)
+    kinds = [str(sh.shape_type) for sh in prs.slides[1].shapes]
+    assert sum("PICTURE" in k for k in kinds) == 1 and any("AUTO" in k for k in kinds)
+    table = next(sh for sh in prs.slides[3].shapes if getattr(sh, "has_table", False))
+    assert table.table.cell(1, 0).text == "9"
+    s.text(
+        "powerpoint_modify_image",
+        file_path=p,
+        slide_index=1,
+        image_index=0,
+        operation="crop",
+        crop_left=0,
+        crop_top=0,
+        crop_right=3,
+        crop_bottom=2,
+    )
+    assert "crop_right" in s.error(
+        "powerpoint_modify_image",
+        file_path=p,
+        slide_index=1,
+        image_index=0,
+        operation="crop",
+        crop_left=5,
+        crop_top=0,
+        crop_right=1,
+        crop_bottom=2,
+    )
+    prs = Presentation(str(deck))
+    pic = next(sh for sh in prs.slides[1].shapes if hasattr(sh, "image"))
+    assert Image.open(io.BytesIO(pic.image.blob)).size == (3, 2)
+    assert "ALPHA" in s.text("powerpoint_read_slides", file_path=p, end=5000)
+    s.text("powerpoint_delete_deck", file_path=p)
+    assert not (root / "filesystem" / "outputs" / "deck.pptx").exists()
+
+
+def test_pdfs(arch):
+    s, root, f = arch
+    text = s.text("pdfs_read_pdf_pages", file_path=f["pdf"])
+    assert "--- Page 1 ---" in text and len(text) > 200
+    assert "do not exist" in s.error("pdfs_read_pdf_pages", file_path=f["pdf"], pages=[99])
+    word = re.findall(r"[A-Za-z]{6,}", text.split("--- Page 1 ---", 1)[1])[0]
+    hits = s.json("pdfs_search_pdf", file_path=f["pdf"], query=word.lower())
+    assert hits["total_matches"] >= 1 and word in hits["matches"][0]["context"]
+    odd = word.swapcase()
+    assert (
+        s.json("pdfs_search_pdf", file_path=f["pdf"], query=odd, case_sensitive=True)[
+            "total_matches"
+        ]
+        == 0
+    )
+    assert s.json("pdfs_search_pdf", file_path=f["pdf"], query=odd)["total_matches"] >= 1
+    from PIL import Image
+
+    jpg = _image(s.call("pdfs_read_page_as_image", file_path=f["pdf"], page_number=1))
+    im = Image.open(io.BytesIO(jpg))
+    assert im.format == "JPEG" and im.size[0] > 1000  # 144 DPI: a letter page is 1224 px wide
+    assert "out of range" in s.error("pdfs_read_page_as_image", file_path=f["pdf"], page_number=9)
+    s.text(
+        "pdfs_create_pdf",
+        directory="/outputs",
+        file_name="note.pdf",
+        content=[
+            {"type": "heading", "text": "Findings", "level": 1},
+            {"type": "paragraph", "text": "Revenue grew 12%.", "bold": True},
+            {"type": "bullet_list", "items": ["one", "two"]},
+            {"type": "table", "rows": [["k", "v"], ["a", "1"]]},
+            {"type": "page_break"},
+            {"type": "paragraph", "text": "Second page."},
+        ],
+        metadata={"title": "Note"},
+    )
+    back = s.text("pdfs_read_pdf_pages", file_path="/outputs/note.pdf", pages=[1, 2])
+    assert "Revenue grew 12%." in back and "Second page." in back and "(2 pages)" in back
+    assert "unknown block type" in s.error(
+        "pdfs_create_pdf", directory="/outputs", file_name="bad.pdf", content=[{"type": "video"}]
+    )
+    # an embedded image: a PDF with a picture, read back by its annotation key
+    from fpdf import FPDF
+
+    img = root / "filesystem" / "outputs" / "dot.png"
+    Image.new("RGB", (8, 8), "blue").save(img)
+    doc = FPDF()
+    doc.add_page()
+    doc.image(str(img), x=10, y=10, w=20)
+    doc.output(str(root / "filesystem" / "outputs" / "pic.pdf"))
+    listed = s.text("pdfs_read_pdf_pages", file_path="/outputs/pic.pdf")
+    assert "page1_img0" in listed
+    got = Image.open(
+        io.BytesIO(
+            _image(s.call("pdfs_read_image", file_path="/outputs/pic.pdf", annotation="page1_img0"))
+        )
+    )
+    assert got.size == (8, 8)
+    assert "no page1_img5" in s.error(
+        "pdfs_read_image", file_path="/outputs/pic.pdf", annotation="page1_img5"
+    )
+
+
+def test_mail(arch):
+    s, root, _ = arch
+    listed = s.json("mail_list_mails", limit=3)
+    assert listed["total"] >= 3 and len(listed["mails"]) == 3
+    first = listed["mails"][0]
+    full = s.json("mail_read_mail", mail_id=first["mail_id"])
+    assert full["mail_id"] == first["mail_id"] and full["body"]
+    assert "no message" in s.error("mail_read_mail", mail_id="<nope@x>")
+    sender = re.search(r"[\w.+-]+@[\w.-]+", first["from"]).group(0)
+    found = s.json("mail_search_mail", from_email=sender.split("@")[0])
+    assert first["mail_id"] in [m["mail_id"] for m in found["mails"]]
+    assert s.json("mail_search_mail", after_date="2100-01-01")["total"] == 0
+    assert "ISO 8601" in s.error("mail_search_mail", before_date="yesterday")
+    assert s.json("mail_search_mail", thread_id=first["thread_id"])["total"] >= 1
+    sent = s.json(
+        "mail_send_mail",
+        from_email="agent@example.com",
+        to_email=["client@example.com", "cfo@example.com"],
+        subject="Status",
+        body="All on track.",
+        cc="boss@example.com",
+        attachments=[next(p for p in ["/README.md"] if (root / "filesystem/README.md").exists())],
+    )
+    assert sent["success"] and sent["mail_id"].startswith("<")
+    assert "not an email address" in s.error(
+        "mail_send_mail", from_email="a@b.co", to_email="x@y.co, z@w.co", subject="s", body="b"
+    )
+    r1 = s.json("mail_reply_mail", original_mail_id=full["mail_id"], body="Thanks.")
+    ra = s.json("mail_reply_all_mail", original_mail_id=full["mail_id"], body="Thanks all.")
+    fw = s.json(
+        "mail_forward_mail", original_mail_id=full["mail_id"], to_email="x@example.com", body="FYI"
+    )
+    assert "no message" in s.error("mail_reply_mail", original_mail_id="<none@x>", body="b")
+    msgs = {}
+    for mb in (root / ".apps_data" / "mail").glob("*.mbox"):
+        for m in mailbox.mbox(str(mb)):
+            msgs[m["Message-ID"]] = m
+    sm = msgs[sent["mail_id"]]
+    assert sm["From"] == "agent@example.com" and "cfo@example.com" in sm["To"]
+    assert sm.is_multipart() and any(p.get_filename() == "README.md" for p in sm.walk())
+    assert msgs[r1["mail_id"]]["In-Reply-To"] == full["mail_id"]
+    assert msgs[r1["mail_id"]]["Cc"] is None
+    orig_rcpts = [a.strip() for a in (full["to"] + "," + (full["cc"] or "")).split(",") if "@" in a]
+    if len(orig_rcpts) > 1:  # reply-all copies the other recipients
+        assert msgs[ra["mail_id"]]["Cc"]
+    assert msgs[fw["mail_id"]]["Subject"].startswith("Fwd:")
+
+
+def test_chat(arch):
+    s, root, _ = arch
+    ch = s.json("chat_list_channels")["channels"][0]
+    hist = s.json("chat_get_channel_history", channel_id=ch["channel_id"])
+    assert hist["posts"] and "reply_count" in hist["posts"][0]
+    root_post = hist["posts"][0]["post_id"]
+    thread = s.json("chat_get_thread_replies", channel_id=ch["channel_id"], post_id=root_post)
+    assert thread["posts"][0]["post_id"] == root_post
+    posted = s.json("chat_post_message", channel_id=ch["channel_id"], message="Draft is ready.")
+    rep = s.json(
+        "chat_reply_to_thread",
+        channel_id=ch["channel_id"],
+        post_id=posted["post_id"],
+        message="Reviewing now.",
+    )
+    assert rep["thread_id"] == posted["thread_id"]
+    s.json(
+        "chat_add_reaction", channel_id=ch["channel_id"], post_id=posted["post_id"], emoji_name="👍"
+    )
+    s.json("chat_delete_post", channel_id=ch["channel_id"], post_id=rep["post_id"])
+    assert "no chat space" in s.error("chat_get_channel_history", channel_id="nope")
+    assert "no message" in s.error("chat_delete_post", channel_id=ch["channel_id"], post_id="x")
+    users = s.json("chat_get_users", limit=2)
+    assert users["total"] >= 2 and len(users["users"]) == 2
+    u = users["users"][0]
+    assert s.json("chat_get_user_profile", user_id=u["user_id"])["email"] == u["email"]
+    assert "no user" in s.error("chat_get_user_profile", user_id="ghost")
+    data = json.loads(
+        (root / ".apps_data/chat/Groups" / ch["channel_id"] / "messages.json").read_text()
+    )
+    by_id = {m["message_id"]: m for m in data["messages"]}
+    assert by_id[posted["post_id"]]["reactions"][0]["emoji"] == "👍"
+    assert by_id[rep["post_id"]]["deleted"] is True
+
+
+def test_calendar(arch):
+    s, root, _ = arch
+    evs = s.json("calendar_list_events", limit=2)
+    assert evs["total"] >= 2 and len(evs["events"]) == 2
+    one = s.json("calendar_read_event", event_id=evs["events"][0]["id"])
+    assert one["summary"] == evs["events"][0]["summary"]
+    made = s.json(
+        "calendar_create_event",
+        summary="Agent check-in",
+        start={"dateTime": "2025-10-01T09:00:00", "timeZone": "America/New_York"},
+        end={"dateTime": "2025-10-01T09:30:00", "timeZone": "America/New_York"},
+        attendees=[{"email": "a@example.com", "displayName": "A"}],
+        recurrence=["RRULE:FREQ=WEEKLY;COUNT=3"],
+    )["event"]
+    assert made["start"]["dateTime"].startswith("2025-10-01T09:00:00-04:00")
+    upd = s.json(
+        "calendar_update_event",
+        event_id=made["id"],
+        location="Room 4",
+        end={"dateTime": "2025-10-01T10:00:00-04:00"},
+    )["event"]
+    assert upd["location"] == "Room 4" and upd["summary"] == "Agent check-in"
+    assert "before start" in s.error(
+        "calendar_update_event", event_id=made["id"], end={"date": "2020-01-01"}
+    )
+    allday = s.json(
+        "calendar_create_event",
+        summary="Offsite",
+        start={"date": "2025-11-03"},
+        end={"date": "2025-11-04"},
+    )["event"]
+    assert allday["start"] == {"date": "2025-11-03"}
+    s.json("calendar_delete_event", event_id=allday["id"])
+    assert "no event" in s.error("calendar_read_event", event_id=allday["id"])
+    ics = "".join(p.read_text() for p in (root / ".apps_data/calendar").glob("*.ics"))
+    assert "Agent check-in" in ics and "Room 4" in ics and "Offsite" not in ics
+
+
+def test_world_tools_command(example):
+    out, world = example
+    zpath = out / "world_files_zipped" / f"{world['world_id']}.zip"
+    r = CliRunner().invoke(app, ["world", "tools", str(zpath), "--json"])
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(line) for line in r.stdout.splitlines()]
+    names = [x["name"] for x in recs]
+    assert set(names) >= RECIPE_NAMES
+    code = next(x for x in recs if x["name"] == "code_execution_code_exec")
+    assert code["server"] == "code_execution" and "code" in code["input_schema"]["properties"]
+    tab = next(x for x in recs if x["name"] == "excel_read_tab")
+    assert tab["input_schema"]["required"] == ["file_path", "tab_index"]
+    filt = next(x for x in recs if x["name"] == "excel_filter_tab")
+    assert "$defs" not in json.dumps(filt["input_schema"])  # flat, as archipelago lists them
+    assert "\n    " not in tab["description"]
+    old = CliRunner().invoke(app, ["world", "tools", str(zpath), "--surface", "apexrl", "--json"])
+    assert old.exit_code == 0
+    assert "sheets_read_range" in old.stdout and "excel_read_tab" not in old.stdout
+    bad = CliRunner().invoke(app, ["world", "tools", str(zpath), "--surface", "nope"])
+    assert bad.exit_code == 2 and "archipelago" in bad.output
+    assert set(SURFACES) == {"archipelago", "apexrl"}
+
+
+def test_world_tools_names_a_server_that_cannot_come_up(example, tmp_path):
+    from apexrl.worlds.world import open_world
+
+    out, world = example
+    wd = tmp_path / "w"
+    open_world(out / "world_files_zipped" / f"{world['world_id']}.zip", workdir=wd)
+    next((wd / ".apps_data" / "calendar").glob("*.ics")).write_text("BEGIN:VCALENDAR\nnot ics")
+    r = CliRunner().invoke(app, ["world", "tools", str(wd), "--json"])
+    assert r.exit_code == 1 and "calendar" in r.stderr and "did not come up" in r.stderr
+    names = [json.loads(line)["name"] for line in r.stdout.splitlines()]
+    assert "excel_read_tab" in names and not any(n.startswith("calendar_") for n in names)
+    ok = CliRunner().invoke(app, ["world", "tools", str(wd), "--apps", "excel,pdfs", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert {json.loads(x)["server"] for x in ok.stdout.splitlines()} == {"excel", "pdfs"}
