@@ -72,9 +72,14 @@ def make_tiny_checkpoint(
     num_heads: int = 4,
     num_kv_heads: int = 2,
     intermediate_size: int = 128,
-    max_position_embeddings: int = 4096,
+    max_position_embeddings: int = 32768,
+    head_dim: int = 32,
 ) -> Path:
-    """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files)."""
+    """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files).
+
+    The defaults are servable by vLLM's CPU build (its attention needs a head size of
+    at least 32) and the window (32,768) holds the example tasks' first prompt
+    (~6k tokens) with room for several turns."""
     torch = _torch()
     from tokenizers import Tokenizer as TK
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -99,7 +104,7 @@ def make_tiny_checkpoint(
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
         num_key_value_heads=num_kv_heads,
-        head_dim=hidden_size // num_heads,
+        head_dim=head_dim,
         max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=True,
         rms_norm_eps=1e-6,
@@ -219,9 +224,11 @@ class LocalEngine:
     ) -> dict[str, Any]:
         torch = self.torch
         stops = set(stop_token_ids or [])
+        eos_ids: set[int] = set()
         if getattr(self.config, "eos_token_id", None) is not None:
             eos = self.config.eos_token_id
-            stops.update(eos if isinstance(eos, list) else [eos])
+            eos_ids.update(eos if isinstance(eos, list) else [eos])
+            stops.update(eos_ids)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         out_ids: list[int] = []
         out_lps: list[float] = []
@@ -254,7 +261,8 @@ class LocalEngine:
                 out_ids.append(t)
                 out_lps.append(float(logp[t]))
                 if t in stops:
-                    finish, stop_reason = "stop", t
+                    # vLLM: stop_reason is the stop token id, None when the EOS stopped it
+                    finish, stop_reason = "stop", (None if t in eos_ids else t)
                     break
                 res = self.model(
                     input_ids=torch.tensor([[t]], dtype=torch.long),
@@ -278,6 +286,30 @@ class _BadRequest(Exception):
         self.status = status
 
 
+def _window_max_tokens(max_tokens: Any, n_prompt: int, window: int) -> int:
+    """vLLM's rules at the window's edge (vLLM 0.32, measured): a prompt longer than the
+    window and a max_tokens above it are refused; a max_tokens that does not fit what is
+    left is trimmed silently (the completion ends with finish_reason "length"), so a
+    prompt that fills the window leaves max_tokens 0, which is refused."""
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
+        raise _BadRequest("max_tokens must be an integer")
+    if n_prompt > window:
+        raise _BadRequest(
+            f"This model's maximum context length is {window} tokens. However, your prompt "
+            f"contains {n_prompt} input tokens, which exceeds this limit even without any "
+            "output tokens. Please reduce the length of the input prompt."
+        )
+    if max_tokens > window:
+        raise _BadRequest(
+            f"max_tokens={max_tokens} cannot be greater than max_model_len={window}. "
+            "Please request fewer output tokens."
+        )
+    max_tokens = min(max_tokens, window - n_prompt)
+    if max_tokens < 1:
+        raise _BadRequest(f"max_tokens must be at least 1, got {max_tokens}.")
+    return max_tokens
+
+
 def _completion_request(engine: LocalEngine, body: dict) -> dict:
     prompt = body.get("prompt")
     if isinstance(prompt, str):
@@ -298,16 +330,7 @@ def _completion_request(engine: LocalEngine, body: dict) -> dict:
     model = body.get("model")
     if model is not None and model != engine.name:
         raise _BadRequest(f"The model `{model}` does not exist.", status=404)
-    max_tokens = body.get("max_tokens", 16)
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise _BadRequest("max_tokens must be a positive integer")
-    if len(prompt) + max_tokens > engine.max_model_len:
-        raise _BadRequest(
-            f"This model's maximum context length is {engine.max_model_len} tokens. However, "
-            f"you requested {len(prompt) + max_tokens} tokens ({len(prompt)} in the messages, "
-            f"{max_tokens} in the completion). Please reduce the length of the messages or "
-            "completion."
-        )
+    max_tokens = _window_max_tokens(body.get("max_tokens", 16), len(prompt), engine.max_model_len)
     try:
         temperature = float(body.get("temperature", 1.0))
         top_p = float(body.get("top_p", 1.0))
@@ -392,8 +415,10 @@ def _handler(engine: LocalEngine):
             self._send(status, {"error": {"message": message, "type": kind, "code": status}})
 
         def do_GET(self) -> None:
-            if self.path == "/health":
-                self._send(200, {"status": "ok"})
+            if self.path == "/health":  # vLLM answers 200 with an empty body
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
             elif self.path == "/v1/models":
                 self._send(
                     200,

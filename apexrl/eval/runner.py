@@ -487,6 +487,7 @@ class EvalRequest:
     ray_address: str | None = None
     retry_errors: bool = False
     force: bool = False
+    vllm_python: str | None = None  # --engine vllm: the interpreter with vLLM
 
 
 def run_eval(
@@ -516,6 +517,7 @@ def run_eval(
         tokenizer=req.tokenizer,
         chat_template=req.chat_template,
         engine=req.engine,
+        vllm_python=req.vllm_python,
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     with resume.run_lock(run_dir):
