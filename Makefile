@@ -67,11 +67,13 @@ sysdeps:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-test: install sysdeps
-	HARBOR_TELEMETRY=0 $(VENV)/bin/pytest -q --ignore=tests/benchmarks
+# The real-vLLM tier (tests marked `vllm`) runs vLLM's CPU build from $(VLLM_VENV).
+test: install sysdeps vllm
+	HARBOR_TELEMETRY=0 APEXRL_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
+	  $(VENV)/bin/pytest -q --ignore=tests/benchmarks
 
 test-fast: install
-	$(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not integration"
+	$(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not integration and not vllm"
 
 bench: install sysdeps
 	mkdir -p bench
