@@ -287,27 +287,12 @@ class _BadRequest(Exception):
 
 
 def _window_max_tokens(max_tokens: Any, n_prompt: int, window: int) -> int:
-    """vLLM's rules at the window's edge (vLLM 0.32, measured): a prompt longer than the
-    window and a max_tokens above it are refused; a max_tokens that does not fit what is
-    left is trimmed silently (the completion ends with finish_reason "length"), so a
-    prompt that fills the window leaves max_tokens 0, which is refused."""
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
-        raise _BadRequest("max_tokens must be an integer")
-    if n_prompt > window:
-        raise _BadRequest(
-            f"This model's maximum context length is {window} tokens. However, your prompt "
-            f"contains {n_prompt} input tokens, which exceeds this limit even without any "
-            "output tokens. Please reduce the length of the input prompt."
-        )
-    if max_tokens > window:
-        raise _BadRequest(
-            f"max_tokens={max_tokens} cannot be greater than max_model_len={window}. "
-            "Please request fewer output tokens."
-        )
-    max_tokens = min(max_tokens, window - n_prompt)
-    if max_tokens < 1:
-        raise _BadRequest(f"max_tokens must be at least 1, got {max_tokens}.")
-    return max_tokens
+    from apexrl.engine.contract import WindowError, window_max_tokens
+
+    try:
+        return window_max_tokens(max_tokens, n_prompt, window)  # vLLM's rules, measured
+    except WindowError as e:
+        raise _BadRequest(str(e)) from e
 
 
 def _completion_request(engine: LocalEngine, body: dict) -> dict:
