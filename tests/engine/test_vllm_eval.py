@@ -66,6 +66,8 @@ def test_eval_run_starts_vllm_cpu_runs_a_trial_and_stops_it(tmp_path, monkeypatc
     cfg = EvalRunConfig.model_validate_json((run_dir / "run.json").read_bytes())
     assert cfg.engine.kind == "vllm" and cfg.engine.version == "vllm 0.32.0 (cpu)"
     (row,) = pq.read_table(run_dir / "results.parquet").to_pylist()
+    keys = ("status", "error_class", "turns", "tokens_in", "tokens_out", "duration_s")
+    print("vLLM CPU trial:", {k: row.get(k) for k in keys})
     assert row["turns"] >= 1 and row["tokens_out"] > 0, row
     assert row["tokens_in"] > 6000  # the example task's first prompt fits the window
     assert row["error_class"] != "context_window_full", row
