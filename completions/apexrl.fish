@@ -16,6 +16,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from make-tiny' -l seed
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from make-tiny' -l hidden-size
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from make-tiny' -l layers
+complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from make-tiny' -l window
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from make-tiny' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l model
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l engine
@@ -26,6 +27,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l tensor-parallel-size
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l tp
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l threads
+complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l vllm-python
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l log-file
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l ready-timeout
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l help
@@ -38,6 +40,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcomm
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l out
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l endpoint
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l engine
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l vllm-python
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l env
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l worlds
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l agent

@@ -179,6 +179,8 @@ class ApexAgent(BaseAgent):
             tok = load_tokenizer(spec)
             tname, template = resolve_template(self.chat_template_spec, tok.chat_template)
             ctx = self.budgets.context_window or mml or DEFAULT_CONTEXT_WINDOW
+            if mml:  # the server's window wins: vLLM trims max_tokens silently past it
+                ctx = min(ctx, mml)
             client.max_context = ctx
             tools = ToolBox(url)
             g0 = time.monotonic()

@@ -200,7 +200,7 @@ class AgentLoop:
             rec.tokens_out += len(c.token_ids)
 
             if c.finish_reason == "length":
-                if len(sess.state) >= self.ctx:
+                if len(sess.state) >= self.ctx or c.window_full:  # vLLM trimmed max_tokens
                     self._end("context_length", "context_window_full")
                 else:
                     self._end("length", "max_tokens_per_turn", f"turn cut at {max_tokens} tokens")

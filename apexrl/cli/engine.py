@@ -9,8 +9,8 @@ import typer
 from apexrl.cli import output
 
 app = typer.Typer(
-    help="Inference engines: vLLM on GPUs, a local CPU engine for small checkpoints "
-    "(same /v1/completions contract).",
+    help="Inference engines: vLLM (GPU, or its CPU build from `make vllm`), a local CPU "
+    "engine for small checkpoints (same /v1/completions contract).",
     no_args_is_help=True,
 )
 
@@ -24,12 +24,23 @@ def make_tiny(
     seed: int = typer.Option(0, "--seed", help="Weight initialisation seed."),
     hidden_size: int = typer.Option(64, "--hidden-size"),
     layers: int = typer.Option(2, "--layers"),
+    window: int = typer.Option(
+        32768, "--window", min=16, help="Context window (max_position_embeddings), tokens."
+    ),
 ) -> None:
-    """Write a random-weight Qwen3-architecture checkpoint (for tests and smoke runs)."""
+    """Write a random-weight Qwen3-architecture checkpoint (for tests and smoke runs).
+
+    The defaults are servable by both the local engine and vLLM's CPU build (head size
+    32), with a window that holds the example tasks' prompts for several turns."""
     from apexrl.engine.local import make_tiny_checkpoint
 
     path = make_tiny_checkpoint(
-        out, tokenizer=tokenizer, seed=seed, hidden_size=hidden_size, num_layers=layers
+        out,
+        tokenizer=tokenizer,
+        seed=seed,
+        hidden_size=hidden_size,
+        num_layers=layers,
+        max_position_embeddings=window,
     )
     typer.echo(str(path))
 
@@ -53,6 +64,12 @@ def serve(
         None, "--tensor-parallel-size", "--tp", help="vLLM: default from the visible GPUs."
     ),
     threads: int = typer.Option(None, "--threads", help="Local engine: torch CPU threads."),
+    vllm_python: str = typer.Option(
+        None,
+        "--vllm-python",
+        help="vLLM: interpreter with vLLM (`make vllm`: .venv-vllm/bin/python); "
+        "default: APEXRL_VLLM_PYTHON, else this one.",
+    ),
     log_file: Path = typer.Option(
         Path("vllm.log"), "--log-file", help="vLLM: where its log is streamed."
     ),
@@ -87,6 +104,7 @@ def serve(
         threads=threads,
         log_path=log_file,
         ready_timeout_s=ready_timeout,
+        vllm_python=vllm_python,
     )
     stop = threading.Event()
 

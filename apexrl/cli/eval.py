@@ -62,6 +62,12 @@ def run(
     out: Path = typer.Option(..., "-o", "--out", help="RUN_DIR (rerun the same to resume)."),
     endpoint: str = typer.Option(None, "--endpoint", help="Use a running engine at this URL."),
     engine: Engine = typer.Option(Engine.auto, "--engine", help="Engine to start for MODEL."),
+    vllm_python: str = typer.Option(
+        None,
+        "--vllm-python",
+        help="Interpreter with vLLM (e.g. .venv-vllm/bin/python from `make vllm`); "
+        "default: APEXRL_VLLM_PYTHON, else this one.",
+    ),
     env: Env = typer.Option(Env.local, "--env", help="Where trials run."),
     worlds: Path = typer.Option(None, "--worlds", help="World store: <world_id>/ or .zip files."),
     agent: Agent = typer.Option(Agent.apexrl, "--agent", help="apexrl (the model) or oracle."),
@@ -181,6 +187,7 @@ def run(
             timeout_s=sandbox_timeout,
             image_profile=image_profile,
         ),
+        vllm_python=vllm_python,
     )
     with _live_progress() as (on_start, on_result):
         report, cfg = run_eval(

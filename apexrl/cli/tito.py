@@ -114,6 +114,7 @@ def verify(
             timeout_s=timeout,
             retry=RetryPolicy(max_retries=2, base_delay_s=0.5),
         ) as client:
+            client.fit_to_server(timeout_s=timeout)  # max_tokens from the server's window
             findings = V.verify_live(
                 tok,
                 src,

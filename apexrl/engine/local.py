@@ -74,9 +74,14 @@ def make_tiny_checkpoint(
     num_heads: int = 4,
     num_kv_heads: int = 2,
     intermediate_size: int = 128,
-    max_position_embeddings: int = 4096,
+    max_position_embeddings: int = 32768,
+    head_dim: int = 32,
 ) -> Path:
-    """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files)."""
+    """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files).
+
+    The defaults are servable by vLLM's CPU build (its attention needs a head size of
+    at least 32) and the window (32,768) holds the example tasks' first prompt
+    (~6k tokens) with room for several turns."""
     torch = _torch()
     from tokenizers import Tokenizer as TK
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -101,7 +106,7 @@ def make_tiny_checkpoint(
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
         num_key_value_heads=num_kv_heads,
-        head_dim=hidden_size // num_heads,
+        head_dim=head_dim,
         max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=True,
         rms_norm_eps=1e-6,
@@ -235,9 +240,11 @@ class LocalEngine:
     ) -> dict[str, Any]:
         torch = self.torch
         stops = set(stop_token_ids or [])
+        eos_ids: set[int] = set()
         if getattr(self.config, "eos_token_id", None) is not None:
             eos = self.config.eos_token_id
-            stops.update(eos if isinstance(eos, list) else [eos])
+            eos_ids.update(eos if isinstance(eos, list) else [eos])
+            stops.update(eos_ids)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         out_ids: list[int] = []
         out_lps: list[float] = []
@@ -270,7 +277,8 @@ class LocalEngine:
                 out_ids.append(t)
                 out_lps.append(float(logp[t]))
                 if t in stops:
-                    finish, stop_reason = "stop", t
+                    # vLLM: stop_reason is the stop token id, None when the EOS stopped it
+                    finish, stop_reason = "stop", (None if t in eos_ids else t)
                     break
                 res = self.model(
                     input_ids=torch.tensor([[t]], dtype=torch.long),
@@ -294,6 +302,15 @@ class _BadRequest(Exception):
         self.status = status
 
 
+def _window_max_tokens(max_tokens: Any, n_prompt: int, window: int) -> int:
+    from apexrl.engine.contract import WindowError, window_max_tokens
+
+    try:
+        return window_max_tokens(max_tokens, n_prompt, window)  # vLLM's rules, measured
+    except WindowError as e:
+        raise _BadRequest(str(e)) from e
+
+
 def _completion_request(engine: LocalEngine, body: dict) -> dict:
     prompt = body.get("prompt")
     if isinstance(prompt, str):
@@ -314,16 +331,7 @@ def _completion_request(engine: LocalEngine, body: dict) -> dict:
     model = body.get("model")
     if model is not None and model != engine.name:
         raise _BadRequest(f"The model `{model}` does not exist.", status=404)
-    max_tokens = body.get("max_tokens", 16)
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise _BadRequest("max_tokens must be a positive integer")
-    if len(prompt) + max_tokens > engine.max_model_len:
-        raise _BadRequest(
-            f"This model's maximum context length is {engine.max_model_len} tokens. However, "
-            f"you requested {len(prompt) + max_tokens} tokens ({len(prompt)} in the messages, "
-            f"{max_tokens} in the completion). Please reduce the length of the messages or "
-            "completion."
-        )
+    max_tokens = _window_max_tokens(body.get("max_tokens", 16), len(prompt), engine.max_model_len)
     try:
         temperature = float(body.get("temperature", 1.0))
         top_p = float(body.get("top_p", 1.0))
@@ -510,8 +518,10 @@ def _handler(engine: LocalEngine):
             self._send(status, {"error": {"message": message, "type": kind, "code": status}})
 
         def do_GET(self) -> None:
-            if self.path == "/health":
-                self._send(200, {"status": "ok"})
+            if self.path == "/health":  # vLLM answers 200 with an empty body
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
             elif self.path == "/v1/models":
                 self._send(
                     200,

@@ -11,7 +11,8 @@ When the script is exhausted the engine answers 400 "script exhausted" (not retr
 
 The server checks the request the way vLLM would (token-id prompt, explicit
 max_tokens, return_token_ids), cuts completions at `max_tokens` (finish_reason
-"length"), returns one logprob per sampled token, and records every request.
+"length"), trims max_tokens at the window's edge and refuses what vLLM refuses
+(apexrl.engine.contract), returns one logprob per sampled token, and records every request.
 It listens on 127.0.0.1; use it as a context manager.
 """
 
@@ -84,7 +85,7 @@ class ScriptedEngine:
         ids = self.tok.encode(text)
         if self.stop_id is not None:
             ids = [*ids, self.stop_id]
-        max_tokens = body["max_tokens"]
+        max_tokens = min(body["max_tokens"], self.max_model_len - len(body["prompt"]))
         finish = "stop"
         if len(ids) > max_tokens:
             ids, finish = ids[:max_tokens], "length"
@@ -127,17 +128,18 @@ class ScriptedEngine:
             or not all(isinstance(t, int) for t in prompt)
         ):
             return "prompt must be a non-empty list of token ids"
-        if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
-            return "max_tokens must be explicit and positive"
+        if not isinstance(body.get("max_tokens"), int):
+            return "max_tokens must be explicit"
         if not body.get("return_token_ids"):
             return "return_token_ids must be true"
         if body.get("model") not in (None, self.model):
             return f"The model `{body.get('model')}` does not exist."
-        if len(prompt) + body["max_tokens"] > self.max_model_len:
-            return (
-                f"This model's maximum context length is {self.max_model_len} tokens. However, "
-                f"you requested {len(prompt) + body['max_tokens']} tokens."
-            )
+        from apexrl.engine.contract import WindowError, window_max_tokens
+
+        try:  # vLLM's rules at the window's edge: refusals here, trimming in completion()
+            window_max_tokens(body["max_tokens"], len(prompt), self.max_model_len)
+        except WindowError as e:
+            return str(e)
         return None
 
     def _handler(self):

@@ -1,6 +1,9 @@
 """Choosing and running an engine; `--endpoint URL` for a server that already runs.
 
-choose_engine("auto")      "vllm" with CUDA GPUs and vLLM installed, else "local"
+choose_engine("auto")      "vllm" with CUDA GPUs and vLLM installed, else "local";
+                           "vllm" also takes vLLM's CPU build (`make vllm`), which
+                           may live in another interpreter (--vllm-python,
+                           APEXRL_VLLM_PYTHON)
 start_engine(model, ...)   a RunningEngine (url, model, max_model_len, stop())
 probe_endpoint(url)        EndpointInfo from GET /v1/models (bounded, classified)
 open_engine(endpoint=..., model=...)   context manager for runners: use the
@@ -26,18 +29,49 @@ def cuda_available() -> bool:
     return visible_gpu_count() > 0
 
 
-def choose_engine(kind: EngineKind = "auto") -> Literal["vllm", "local"]:
-    from apexrl.engine.vllm import vllm_available
+def choose_engine(
+    kind: EngineKind = "auto", *, vllm_python: str | None = None
+) -> Literal["vllm", "local"]:
+    from apexrl.engine.vllm import probe_vllm, vllm_available
+    from apexrl.engine.vllm import vllm_python as pick_python
 
     if kind == "vllm":
-        if not vllm_available():
-            raise UsageError("vLLM is not installed", hint="pip install 'apexrl[serve]'")
+        if vllm_python is not None or _vllm_python_env():
+            build = probe_vllm(pick_python(vllm_python))
+            if build is None:
+                raise UsageError(
+                    f"no vLLM in {pick_python(vllm_python)}",
+                    hint="run `make vllm` and pass --vllm-python .venv-vllm/bin/python",
+                )
+            if build.device == "cpu":
+                return "vllm"
+        elif not vllm_available():
+            raise UsageError(
+                "vLLM is not installed",
+                hint="run `make vllm` (CPU build) and set APEXRL_VLLM_PYTHON, "
+                "or pip install 'apexrl[serve]' on a GPU machine",
+            )
+        else:
+            build = probe_vllm()
+            if build is not None and build.device == "cpu":
+                return "vllm"
         if not cuda_available():
-            raise UsageError("vLLM needs a CUDA GPU and none is visible", hint="use --engine local")
+            raise UsageError(
+                "vLLM's GPU build needs a CUDA GPU and none is visible",
+                hint="use --engine local, or vLLM's CPU build (`make vllm`, --vllm-python)",
+            )
         return "vllm"
     if kind == "local":
         return "local"
-    return "vllm" if vllm_available() and cuda_available() else "local"
+    return "vllm" if vllm_available(vllm_python) and cuda_available() else "local"
+
+
+def _vllm_python_env() -> bool:
+    import os
+
+    from apexrl.engine.vllm import VLLM_PYTHON_ENV
+
+    return bool(os.environ.get(VLLM_PYTHON_ENV))
 
 
 @dataclass
@@ -161,13 +195,18 @@ def start_engine(
     log_path: Path | None = None,
     ready_timeout_s: float = 1800.0,
     extra_args: list[str] | None = None,
+    vllm_python: str | None = None,
 ) -> RunningEngine:
-    kind = choose_engine(engine)
+    kind = choose_engine(engine, vllm_python=vllm_python)
     if kind == "vllm":
         import os
         import socket
 
-        from apexrl.engine.vllm import VllmOptions, VllmServer, served_name_for
+        from apexrl.engine.vllm import VllmOptions, VllmServer, probe_vllm, served_name_for
+        from apexrl.engine.vllm import vllm_python as pick_python
+
+        python = pick_python(vllm_python)
+        build = probe_vllm(python)
 
         if port == 0:  # vLLM needs a concrete port: take a free one
             with socket.socket() as s:
@@ -182,9 +221,12 @@ def start_engine(
             tensor_parallel_size=tensor_parallel_size,
             api_key=os.environ.get("APEXRL_ENGINE_API_KEY"),
             extra_args=list(extra_args or []),
+            device=build.device if build is not None else "cuda",
         )
         log = log_path or Path("vllm.log")
-        server = VllmServer(opts, log_path=log, ready_timeout_s=ready_timeout_s).start()
+        server = VllmServer(
+            opts, log_path=log, ready_timeout_s=ready_timeout_s, python=python
+        ).start()
         info = probe_endpoint(server.url, model=opts.served_model_name)
         return RunningEngine("vllm", server.url, info.model, info.max_model_len, log, server.stop)
     from apexrl.engine.local import EngineServer, LocalEngine

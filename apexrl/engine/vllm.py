@@ -1,4 +1,9 @@
-"""vLLM's OpenAI-compatible server as a managed subprocess (GPU; extra `serve`).
+"""vLLM's OpenAI-compatible server as a managed subprocess (GPU, or vLLM's CPU build).
+
+vLLM pins its own torch, so it usually lives in another interpreter: `vllm_python`
+picks it (`--vllm-python`, else APEXRL_VLLM_PYTHON, else this interpreter) and
+`probe_vllm` asks that interpreter which build it has (`vllm-cpu` is the CPU build;
+`make vllm` makes one in .venv-vllm).
 
 `vllm_command` builds the command line a TITO agent needs:
   --served-model-name   the name agents send as `model`
@@ -9,6 +14,15 @@
                         top_k=20) to every request that leaves them out, so the policy
                         sampled would differ from the one the trainer assumes
   --max-logprobs        enough for the sampled-token logprob plus a few alternatives
+On the CPU build (`cpu_args`, `cpu_env`):
+  --no-enable-chunked-prefill --max-num-batched-tokens >= the window
+                        a seeded request whose prefill is split into chunks kills the
+                        whole engine (vLLM 0.32: "CPU Generator does not use offset"
+                        when it rewinds the request's generator); by default the CPU
+                        batch is 2,048 tokens, so any longer uncached seeded prompt did
+  --enforce-eager       torch.compile warm-up takes minutes on a small shared CPU
+  --dtype float32       for float32 checkpoints ("auto" serves them in bfloat16)
+  --tensor-parallel-size is not passed (no GPUs); VLLM_CPU_KVCACHE_SPACE (GiB) is bounded
 `VllmServer` starts it in its own process group with the log streamed to a file,
 waits for /health (bounded), and stops it (SIGTERM to the group, then SIGKILL).
 """
@@ -58,10 +72,122 @@ def tensor_parallel_size(n_gpus: int) -> int:
     return tp
 
 
-def vllm_available() -> bool:
-    import importlib.util
+VLLM_PYTHON_ENV = "APEXRL_VLLM_PYTHON"
+CPU_DEFAULT_BATCHED_TOKENS = 2048  # vLLM CPU's default --max-num-batched-tokens
+CPU_KVCACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE unless set: small models, shared machines
 
-    return importlib.util.find_spec("vllm") is not None
+
+def vllm_python(explicit: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The interpreter that runs vLLM: `explicit`, else APEXRL_VLLM_PYTHON, else this one."""
+    env = os.environ if env is None else env
+    choice = explicit or env.get(VLLM_PYTHON_ENV) or sys.executable
+    path = shutil.which(choice) if os.sep not in choice else choice
+    if not path or not os.access(path, os.X_OK) or os.path.isdir(path):
+        src = "--vllm-python" if explicit else VLLM_PYTHON_ENV
+        raise UsageError(
+            f"{src} {choice!r} is not an executable Python interpreter",
+            hint="run `make vllm` and pass .venv-vllm/bin/python",
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class VllmBuild:
+    python: str
+    version: str
+    device: str  # "cpu" (the vllm-cpu build) or "cuda"
+
+    @property
+    def label(self) -> str:
+        return f"vllm {self.version} ({self.device})"
+
+
+# Run in the vLLM interpreter: which distribution provides `vllm` (no torch import: fast).
+_PROBE = """
+import importlib.metadata as m, importlib.util as u, json
+out = None
+if u.find_spec("vllm") is not None:
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            out = {"dist": dist, "version": m.version(dist)}
+            break
+        except m.PackageNotFoundError:
+            pass
+print(json.dumps(out))
+"""
+
+_probe_cache: dict[str, VllmBuild | None] = {}
+
+
+def probe_vllm(python: str | None = None, *, timeout_s: float = 60.0) -> VllmBuild | None:
+    """Which vLLM build `python` has (None: no vLLM there). Cached per interpreter."""
+    import json
+
+    py = python or sys.executable
+    if py in _probe_cache:
+        return _probe_cache[py]
+    try:
+        out = subprocess.run(
+            [py, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+        info = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        info = None
+    build = None
+    if isinstance(info, dict):
+        cpu = info["dist"] == "vllm-cpu" or "+cpu" in str(info["version"])
+        build = VllmBuild(python=py, version=str(info["version"]), device="cpu" if cpu else "cuda")
+    _probe_cache[py] = build
+    return build
+
+
+def vllm_available(python: str | None = None) -> bool:
+    if python is None and not os.environ.get(VLLM_PYTHON_ENV):
+        import importlib.util
+
+        return importlib.util.find_spec("vllm") is not None
+    return probe_vllm(vllm_python(python)) is not None
+
+
+def checkpoint_window(model: str) -> int | None:
+    """max_position_embeddings of a local checkpoint directory (None when unknown)."""
+    import json
+
+    cfg = Path(model) / "config.json"
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    data = data.get("text_config", data) if isinstance(data, dict) else {}
+    mpe = data.get("max_position_embeddings") if isinstance(data, dict) else None
+    return mpe if isinstance(mpe, int) and mpe > 0 else None
+
+
+def checkpoint_dtype(model: str) -> str | None:
+    import json
+
+    try:
+        data = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    dt = data.get("torch_dtype") or data.get("dtype") if isinstance(data, dict) else None
+    return dt if isinstance(dt, str) else None
+
+
+def cpu_args(opts: VllmOptions) -> list[str]:
+    """Flags vLLM's CPU build needs to be safe for TITO agents (see the module doc)."""
+    window = opts.max_model_len or checkpoint_window(opts.model)
+    args = ["--no-enable-chunked-prefill", "--enforce-eager"]
+    if window:
+        args += ["--max-num-batched-tokens", str(max(window, CPU_DEFAULT_BATCHED_TOKENS))]
+    if opts.dtype is None and checkpoint_dtype(opts.model) == "float32":
+        args += ["--dtype", "float32"]  # "auto" would serve it in bfloat16
+    return args
+
+
+def cpu_env(env: dict[str, str]) -> dict[str, str]:
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+    return env
 
 
 def served_name_for(model: str) -> str:
@@ -84,13 +210,15 @@ class VllmOptions:
     seed: int | None = None
     api_key: str | None = None  # from APEXRL_ENGINE_API_KEY: given via env, not argv
     extra_args: list[str] = field(default_factory=list)
+    device: str = "cuda"  # "cpu": vLLM's CPU build (no GPUs, CPU-safe flags)
 
 
 def vllm_command(
     opts: VllmOptions, *, n_gpus: int | None = None, python: str | None = None
 ) -> list[str]:
-    tp = opts.tensor_parallel_size or tensor_parallel_size(
-        visible_gpu_count() if n_gpus is None else n_gpus
+    cpu = opts.device == "cpu"
+    tp = opts.tensor_parallel_size or (
+        1 if cpu else tensor_parallel_size(visible_gpu_count() if n_gpus is None else n_gpus)
     )
     cmd = [
         python or sys.executable,
@@ -104,16 +232,18 @@ def vllm_command(
         opts.host,
         "--port",
         str(opts.port),
-        "--tensor-parallel-size",
-        str(tp),
         "--generation-config",
         "vllm",
         "--max-logprobs",
         str(opts.max_logprobs),
         "--disable-uvicorn-access-log",
     ]
+    if not cpu or tp > 1:
+        cmd += ["--tensor-parallel-size", str(tp)]
     if opts.max_model_len:
         cmd += ["--max-model-len", str(opts.max_model_len)]
+    if cpu:
+        cmd += cpu_args(opts)
     if opts.gpu_memory_utilization is not None:
         cmd += ["--gpu-memory-utilization", str(opts.gpu_memory_utilization)]
     if opts.dtype:
@@ -129,7 +259,7 @@ def vllm_env(opts: VllmOptions, base: dict[str, str] | None = None) -> dict[str,
     if opts.api_key:
         env["VLLM_API_KEY"] = opts.api_key  # vLLM reads it; never on the command line
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
-    return env
+    return cpu_env(env) if opts.device == "cpu" else env
 
 
 def wait_healthy(
@@ -173,11 +303,12 @@ class VllmServer:
         log_path: str | Path,
         ready_timeout_s: float = 1800.0,
         command: Sequence[str] | None = None,
+        python: str | None = None,
     ) -> None:
         self.opts = opts
         self.log_path = Path(log_path)
         self.ready_timeout_s = ready_timeout_s
-        self.command = list(command) if command is not None else vllm_command(opts)
+        self.command = list(command) if command is not None else vllm_command(opts, python=python)
         self.proc: subprocess.Popen | None = None
         self._log = None
 

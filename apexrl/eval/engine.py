@@ -3,7 +3,8 @@
 - `--endpoint URL`: a running OpenAI-compatible engine; nothing is started.
 - MODEL a local checkpoint directory or a Hub id (`org/name[@revision]`): vLLM when a
   GPU and vLLM are present, else the local CPU engine (apexrl.engine.local), on
-  127.0.0.1, stopped when the eval ends.
+  127.0.0.1, stopped when the eval ends. `--engine vllm` also runs vLLM's CPU build
+  from another interpreter (`vllm_python`, APEXRL_VLLM_PYTHON).
 - the oracle agent needs no engine.
 """
 
@@ -31,6 +32,7 @@ class ResolvedModel:
     tokenizer: str | None = None
     chat_template: str | None = None
     chat_template_hash: str | None = None
+    vllm_python: str | None = None  # the interpreter that runs vLLM (None: the default)
 
 
 def resolve_model(
@@ -41,12 +43,13 @@ def resolve_model(
     tokenizer: str | None = None,
     chat_template: str | None = None,
     engine: str = "auto",
+    vllm_python: str | None = None,
 ) -> ResolvedModel:
     """Resolve MODEL to a checkpoint and an engine kind without starting anything
     (an --endpoint is probed: it must answer now)."""
     from apexrl.engine.serve import choose_engine, probe_endpoint
 
-    res = ResolvedModel(tokenizer=tokenizer, chat_template=chat_template)
+    res = ResolvedModel(tokenizer=tokenizer, chat_template=chat_template, vllm_python=vllm_python)
     if agent == "oracle" and not model and not endpoint:
         res.model = ModelInfo(name="oracle")
         return res
@@ -82,8 +85,8 @@ def resolve_model(
             res.model = ModelInfo(
                 name=repo, path=str(local_dir), revision=commit, served_name=repo.split("/")[-1]
             )
-        kind = choose_engine(engine)  # type: ignore[arg-type]
-        res.engine = EngineInfo(kind=kind, version=_engine_version(kind))
+        kind = choose_engine(engine, vllm_python=vllm_python)  # type: ignore[arg-type]
+        res.engine = EngineInfo(kind=kind, version=_engine_version(kind, vllm_python))
     if res.tokenizer is None and res.model.path:
         res.tokenizer = res.model.path
     res.chat_template_hash = template_hash(chat_template, res.model.path)
@@ -129,8 +132,15 @@ def _download(repo: str, revision: str | None) -> tuple[Path, str | None]:
     return Path(path), info.sha
 
 
-def _engine_version(kind: str) -> str | None:
+def _engine_version(kind: str, vllm_python: str | None = None) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
+
+    if kind == "vllm":  # vLLM may live in another interpreter: ask that one
+        from apexrl.engine.vllm import probe_vllm
+        from apexrl.engine.vllm import vllm_python as pick_python
+
+        build = probe_vllm(pick_python(vllm_python))
+        return build.label if build is not None else None
 
     pkg = {"vllm": "vllm", "local": "transformers"}.get(kind)
     try:
@@ -165,6 +175,7 @@ def running_engine(res: ResolvedModel, *, log_path: Path | None = None) -> Itera
         engine=kind,  # type: ignore[arg-type]
         served_model_name=res.model.served_name,
         log_path=log_path,
+        vllm_python=res.vllm_python,
     )
     try:
         res.engine.endpoint = running.url

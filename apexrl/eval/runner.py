@@ -499,6 +499,7 @@ class EvalRequest:
     retry_errors: bool = False
     force: bool = False
     sandbox: object = None  # SandboxSettings: remote sandbox CPUs, memory, lifetime, profile
+    vllm_python: str | None = None  # --engine vllm: the interpreter with vLLM
 
 
 def run_eval(
@@ -528,6 +529,7 @@ def run_eval(
         tokenizer=req.tokenizer,
         chat_template=req.chat_template,
         engine=req.engine,
+        vllm_python=req.vllm_python,
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     with resume.run_lock(run_dir):

@@ -3,7 +3,23 @@
 The prompt is a list of token ids; the response carries the sampled token ids
 (`return_token_ids`), their logprobs and, on request, prompt logprobs.
 `max_tokens` is always explicit (the endpoint's default is 16) and never more
-than what is left of the context window.
+than what is left of the context window. `fit_to_server()` takes that window
+from the server itself (`/v1/models` max_model_len): a `--context-window` larger
+than the server's would otherwise be trimmed silently by vLLM.
+
+vLLM's answers at the window's edge (and how they are read here):
+  prompt + max_tokens > window   200, max_tokens trimmed, finish_reason "length":
+                                 `Completion.window_full` (fewer tokens than asked)
+  prompt fills the window        400 "max_tokens must be at least 1..."  -> context
+  max_tokens > max_model_len     400 "... cannot be greater than max_model_len" -> context
+  prompt longer than the window  400 "... maximum context length ..."    -> context
+Seeds: vLLM's CPU build (0.32) kills its whole engine on a seeded request whose
+prefill is split into chunks, i.e. an uncached prompt longer than its batch
+(`--max-num-batched-tokens`, 2,048 by default). apexrl's launcher starts vLLM CPU
+so that prefills are never split (apexrl.engine.vllm). A server cannot be asked
+how it was started, so for one started elsewhere set APEXRL_ENGINE_SEED_MAX_PROMPT
+(e.g. 2048): `seed_max_prompt` then drops the seed of longer prompts (counted in
+`seeds_dropped`) instead of sending a request that would crash the engine.
 
 Failures are classified (FACTS section 5):
   context_window_exceeded  not retried
@@ -30,12 +46,33 @@ RETRYABLE: frozenset[str] = frozenset({"timeout", "rate_limit", "transient"})
 
 _CONTEXT_MARKERS = (
     "maximum context length",
+    "max_tokens must be at least 1",  # vLLM: the prompt fills the window
+    "greater than max_model_len",  # vLLM: max_tokens > the window
+    "maximum model length",
     "context length",
     "context window",
     "too many tokens",
     "prompt is too long",
     "exceeds the model",
 )
+
+
+SEED_MAX_PROMPT_ENV = "APEXRL_ENGINE_SEED_MAX_PROMPT"
+
+
+def seed_limit(env: dict[str, str] | None = None) -> int | None:
+    """Longest prompt (tokens) sent with a seed, from APEXRL_ENGINE_SEED_MAX_PROMPT."""
+    from apexrl.errors import UsageError
+
+    raw = (os.environ if env is None else env).get(SEED_MAX_PROMPT_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise UsageError(
+            f"{SEED_MAX_PROMPT_ENV}={raw!r} is not a token count",
+            hint="set it to the engine's --max-num-batched-tokens (vLLM CPU: 2048), or unset it",
+        )
+    return int(raw)
 
 
 class EngineError(RemoteError):
@@ -81,10 +118,21 @@ class Completion:
     prompt_token_ids: list[int] | None = None
     prompt_logprobs: list[float | None] | None = None  # logprob of each prompt token
     raw: dict = field(default_factory=dict, repr=False)
+    max_tokens: int | None = None  # what the request asked for
 
     @property
     def stopped(self) -> bool:
         return self.finish_reason == "stop"
+
+    @property
+    def window_full(self) -> bool:
+        """Cut by the engine's window, not by max_tokens: vLLM trims max_tokens silently
+        to what is left of its window and answers finish_reason "length"."""
+        return (
+            self.finish_reason == "length"
+            and self.max_tokens is not None
+            and len(self.token_ids) < self.max_tokens
+        )
 
 
 @dataclass
@@ -174,6 +222,10 @@ class EngineClient:
         self.retry = retry or RetryPolicy()
         self.max_context = max_context
         self.api_key = api_key if api_key is not None else os.environ.get("APEXRL_ENGINE_API_KEY")
+        self.seed_max_prompt = seed_limit()  # longer prompts are sent without a seed
+        self.seeds_dropped = 0
+        self.server_window: int | None = None
+        self.server_version: str | None = None
         self._client = None
         self._aclient = None
 
@@ -208,6 +260,10 @@ class EngineClient:
             max_tokens = min(max_tokens, left)
         if max_tokens < 1:
             raise EngineError("bad_request", f"max_tokens must be >= 1 (got {max_tokens})")
+        limit = self.seed_max_prompt
+        if seed is not None and limit is not None and len(prompt_ids) > limit:
+            seed = None  # the engine build would crash on it (see the module doc)
+            self.seeds_dropped += 1
         body: dict[str, Any] = {
             "prompt": [int(t) for t in prompt_ids],
             "max_tokens": int(max_tokens),
@@ -303,7 +359,37 @@ class EngineClient:
 
     def complete(self, prompt_ids: Sequence[int], **kw: Any) -> Completion:
         body = self.build_request(prompt_ids, **kw)
-        return parse_completion_response(self.post("/v1/completions", body), prompt_ids)
+        c = parse_completion_response(self.post("/v1/completions", body), prompt_ids)
+        c.max_tokens = body["max_tokens"]
+        return c
+
+    def fit_to_server(self, timeout_s: float = 30.0) -> int | None:
+        """Learn the server's window and build; clamp `max_context` to the window.
+
+        Returns the window (None when the server does not report one)."""
+        import httpx
+
+        try:
+            c = self._sync()
+            models = c.get(self.base_url + "/v1/models", timeout=timeout_s)
+            version = c.get(self.base_url + "/version", timeout=timeout_s)
+        except httpx.HTTPError as e:
+            raise self._error_from_exc(e) from e
+        if models.status_code != 200:
+            raise self._error_from_response(models)
+        try:
+            data = models.json().get("data") or []
+            self.server_version = (
+                str(version.json().get("version")) if version.status_code == 200 else None
+            )
+        except (ValueError, AttributeError) as e:
+            raise EngineError("transient", f"engine sent invalid JSON: {e}") from e
+        entry = next((m for m in data if m.get("id") == self.model), data[0] if data else {})
+        mml = entry.get("max_model_len")
+        self.server_window = mml if isinstance(mml, int) and mml > 0 else None
+        if self.server_window is not None:
+            self.max_context = min(self.max_context or self.server_window, self.server_window)
+        return self.server_window
 
     def models(self) -> list[str]:
         import httpx
@@ -338,7 +424,9 @@ class EngineClient:
 
     async def acomplete(self, prompt_ids: Sequence[int], **kw: Any) -> Completion:
         body = self.build_request(prompt_ids, **kw)
-        return parse_completion_response(await self.apost("/v1/completions", body), prompt_ids)
+        c = parse_completion_response(await self.apost("/v1/completions", body), prompt_ids)
+        c.max_tokens = body["max_tokens"]
+        return c
 
     async def aclose(self) -> None:
         if self._aclient is not None:

@@ -65,6 +65,45 @@ def test_context_window_exceeded_from_the_engine(tmp_path, world_zip):
     assert len(eng.requests) == 1  # not retried
 
 
+@pytest.mark.parametrize(
+    "msg",
+    [  # vLLM 0.32's answers (measured): the prompt fills the window; max_tokens > window
+        "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)",
+        "max_tokens=40001 cannot be greater than max_model_len=40000. Please request fewer "
+        "output tokens. (parameter=max_tokens, value=40001)",
+    ],
+)
+def test_vllm_window_refusals_end_as_context_length(tmp_path, world_zip, msg):
+    env = HostEnv(tmp_path, world_zip)
+    with ScriptedEngine([Fault("status", status=400, message=msg)]) as eng:
+        agent, _ = run_agent(env, tmp_path / "agent", "Go.", endpoint=eng.url)
+    assert agent.record.status == "context_length", agent.record.error
+    assert agent.record.error_class == "context_window_exceeded"
+    assert len(eng.requests) == 1  # not retried
+
+
+def test_server_window_wins_over_a_larger_context_window(tmp_path, world_zip):
+    """--context-window above the server's: vLLM would trim max_tokens silently and the
+    turn would look cut by the per-turn cap; the agent budgets against the server's."""
+    env = HostEnv(tmp_path / "a", world_zip)
+    with ScriptedEngine(["All done."]) as eng:
+        run_agent(env, tmp_path / "a" / "agent", "Go.", endpoint=eng.url)
+        n_prompt = len(eng.requests[0]["prompt"])
+    env = HostEnv(tmp_path / "b", world_zip)
+    with ScriptedEngine(["word " * 50], max_model_len=n_prompt + 20) as eng:
+        agent, _ = run_agent(
+            env,
+            tmp_path / "b" / "agent",
+            "Go.",
+            endpoint=eng.url,
+            budgets={"context_window": 100_000},
+        )
+    rec = agent.record
+    assert rec.context_window == n_prompt + 20 and eng.requests[0]["max_tokens"] == 20
+    assert rec.status == "context_length" and rec.error_class == "context_window_full"
+    assert rec.tokens_out == 20
+
+
 def test_agent_timeout_cuts_a_hanging_engine(tmp_path, world_zip):
     env = HostEnv(tmp_path, world_zip)
     with ScriptedEngine([Fault("hang", seconds=None)]) as eng:

@@ -73,18 +73,65 @@ def test_visible_gpus_and_tensor_parallel(monkeypatch):
 
 
 def test_choose_engine(monkeypatch):
-    monkeypatch.setattr(vllm, "vllm_available", lambda: True)
+    monkeypatch.delenv(vllm.VLLM_PYTHON_ENV, raising=False)
+    monkeypatch.setattr(vllm, "probe_vllm", lambda python=None: None)
+    monkeypatch.setattr(vllm, "vllm_available", lambda python=None: True)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     assert choose_engine("auto") == "vllm"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert choose_engine("auto") == "local"
     with pytest.raises(UsageError, match="CUDA"):
         choose_engine("vllm")
-    monkeypatch.setattr(vllm, "vllm_available", lambda: False)
+    monkeypatch.setattr(vllm, "vllm_available", lambda python=None: False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     assert choose_engine("auto") == "local"
     with pytest.raises(UsageError, match="serve"):
         choose_engine("vllm")
+
+
+def test_cpu_build_needs_no_gpu_and_another_interpreter_is_used(monkeypatch, tmp_path):
+    """vLLM's CPU build in another interpreter (APEXRL_VLLM_PYTHON / --vllm-python)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    seen = []
+
+    def fake_probe(python=None):
+        seen.append(python)
+        return vllm.VllmBuild(python=python, version="0.32.0", device="cpu")
+
+    monkeypatch.setattr(vllm, "probe_vllm", fake_probe)
+    monkeypatch.setenv(vllm.VLLM_PYTHON_ENV, sys.executable)
+    assert choose_engine("vllm") == "vllm" and seen[-1] == sys.executable
+    assert choose_engine("auto") == "local"  # auto takes vLLM only with GPUs
+    monkeypatch.delenv(vllm.VLLM_PYTHON_ENV)
+    assert choose_engine("vllm", vllm_python=sys.executable) == "vllm"
+    monkeypatch.setattr(vllm, "probe_vllm", lambda python=None: None)
+    with pytest.raises(UsageError, match="no vLLM in"):
+        choose_engine("vllm", vllm_python=sys.executable)
+    with pytest.raises(UsageError, match="not an executable"):
+        choose_engine("vllm", vllm_python=str(tmp_path / "nope" / "python"))
+
+
+def test_probe_of_an_interpreter_without_vllm():
+    vllm._probe_cache.pop(sys.executable, None)
+    assert vllm.probe_vllm(sys.executable) is None  # this test venv has no vLLM
+
+
+def test_cpu_command_is_safe_for_seeded_long_prompts(tmp_path):
+    """CPU flags: prefills never split (a split seeded prefill kills vLLM CPU's engine)."""
+    from apexrl.engine.local import make_tiny_checkpoint
+
+    ckpt = make_tiny_checkpoint(tmp_path / "tiny", max_position_embeddings=20000)
+    cmd = vllm_command(VllmOptions(model=str(ckpt), device="cpu"), python="/x/python")
+    assert cmd[0] == "/x/python" and "--tensor-parallel-size" not in cmd
+    assert "--no-enable-chunked-prefill" in cmd and "--enforce-eager" in cmd
+    assert int(_flag(cmd, "--max-num-batched-tokens")) == 20000  # the checkpoint's window
+    assert _flag(cmd, "--dtype") == "float32"  # not downcast to bfloat16
+    cmd = vllm_command(VllmOptions(model=str(ckpt), device="cpu", max_model_len=1024))
+    assert int(_flag(cmd, "--max-num-batched-tokens")) == 2048  # never below vLLM's default
+    env = vllm_env(VllmOptions(model="m", device="cpu"), base={})
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == vllm.CPU_KVCACHE_GIB
+    mine = vllm_env(VllmOptions(model="m", device="cpu"), base={"VLLM_CPU_KVCACHE_SPACE": "8"})
+    assert mine["VLLM_CPU_KVCACHE_SPACE"] == "8"  # the caller's setting wins
 
 
 # A stand-in for vLLM's server: logs, becomes healthy after a delay, spawns a worker

@@ -172,3 +172,69 @@ def test_classify_http():
         == "context_window_exceeded"
     )
     assert classify_http(404, "The model `x` does not exist.") == "bad_request"
+
+
+VLLM_WINDOW_ANSWERS = [  # vLLM 0.32, measured against the CPU build
+    "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)",
+    "max_tokens=8193 cannot be greater than max_model_len=8192. Please request fewer output "
+    "tokens. (parameter=max_tokens, value=8193)",
+    "This model's maximum context length is 8192 tokens. However, your prompt contains 8202 "
+    "input tokens, which exceeds this limit even without any output tokens. Please reduce "
+    "the length of the input prompt. (parameter=input_tokens, value=8202)",
+]
+
+
+@pytest.mark.parametrize("message", VLLM_WINDOW_ANSWERS)
+def test_vllm_window_answers_are_context_errors(message):
+    body = json.dumps({"error": {"message": message, "type": "BadRequestError", "code": 400}})
+    assert classify_http(400, body) == "context_window_exceeded"
+
+
+def test_other_400s_stay_bad_requests():
+    for msg in ("Token id 10000000 is out of vocabulary", "You must pass at least one prompt"):
+        assert classify_http(400, msg) == "bad_request"
+
+
+def test_window_full_is_a_trim_not_the_per_turn_cap():
+    from apexrl.tito.client import Completion
+
+    def c(n, finish, asked):
+        return Completion(list(range(n)), [0.0] * n, "", finish, max_tokens=asked)
+
+    assert c(3, "length", 10).window_full  # vLLM trimmed max_tokens to the window
+    assert not c(10, "length", 10).window_full  # the per-turn cap
+    assert not c(3, "stop", 10).window_full
+    assert not Completion([1], [0.0], "", "length").window_full  # unknown request
+
+
+def test_seed_limit_drops_seeds_of_long_prompts(monkeypatch):
+    from apexrl.errors import UsageError
+    from apexrl.tito.client import SEED_MAX_PROMPT_ENV, seed_limit
+
+    assert seed_limit({}) is None and seed_limit({SEED_MAX_PROMPT_ENV: "2048"}) == 2048
+    with pytest.raises(UsageError, match="not a token count"):
+        seed_limit({SEED_MAX_PROMPT_ENV: "lots"})
+    monkeypatch.setenv(SEED_MAX_PROMPT_ENV, "4")
+    c = EngineClient("http://127.0.0.1:9")
+    assert c.build_request([1, 2, 3, 4], max_tokens=2, seed=7)["seed"] == 7
+    assert "seed" not in c.build_request([1, 2, 3, 4, 5], max_tokens=2, seed=7)
+    assert c.seeds_dropped == 1
+    monkeypatch.delenv(SEED_MAX_PROMPT_ENV)
+    assert EngineClient("http://x").build_request(list(range(5000)), max_tokens=1, seed=1)["seed"]
+
+
+def test_fit_to_server_takes_the_servers_window():
+    from apexrl.engine.scripted import ScriptedEngine
+
+    with ScriptedEngine(["hello there"], model="m", max_model_len=64) as eng:
+        with EngineClient(eng.url, model="m", max_context=100_000) as c:
+            assert c.fit_to_server() == 64 and c.max_context == 64
+            out = c.complete(list(range(60)), max_tokens=50)
+            assert eng.requests[-1]["max_tokens"] == 4 and len(out.token_ids) <= 4
+            with pytest.raises(ContextWindowExceeded):
+                c.complete(list(range(64)), max_tokens=1)
+        with EngineClient(eng.url, model="m", max_context=32) as c:
+            assert c.fit_to_server() == 64 and c.max_context == 32  # a smaller one is kept
+    with pytest.raises(EngineError) as e, EngineClient("http://127.0.0.1:9") as c:
+        c.fit_to_server(timeout_s=2)
+    assert e.value.kind == "transient"
