@@ -16,6 +16,13 @@ BAD = '<tool_call>\n{"name": "files_list", "arguments": {"path": \n</tool_call>'
 NUDGE = "Wrap up now"
 
 
+@pytest.fixture(autouse=True)
+def _apexrl_surface(monkeypatch):
+    """Budgets here are sized for apexrl's smaller tool surface and its tool names
+    (archipelago's 73 tools take ~12.6k prompt tokens)."""
+    monkeypatch.setenv("APEXRL_TOOL_SURFACE", "apexrl")
+
+
 def _stream(logs) -> tuple[str, TitoTrajectory]:
     """The exact token stream the engine saw, decoded."""
     traj = TitoTrajectory.model_validate_json((logs / "tito.json").read_text())
