@@ -59,7 +59,7 @@ def test_eval_run_starts_vllm_cpu_runs_a_trial_and_stops_it(tmp_path, monkeypatc
         app,
         ["eval", "run", str(ckpt), "--engine", "vllm", "--tasks", str(tasks), "-o", str(run_dir)]
         + ["--worlds", str(expert / "world_files_zipped"), "--limit", "1"]
-        + ["--max-steps", "3", "--max-tokens", "16", "--seed", "7", "--json"],
+        + ["--max-steps", "3", "--max-tokens", "16", "--seed", "7", "--json", "--no-judge"],
     )
     log = run_dir / "engine.log"
     assert res.exit_code == 0, res.output + (log.read_text()[-3000:] if log.is_file() else "")
