@@ -293,7 +293,16 @@ class ProcessExecutor:
         return TrialOutcome.model_validate_json(out)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop running trials and join the pool. `shutdown(wait=False)` leaves the pool's
+        manager thread racing interpreter exit (CPython 3.12: "NoneType has no len()" and a
+        hang at exit), so running children are ended first and the pool is then joined."""
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for p in procs:
+            p.join(timeout=5)
 
 
 class RayExecutor:

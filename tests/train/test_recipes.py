@@ -73,7 +73,11 @@ def test_hero_recipes_carry_the_blog_settings():
 
 def test_inheritance_merges_tables_and_records_the_chain():
     loaded = load_recipe("qwen35-397b-a17b")
-    assert [Path(c).stem for c in loaded.chain] == ["qwen36-35b-a3b", "qwen35-397b-a17b"]
+    assert [Path(c).stem for c in loaded.chain] == [
+        "recipe-parity",
+        "qwen36-35b-a3b",
+        "qwen35-397b-a17b",
+    ]
     r = loaded.recipe
     assert r.model.path == "Qwen/Qwen3.5-397B-A17B"
     assert r.algorithm.dppo_delta_low == 0.15  # inherited
@@ -167,8 +171,37 @@ def test_batch_divisibility():
     assert "batch:batch.mini_batch_size" in rules(
         ["batch.n_samples=3", "batch.mini_batch_size=1", "batch.train_batch_size=1"]
     )
-    assert "batch:training.tensor_parallel" in rules(["training.tensor_parallel=3"])
-    assert "batch:training.expert_parallel" in rules(["training.expert_parallel=64"])
+    assert "layout:training.tensor_parallel" in rules(["training.tensor_parallel=3"])
+    assert "layout:training.expert_tensor_parallel" in rules(["training.expert_parallel=64"])
+
+
+def test_megatron_layout_arithmetic_for_policy_and_ref():
+    # the 397B layout as first shipped: expert TP unset -> Megatron uses TP 4 for the experts,
+    # and 64 GPUs do not divide into etp 4 x ep 16 x pp 4
+    with pytest.raises(RecipeRuleError) as e:
+        render(load_recipe("qwen35-397b-a17b", ["training.expert_tensor_parallel=4"]))
+    msg = str(e.value)
+    assert "[layout] training.expert_tensor_parallel: policy: world size 64" in msg
+    assert "etp 4 x ep 16 x pp 4 = 256" in msg and "ref: world size 64" in msg
+    assert "set training.expert_tensor_parallel = 1" in msg
+    # unset (None) reads as etp = tp
+    from apexrl.train.render import megatron_layout_violations, skyrl_layout
+
+    r = load_recipe("qwen35-397b-a17b").recipe
+    assert megatron_layout_violations(skyrl_layout(r)) == []
+    unset = r.model_copy(
+        update={"training": r.training.model_copy(update={"expert_tensor_parallel": None})}
+    )
+    (v_policy, v_ref) = megatron_layout_violations(skyrl_layout(unset))
+    assert "unset, so Megatron uses tp = 4" in v_policy.message
+    # the ref model is checked on its own keys (a raw [skyrl] override of its layout)
+    bad_ref = ["skyrl.trainer.ref.megatron_config.context_parallel_size=3"]
+    with pytest.raises(RecipeRuleError, match=r"ref: world size 64 is not divisible by tp 4"):
+        render(load_recipe("qwen35-397b-a17b", bad_ref))
+    # dense part: world vs tp x pp x cp; the 35B script's layout (TP8 EP8 CP1, etp 1) fits
+    assert render(load_recipe("qwen36-35b-a3b")).plan.training_gpus == 32
+    with pytest.raises(RecipeRuleError, match="tp 8 x pp 1 x cp 8 = 64"):
+        render(load_recipe("qwen36-35b-a3b", ["training.context_parallel=8"]))
 
 
 def test_gpus_per_engine_vs_tensor_parallel():
