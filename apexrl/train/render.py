@@ -22,6 +22,12 @@ from apexrl.train.plan import ConcurrencyPlan, load_shape, plan_concurrency, sha
 from apexrl.train.recipe import LoadedRecipe, Recipe
 
 ROLLOUT_LOSSES = {"dppo", "rollout_is"}  # optimize against rollout logprobs (+ cispo@rollout)
+# SkyRL 0.4.0's registered policy losses: the fully-async rule judges these; any other name is
+# left to SkyRL's validate_cfg, whose message names the valid ones
+SKYRL_POLICY_LOSSES = {
+    "regular", "dual_clip", "gspo", "sapo", "cispo", "rollout_is", "dppo", "clip_cov",
+    "kl_cov", "cross_entropy", "importance_sampling",
+}  # fmt: skip
 SPEC_SCHEMA_VERSION = "1"
 
 
@@ -171,7 +177,7 @@ def check_rules(r: Recipe, concurrency: int | None = None) -> tuple[list[Violati
                 "training.colocate",
                 "fully async cannot colocate training and inference",
             )
-        if r.algorithm.policy_loss not in ROLLOUT_LOSSES and not (
+        if r.algorithm.policy_loss in SKYRL_POLICY_LOSSES - ROLLOUT_LOSSES and not (
             r.algorithm.policy_loss == "cispo"
             and r.skyrl.get("trainer.algorithm.cispo.cispo_anchor") == "rollout"
         ):
@@ -586,13 +592,23 @@ def validate_with_skyrl(
     rejects the config. SkyRL reads WANDB_API_KEY from this process's environment; when it is
     absent here a placeholder stands in for the check (the job gets the real one by name).
     """
+    from loguru import logger
+
+    logger.disable("skyrl")  # SkyRL's import-time INFO lines are not the user's business
+    try:
+        notes: list[str] = []
+        return _validate(overrides, where, mode, notes), notes
+    finally:
+        logger.enable("skyrl")
+
+
+def _validate(overrides: dict, where: str, mode: str, notes: list[str]) -> str:
     import contextlib
     import io
     from importlib.metadata import version
 
     from skyrl.train.config import SkyRLTrainConfig
 
-    notes: list[str] = []
     try:
         cfg = SkyRLTrainConfig.from_cli_overrides(dict(overrides))
     except (ValueError, TypeError, AssertionError, KeyError) as e:
@@ -613,7 +629,7 @@ def validate_with_skyrl(
     finally:
         if placeholder:
             os.environ.pop("WANDB_API_KEY", None)
-    return version("skyrl"), notes
+    return version("skyrl")
 
 
 def _settings(

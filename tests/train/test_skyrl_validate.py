@@ -84,7 +84,7 @@ def test_the_eval_recipe_loads_its_eval_data():
 def test_recipe_parity_settings_reach_skyrls_config():
     from skyrl.train.config import SkyRLTrainConfig
 
-    spec = render(load_recipe("qwen36-35b-a3b"))
+    spec = render(load_recipe("qwen36-35b-a3b"), data_train="/d/train", data_val="/d/eval")
     cfg = SkyRLTrainConfig.from_cli_overrides(dict(spec.skyrl))
     t, g = cfg.trainer, cfg.generator
     assert list(t.policy.optimizer_config.adam_betas) == [0.9, 0.98]
