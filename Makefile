@@ -69,7 +69,7 @@ train-env: $(TRAIN_VENV)/.installed
 # Tests marked `skyrl` (SkyRL's own validation of every recipe) and the simulated
 # fully-async run (tests/train/skyrl_sim_e2e.py: real Ray, real trials, SkyRL's trainer loop).
 test-train: train-env sysdeps
-	HARBOR_TELEMETRY=0 $(TRAIN_VENV)/bin/pytest -q -m skyrl tests/train tests/train/skyrl_sim_e2e.py
+	HARBOR_TELEMETRY=0 $(TRAIN_VENV)/bin/pytest -q -m skyrl tests/train
 
 test-fast: install
 	$(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not integration and not skyrl"

@@ -154,7 +154,12 @@ def run_sim() -> tuple[bool, str]:
         os.environ["RAY_ADDRESS"] = head.gcs_address
         t0 = time.time()
         spec2, overrides = E.preflight(root / "job" / "run_spec.json")
-        E.run(spec2, overrides)
+        try:
+            E.run(spec2, overrides)
+        finally:
+            import ray
+
+            ray.shutdown()  # before the head goes: a driver left attached to a dead GCS aborts
         took = time.time() - t0
     import json
 
