@@ -54,7 +54,7 @@ class Plan(BaseModel):
     engines: int
     gpus_per_engine: int
     concurrency: int
-    concurrency_source: str  # "recipe" or "planner"
+    concurrency_source: str  # "recipe", "planner" or "ceiling" (planner capped at rollout.ceiling)
     planner: ConcurrencyPlan | None = None
     checkpoint_path: str
     export_path: str
@@ -854,6 +854,9 @@ def parity_rows(overrides: dict[str, Any], r: Recipe) -> list[tuple[str, str, An
         if _field(r, field) is None:
             continue
         rows += [(field, k, overrides[k]) for k in keys if k in overrides]
+    k = "trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_offload_fraction"
+    if k in overrides:
+        rows.append(("training.optimizer_offload_fraction", k, overrides[k]))
     if r.training.expert_tensor_parallel is not None:
         for role in ("policy", "ref"):
             k = f"trainer.{role}.megatron_config.expert_tensor_parallel_size"
