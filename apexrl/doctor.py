@@ -10,12 +10,25 @@ import sys
 
 from apexrl import __version__, secrets
 
+# What each extra must make importable: the modules apexrl's own code paths import (the
+# train extra: `train --dry-run` with SkyRL's validate_cfg, `--check-only`, the job
+# entrypoint). Checked by importing them in a child interpreter, not by package presence.
 EXTRAS = {
-    "train": ("skyrl", "ray"),
+    "train": (
+        "skyrl.train.config",
+        "skyrl.train.utils.utils",  # validate_cfg: torch, ray, loguru, omegaconf, jaxtyping
+        "skyrl.backends.skyrl_train.utils.ppo_utils",  # the policy-loss registry
+        "skyrl.train.entrypoints.main_base",
+        "skyrl.train.entrypoints.main_generate",
+        "skyrl.train.fully_async_trainer",
+        "skyrl.train.generators.base",
+        "ray.job_submission",
+    ),
     "serve": ("vllm",),
     "local": ("torch", "transformers"),
     "dev": ("pytest", "hypothesis", "moto"),
 }
+IMPORT_TIMEOUT_S = 180.0
 TOOLS = ("bwrap", "skopeo", "umoci", "podman", "docker-registry", "harbor", "git")
 CREDENTIALS = {
     "aws": secrets.AWS_KEYS[:2],
@@ -31,9 +44,8 @@ def collect_checks() -> list[dict]:
         _row("python", "platform", True, f"{platform.system()} {platform.machine()}"),
     ]
     for extra, modules in EXTRAS.items():
-        missing = [m for m in modules if importlib.util.find_spec(m) is None]
-        detail = "installed" if not missing else f"missing {', '.join(missing)}"
-        rows.append(_row("extra", extra, not missing, detail))
+        ok, detail = import_check(modules)
+        rows.append(_row("extra", extra, ok, detail))
     rows.append(_gpu_row())
     for tool in TOOLS:
         path = shutil.which(tool)
@@ -44,6 +56,35 @@ def collect_checks() -> list[dict]:
         detail = "set" if not missing else f"not set: {', '.join(missing)}"
         rows.append(_row("credentials", name, not missing, detail))
     return rows
+
+
+def import_check(modules: tuple[str, ...], timeout_s: float = IMPORT_TIMEOUT_S) -> tuple[bool, str]:
+    """Import `modules` in a child interpreter (a crash or a slow native import cannot take
+    doctor down); (ok, "importable" or the first failure with its error)."""
+    top = modules[0].split(".")[0]
+    if importlib.util.find_spec(top) is None:
+        return False, f"not installed (no module {top!r})"
+    code = (
+        "import importlib, sys\n"
+        "for m in sys.argv[1:]:\n"
+        "    try:\n"
+        "        importlib.import_module(m)\n"
+        "    except BaseException as e:\n"
+        "        print(f'import {m}: {type(e).__name__}: {e}'.splitlines()[0]); sys.exit(1)\n"
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code, *modules],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"importing {', '.join(modules)} took over {timeout_s:.0f}s"
+    if out.returncode == 0:
+        return True, "importable"
+    lines = (out.stdout or out.stderr).strip().splitlines()
+    return False, (lines[-1] if lines else f"import failed (exit {out.returncode})")[:300]
 
 
 def _gpu_row() -> dict:

@@ -53,7 +53,7 @@ _apexrl() {
         "image") words="push --help" ;;
         "image push") words="--to --tag --concurrency --retries --timeout --registry-endpoint --dry-run --json --help" ;;
         "plan") words="concurrency --help" ;;
-        "plan concurrency") words="--model-config --gpu-memory --engines --tp --gpu-mem-util --max-model-len --avg-tokens --overhead-gb --json --help" ;;
+        "plan concurrency") words="--model-config --gpu-memory --engines --tp --gpu-mem-util --max-model-len --avg-tokens --overhead-gb --kv-cache-tokens --json --help" ;;
         "publish") words="dataset model traces --help" ;;
         "publish dataset") words="--repo --private --public --license --dry-run --strict --stage --commit-size --json --help" ;;
         "publish model") words="--repo --eval --base-model --private --public --revision --license --dry-run --strict --stage --commit-size --json --help" ;;

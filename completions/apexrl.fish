@@ -97,6 +97,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from plan; and __fish_seen_subcomm
 complete -c apexrl -n '__fish_seen_subcommand_from plan; and __fish_seen_subcommand_from concurrency' -l max-model-len
 complete -c apexrl -n '__fish_seen_subcommand_from plan; and __fish_seen_subcommand_from concurrency' -l avg-tokens
 complete -c apexrl -n '__fish_seen_subcommand_from plan; and __fish_seen_subcommand_from concurrency' -l overhead-gb
+complete -c apexrl -n '__fish_seen_subcommand_from plan; and __fish_seen_subcommand_from concurrency' -l kv-cache-tokens
 complete -c apexrl -n '__fish_seen_subcommand_from plan; and __fish_seen_subcommand_from concurrency' -l json
 complete -c apexrl -n '__fish_seen_subcommand_from plan; and __fish_seen_subcommand_from concurrency' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from publish' -a 'dataset model traces'

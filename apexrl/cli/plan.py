@@ -29,6 +29,12 @@ def concurrency(
     overhead_gb: float = typer.Option(
         0.0, "--overhead-gb", help="Reserve per GPU (activations, graphs)."
     ),
+    kv_cache_tokens: int | None = typer.Option(
+        None,
+        "--kv-cache-tokens",
+        help="Measured KV cache per engine (vLLM's 'GPU KV cache size: N tokens'); replaces "
+        "the memory arithmetic.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """KV-cache bytes per token, memory left after weights, tokens and trajectories that fit."""
@@ -47,6 +53,7 @@ def concurrency(
         max_model_len=max_model_len,
         avg_tokens=avg_tokens,
         overhead_gb_per_gpu=overhead_gb,
+        kv_cache_tokens=kv_cache_tokens,
     )
     for line in plan.lines():
         output.info(line)

@@ -63,16 +63,18 @@ def command(
 
     loaded = load_recipe(recipe, set_)
     strict = not dry_run
+    data = R.absolute_data_path(data, "--data")
+    val_data = R.absolute_data_path(val_data, "--val-data")
     spec = R.render(
         loaded, data_train=data, data_val=val_data, model=model, resume=resume, strict=strict
     )
     if R.skyrl_available():
-        ver = R.validate_with_skyrl(
-            spec.skyrl, loaded.source, check_batches=loaded.recipe.mode == "train"
-        )
-        check = f"SkyRL {ver} config classes accept it"
+        ver, notes = R.validate_with_skyrl(spec.skyrl, loaded.source, mode=loaded.recipe.mode)
+        fn = "validate_cfg" if loaded.recipe.mode == "train" else "validate_generator_cfg"
+        check = f"SkyRL {ver} {fn} accepts it"
+        spec.plan.warnings.extend(notes)
     else:
-        check = "SkyRL not installed here: its own classes check on the cluster"
+        check = "SkyRL not installed here (the train extra): its checks run on the cluster"
     from apexrl.train import launch as L
 
     resume_line = L.check_resume(spec) if not dry_run else ("resume" if resume else "fresh run")

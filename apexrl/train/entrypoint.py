@@ -58,31 +58,86 @@ def write_manifest(spec: RunSpec, manifest_src: Path) -> str:
     return str(target)
 
 
-def prepare_data(source: str | None, out: Path, name: str) -> str | None:
-    """SkyRL prompt table for a task dataset (Parquet from `apexrl tasks pack`) or a
-    folder of Harbor task dirs; returns the table's path. Task dirs land in out/tasks."""
+DOMAIN_PREFIXES = ("investment-banking", "law", "management-consulting")
+
+
+def task_meta(task_dir: Path) -> dict:
+    """task_id, world_id, domain of a task dir: task.toml's [metadata], else the recipe's
+    archipelago.json; the dir name stands in for a missing task id."""
+    import tomllib
+
+    meta: dict = {}
+    try:
+        meta = tomllib.loads((task_dir / "task.toml").read_text("utf-8")).get("metadata") or {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        meta = {}
+    arch = task_dir / "archipelago.json"
+    if not meta.get("world_id") and arch.is_file():
+        try:
+            data = json.loads(arch.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = {}
+        if isinstance(data, dict):
+            short = str(data.get("world_short_name") or "").lower()
+            prefix = [d for d in DOMAIN_PREFIXES if short.startswith(d)]
+            meta = {
+                "task_id": data.get("task_id"),
+                "world_id": data.get("world_id"),
+                "domain": data.get("domain") or (prefix[0] if prefix else None),
+            }
+    return {
+        "task_id": str(meta.get("task_id") or task_dir.name),
+        "world_id": str(meta.get("world_id") or ""),
+        "domain": str(meta.get("domain") or ""),
+    }
+
+
+def _is_task_dirs(src: Path) -> bool:
+    return src.is_dir() and any(p.is_file() for p in src.glob("*/task.toml"))
+
+
+def prepare_data(source: str | None, out: Path, name: str) -> tuple[str, list[dict]] | None:
+    """SkyRL's prompt table for one split (`name`: train or val) from a task dataset (Parquet
+    from `apexrl tasks pack`) or a folder of Harbor task dirs; returns (table path, rows).
+
+    A dataset is unpacked into out/<name>/tasks, a folder of its own per split, replaced
+    whole on every run (a rerun under the same name never mixes splits or old tasks). Rows:
+    prompt, env_class, task_path (absolute), data_source (the task's domain: SkyRL logs eval
+    metrics per data_source), task_id, world_id.
+    """
     if not source:
         return None
+    import shutil
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     src = Path(os.path.expanduser(source))
-    tasks = out / "tasks"
-    if src.is_dir() and any(p.is_file() for p in src.glob("*/task.toml")):
-        tasks = src
+    if _is_task_dirs(src):
+        tasks = src.resolve()
     else:
         from apexrl.tasks.unpack import unpack_dataset
 
-        unpack_dataset(source, tasks, strict=True)
+        split_dir = out / name
+        tasks = split_dir / "tasks"
+        tmp = split_dir / "tasks.partial"
+        shutil.rmtree(tmp, ignore_errors=True)
+        unpack_dataset(source, tmp, strict=True)
+        shutil.rmtree(tasks, ignore_errors=True)
+        tmp.rename(tasks)
     rows = []
     for d in sorted(p for p in tasks.iterdir() if (p / "task.toml").is_file()):
         instr = d / "instruction.md"
         prompt = instr.read_text("utf-8") if instr.is_file() else ""
+        meta = task_meta(d)
         rows.append(
             {
                 "prompt": [{"role": "user", "content": prompt}],
                 "env_class": "apexrl",
-                "task_path": str(d.relative_to(tasks)),
+                "task_path": str(d.resolve()),
+                "data_source": meta["domain"] or "apexrl",
+                "task_id": meta["task_id"],
+                "world_id": meta["world_id"],
             }
         )
     if not rows:
@@ -90,8 +145,23 @@ def prepare_data(source: str | None, out: Path, name: str) -> str | None:
     table_path = out / f"{name}.parquet"
     out.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), table_path)
-    log(f"{name}: {len(rows)} tasks -> {table_path}")
-    return str(table_path)
+    log(f"{name}: {len(rows)} tasks -> {table_path} (task dirs in {tasks})")
+    return str(table_path), rows
+
+
+def check_disjoint(train: list[dict], val: list[dict]) -> None:
+    """Train and eval must share no task and no world (contamination)."""
+    from apexrl.errors import BadRecordError
+
+    for key, what in (("task_id", "task"), ("world_id", "world")):
+        shared = sorted({r[key] for r in train if r[key]} & {r[key] for r in val if r[key]})
+        if shared:
+            more = f" (+{len(shared) - 5} more)" if len(shared) > 5 else ""
+            raise BadRecordError(
+                "data",
+                f"train and eval data share {len(shared)} {what}(s): {', '.join(shared[:5])}{more}",
+                hint="split by world: apexrl tasks split DATASET --by world -o DIR",
+            )
 
 
 def preflight(spec_path: Path) -> tuple[RunSpec, dict]:
@@ -99,22 +169,21 @@ def preflight(spec_path: Path) -> tuple[RunSpec, dict]:
     log(f"run {spec.run_name} (recipe {spec.recipe}, {spec.mode})")
     arrived = [k for k in spec.env_forward if os.environ.get(k)]
     log(f"forwarded variables present: {', '.join(arrived) or 'none'}")
+    if not os.environ.get("CUDA_HOME") and Path("/usr/local/cuda/bin/nvcc").is_file():
+        os.environ["CUDA_HOME"] = "/usr/local/cuda"  # SkyRL hands it to its workers
     log(f"manifest: {write_manifest(spec, spec_path.parent / MANIFEST_NAME)}")
     base = run_dir(spec) or Path(os.path.expanduser(f"~/apexrl/runs/{spec.run_name}"))
     data = base / "data"
     overrides = dict(spec.skyrl)
     train = prepare_data(spec.data_train, data, "train")
     val = prepare_data(spec.data_val, data, "val")
+    if train and val:
+        check_disjoint(train[1], val[1])
     if train:
-        overrides["data.train_data"] = [train]
+        overrides["data.train_data"] = [train[0]]
     if val:
-        overrides["data.val_data"] = [val]
-    tasks_dir = str(data / "tasks")
-    if spec.data_train and Path(os.path.expanduser(spec.data_train)).is_dir():
-        src = Path(os.path.expanduser(spec.data_train))
-        if any(p.is_file() for p in src.glob("*/task.toml")):
-            tasks_dir = str(src)
-    spec.generator.tasks_dir = tasks_dir
+        overrides["data.val_data"] = [val[0]]
+    spec.generator.tasks_dir = str(data)  # task_path in the tables is absolute
     spec.generator.logs_dir = os.path.expanduser(spec.generator.logs_dir)
     return spec, overrides
 
@@ -229,7 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m apexrl.train.entrypoint run_spec.json [--check-only]")
         return 2
-    spec, overrides = preflight(Path(args[0]))
+    from apexrl.errors import ApexError
+
+    try:
+        spec, overrides = preflight(Path(args[0]))
+    except ApexError as e:
+        log(f"error: {e}" + (f" ({e.hint})" if getattr(e, "hint", None) else ""))
+        return 1
     if check_only:
         log("check-only: preflight passed, training not started")
         return 0

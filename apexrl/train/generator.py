@@ -305,16 +305,27 @@ class ProcessExecutor:
             mp_context=mp.get_context("spawn"),
             max_tasks_per_child=1,
         )
+        self._active: set = set()
 
     async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
-        loop = asyncio.get_running_loop()
-        out = await loop.run_in_executor(
-            self._pool, _run_in_child, runner, str(task_dir), config.model_dump_json()
-        )
+        fut = self._pool.submit(_run_in_child, runner, str(task_dir), config.model_dump_json())
+        self._active.add(fut)
+        fut.add_done_callback(self._active.discard)
+        out = await asyncio.wrap_future(fut)
         return TrialOutcome.model_validate_json(out)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Cancel queued trials, end running ones, join the pool. (`shutdown(wait=False)`
+        leaves the pool's manager thread racing interpreter exit: on CPython 3.12 that is
+        "NoneType has no len()" and a hang at exit.)"""
+        for f in list(self._active):
+            f.cancel()  # queued trials; running ones cannot be cancelled
+        if any(not f.done() for f in self._active):
+            procs = list((getattr(self._pool, "_processes", None) or {}).values())
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()  # the pool breaks, which is what closing it means now
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class RayExecutor:

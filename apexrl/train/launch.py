@@ -60,6 +60,12 @@ class RunManifest(BaseModel):
 
 
 def git_revision(cwd: Path | None = None) -> tuple[str | None, bool | None]:
+    """The revision of the apexrl source tree that runs (not of the caller's working
+    directory); (None, None) when apexrl is not a git checkout (an installed wheel)."""
+    if cwd is None:
+        cwd = package_dir().parent
+        if not (cwd / ".git").exists():
+            return None, None
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10

@@ -180,7 +180,10 @@ def plan_concurrency(
     max_model_len: int | None = None,
     avg_tokens: int = 32_768,
     overhead_gb_per_gpu: float = 0.0,
+    kv_cache_tokens: int | None = None,
 ) -> ConcurrencyPlan:
+    """kv_cache_tokens: the engine's measured KV cache ("GPU KV cache size: N tokens" in a
+    vLLM log); when given it replaces the memory arithmetic for the cache."""
     if engines < 1 or tp < 1:
         raise BadRecordError("plan", "engines and tp must be >= 1")
     if not 0 < gpu_mem_util <= 1:
@@ -199,6 +202,8 @@ def plan_concurrency(
     budget = tp * gpu_memory_gb * GB * gpu_mem_util
     weights = shape.params * shape.dtype_bytes
     cache = budget - weights - tp * overhead_gb_per_gpu * GB
+    if kv_cache_tokens:
+        cache = float(kv_cache_tokens * kv_per_tok)
     if cache <= 0:
         raise BadRecordError(
             "plan",
@@ -206,7 +211,7 @@ def plan_concurrency(
             f"{gpu_mem_util:g} per engine",
             hint="raise --tp or --gpu-mem-util",
         )
-    tokens = int(cache // kv_per_tok) if kv_per_tok else 0
+    tokens = kv_cache_tokens or (int(cache // kv_per_tok) if kv_per_tok else 0)
     seq_tokens = min(avg_tokens, max_model_len) if max_model_len else avg_tokens
     per_seq = seq_tokens * kv_per_tok + state_bytes
     per_engine = int(cache // per_seq) if per_seq else 0

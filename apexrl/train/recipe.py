@@ -56,6 +56,8 @@ class ModelSection(_S):
     chat_template: str | None = None
     config: str | None = None  # config.json for the planner (default: <path>/config.json)
     arch: ModelArch | None = None
+    # multimodal checkpoints: train and serve the language model only (policy, ref and engine)
+    language_model_only: bool | None = None
 
 
 class DataSection(_S):
@@ -79,6 +81,14 @@ class InferenceSection(_S):
     gpu_memory_utilization: float = 0.9
     max_model_len: int = 32768  # vLLM max_model_len
     backend: Literal["vllm"] = "vllm"
+    # None: SkyRL's default. Rendered into generator.inference_engine.* (see render.py).
+    distributed_executor_backend: Literal["mp", "ray"] | None = None
+    gdn_prefill_backend: str | None = None  # vLLM engine arg for Gated DeltaNet models
+    router_policy: str | None = None  # SkyRL's router: e.g. sticky_least_loaded
+    prefix_cache_salt: bool | None = None  # salt the prefix cache with the weight version
+    # measured KV cache per engine ("GPU KV cache size: N tokens" in a vLLM engine's log):
+    # when set, the concurrency planner uses it instead of its memory arithmetic
+    kv_cache_tokens: int | None = None
 
 
 class TrainingSection(_S):
@@ -87,8 +97,20 @@ class TrainingSection(_S):
     pipeline_parallel: int = 1
     context_parallel: int = 1
     expert_parallel: int = 1
+    # None: Megatron uses tensor_parallel for the experts too (world must divide etp x ep x pp)
+    expert_tensor_parallel: int | None = None
     colocate: bool = False
     lr: float = 1e-6
+    # None: SkyRL's default. Rendered into trainer.* (see render.py).
+    adam_betas: list[float] | None = None
+    weight_decay: float | None = None
+    max_grad_norm: float | None = None
+    sample_packing: bool | None = None  # trainer.remove_microbatch_padding
+    max_tokens_per_microbatch: int | None = None
+    fused_lm_head_logprob: bool | None = None
+    optimizer_cpu_offload: bool | None = None  # Megatron: optimizer state in host memory
+    optimizer_offload_fraction: float = 1.0
+    empty_cuda_cache: bool | None = None
     max_steps: int | None = None
     epochs: int = 1
     micro_batch_per_gpu: int = 1
@@ -126,6 +148,7 @@ class AsyncSection(_S):
     enabled: bool = False
     max_staleness: int = 3
     generation_workers: int = 64
+    sample_full_batch: bool | None = None
 
 
 class AgentSection(_S):
@@ -157,6 +180,9 @@ class AgentSection(_S):
 
 class RolloutSection(_S):
     concurrency: int | Literal["auto"] = "auto"  # trials in flight across the cluster
+    # a ceiling the recipe's authors published or measured: `auto` never goes above it, and
+    # a number above it is warned about
+    ceiling: int | None = None
     avg_tokens: int = 101_441  # expected trajectory length, for the planner (FACTS 8)
     rate_limit_per_s: float = 0.0  # trial starts per second; 0 = unlimited
     session_affinity: bool = True

@@ -22,6 +22,12 @@ from apexrl.train.plan import ConcurrencyPlan, load_shape, plan_concurrency, sha
 from apexrl.train.recipe import LoadedRecipe, Recipe
 
 ROLLOUT_LOSSES = {"dppo", "rollout_is"}  # optimize against rollout logprobs (+ cispo@rollout)
+# SkyRL 0.4.0's registered policy losses: the fully-async rule judges these; any other name is
+# left to SkyRL's validate_cfg, whose message names the valid ones
+SKYRL_POLICY_LOSSES = {
+    "regular", "dual_clip", "gspo", "sapo", "cispo", "rollout_is", "dppo", "clip_cov",
+    "kl_cov", "cross_entropy", "importance_sampling",
+}  # fmt: skip
 SPEC_SCHEMA_VERSION = "1"
 
 
@@ -48,7 +54,7 @@ class Plan(BaseModel):
     engines: int
     gpus_per_engine: int
     concurrency: int
-    concurrency_source: str  # "recipe" or "planner"
+    concurrency_source: str  # "recipe", "planner" or "ceiling" (planner capped at rollout.ceiling)
     planner: ConcurrencyPlan | None = None
     checkpoint_path: str
     export_path: str
@@ -76,6 +82,77 @@ class RunSpec(BaseModel):
 
 
 # --- rules --------------------------------------------------------------------------------
+LAYOUT_KEYS = {
+    "tp": "tensor_model_parallel_size",
+    "pp": "pipeline_model_parallel_size",
+    "cp": "context_parallel_size",
+    "ep": "expert_model_parallel_size",
+    "etp": "expert_tensor_parallel_size",
+}
+LAYOUT_FIELDS = {  # recipe field behind each size (for the message)
+    "tp": "training.tensor_parallel",
+    "pp": "training.pipeline_parallel",
+    "cp": "training.context_parallel",
+    "ep": "training.expert_parallel",
+    "etp": "training.expert_tensor_parallel",
+}
+
+
+def skyrl_layout(r: Recipe) -> dict[str, Any]:
+    """The rendered Megatron layout and placement keys (raw [skyrl] keys win), for the rule."""
+    o = {k: v for k, v in _layout_overrides(r).items()}
+    o.update({k: v for k, v in r.skyrl.items() if k in o or "megatron_config" in k})
+    return o
+
+
+def megatron_layout_violations(o: dict[str, Any], r: Recipe | None = None) -> list[Violation]:
+    """Megatron's parallel-state arithmetic, per role (policy, ref), on SkyRL keys.
+
+    world = nodes x GPUs per node. The dense part needs world % (tp x pp x cp) == 0
+    (data parallel = the quotient); the expert part needs world % (etp x ep x pp) == 0,
+    where an unset expert_tensor_parallel_size means etp = tp (Megatron's default).
+    """
+    out: list[Violation] = []
+    for role in ("policy", "ref"):
+        world = int(o.get(f"trainer.placement.{role}_num_nodes") or 1) * int(
+            o.get(f"trainer.placement.{role}_num_gpus_per_node") or 1
+        )
+        m = f"trainer.{role}.megatron_config."
+        size = {k: o.get(m + key) for k, key in LAYOUT_KEYS.items()}
+        tp, pp, cp, ep = (int(size[k] or 1) for k in ("tp", "pp", "cp", "ep"))
+        etp_set = size["etp"] is not None
+        etp = int(size["etp"]) if etp_set else tp
+        if min(tp, pp, cp, ep, etp) < 1:
+            out.append(Violation(rule="layout", key=m + "*", message=f"{role}: sizes must be >= 1"))
+            continue
+        if world % (tp * pp * cp):
+            out.append(
+                Violation(
+                    rule="layout",
+                    key=LAYOUT_FIELDS["tp"],
+                    message=f"{role}: world size {world} is not divisible by tp {tp} x pp {pp} "
+                    f"x cp {cp} = {tp * pp * cp} (data parallel must be a whole number)",
+                )
+            )
+        if world % (etp * ep * pp):
+            how = (
+                f"expert_tensor_parallel_size {etp}"
+                if etp_set
+                else f"expert_tensor_parallel_size unset, so Megatron uses tp = {tp}"
+            )
+            fix = [x for x in (1, 2, 4, 8) if world % (x * ep * pp) == 0]
+            hint = f"; set {LAYOUT_FIELDS['etp']} = {fix[0]}" if fix else ""
+            out.append(
+                Violation(
+                    rule="layout",
+                    key=LAYOUT_FIELDS["etp"] if ep > 1 else LAYOUT_FIELDS["ep"],
+                    message=f"{role}: world size {world} is not divisible by etp {etp} x ep {ep} "
+                    f"x pp {pp} = {etp * ep * pp} ({how}){hint}",
+                )
+            )
+    return out
+
+
 def check_rules(r: Recipe, concurrency: int | None = None) -> tuple[list[Violation], list[str]]:
     v: list[Violation] = []
     warn: list[str] = []
@@ -100,7 +177,7 @@ def check_rules(r: Recipe, concurrency: int | None = None) -> tuple[list[Violati
                 "training.colocate",
                 "fully async cannot colocate training and inference",
             )
-        if r.algorithm.policy_loss not in ROLLOUT_LOSSES and not (
+        if r.algorithm.policy_loss in SKYRL_POLICY_LOSSES - ROLLOUT_LOSSES and not (
             r.algorithm.policy_loss == "cispo"
             and r.skyrl.get("trainer.algorithm.cispo.cispo_anchor") == "rollout"
         ):
@@ -142,11 +219,7 @@ def check_rules(r: Recipe, concurrency: int | None = None) -> tuple[list[Violati
     elif train_gpus < 1:
         bad("gpus", "cluster.training_nodes", "training needs at least one node")
     elif train_gpus % model_par:
-        bad(
-            "batch",
-            "training.tensor_parallel",
-            f"training GPUs {train_gpus} not divisible by tp x pp x cp = {model_par}",
-        )
+        pass  # reported by the layout rule (megatron_layout_violations)
     else:
         dp = train_gpus // model_par
         seqs = b.mini_batch_size * b.n_samples
@@ -163,17 +236,14 @@ def check_rules(r: Recipe, concurrency: int | None = None) -> tuple[list[Violati
                 "training.micro_batch_per_gpu",
                 f"{seqs // dp} trajectories per rank not divisible by {tr.micro_batch_per_gpu}",
             )
-    if (
-        training
-        and tr.strategy == "megatron"
-        and train_gpus % (tr.pipeline_parallel * tr.expert_parallel)
-    ):
-        bad(
-            "batch",
-            "training.expert_parallel",
-            f"training GPUs {train_gpus} not divisible by pp x ep = "
-            f"{tr.pipeline_parallel * tr.expert_parallel}",
-        )
+    if training and tr.strategy == "megatron":
+        v.extend(megatron_layout_violations(skyrl_layout(r), r))
+        arch = r.model.arch
+        if arch and arch.num_hidden_layers % tr.pipeline_parallel:
+            warn.append(
+                f"{arch.num_hidden_layers} layers do not split evenly over pipeline_parallel "
+                f"{tr.pipeline_parallel} stages (Megatron needs an uneven-split setting)"
+            )
     # GPUs per engine vs tensor parallel size
     per_engine = inf.tensor_parallel
     if per_engine > cl.gpus_per_node and per_engine % cl.gpus_per_node:
@@ -304,6 +374,18 @@ def planner_for(r: Recipe, avg_tokens: int | None = None) -> ConcurrencyPlan | N
         gpu_mem_util=r.inference.gpu_memory_utilization,
         max_model_len=min(r.batch.max_seq_len, r.inference.max_model_len),
         avg_tokens=avg_tokens or r.rollout.avg_tokens,
+        kv_cache_tokens=r.inference.kv_cache_tokens,
+    )
+
+
+def planner_gap(r: Recipe, planner: ConcurrencyPlan | None) -> str:
+    """Why the planner's arithmetic may miss a published ceiling: the input it lacks."""
+    if r.inference.kv_cache_tokens:
+        return "The planner used the measured KV cache (inference.kv_cache_tokens)."
+    return (
+        "The planner lacks the engines' measured KV cache (vLLM's 'GPU KV cache size: N "
+        "tokens' line; set inference.kv_cache_tokens) and computes it from weights and "
+        "memory alone, so it overestimates what the published run could hold."
     )
 
 
@@ -356,10 +438,7 @@ def skyrl_overrides(
         "trainer.fully_async.num_parallel_generation_workers": a.generation_workers,
         "trainer.placement.colocate_all": tr.colocate,
         "trainer.placement.colocate_policy_ref": True,
-        "trainer.placement.policy_num_nodes": max(r.cluster.training_nodes, 1),
-        "trainer.placement.policy_num_gpus_per_node": r.cluster.gpus_per_node,
-        "trainer.placement.ref_num_nodes": max(r.cluster.training_nodes, 1),
-        "trainer.placement.ref_num_gpus_per_node": r.cluster.gpus_per_node,
+        "trainer.algorithm.max_seq_len": b.max_seq_len,
         "generator.n_samples_per_prompt": b.n_samples,
         "generator.eval_n_samples_per_prompt": b.eval_n_samples,
         "generator.batched": False,
@@ -379,6 +458,31 @@ def skyrl_overrides(
     }
     if r.model.served_name:
         o["generator.inference_engine.served_model_name"] = r.model.served_name
+    o.update(_layout_overrides(r))
+    o.update(_parity_overrides(r))
+    if data_train:
+        o["data.train_data"] = [data_train]
+    if data_val:
+        o["data.val_data"] = [data_val]
+        if r.mode == "eval" and o["trainer.eval_interval"] <= 0:
+            # SkyRL loads eval data only when eval_interval > 0 (EvalOnlyEntrypoint asserts it)
+            o["trainer.eval_interval"] = 1
+    else:
+        o["data.val_data"] = []
+        o["trainer.eval_interval"] = -1
+        o["trainer.eval_before_train"] = False
+    o.update(r.skyrl)  # raw pass-through wins
+    return o
+
+
+def _layout_overrides(r: Recipe) -> dict[str, Any]:
+    tr = r.training
+    o: dict[str, Any] = {
+        "trainer.placement.policy_num_nodes": max(r.cluster.training_nodes, 1),
+        "trainer.placement.policy_num_gpus_per_node": r.cluster.gpus_per_node,
+        "trainer.placement.ref_num_nodes": max(r.cluster.training_nodes, 1),
+        "trainer.placement.ref_num_gpus_per_node": r.cluster.gpus_per_node,
+    }
     if tr.strategy == "megatron":
         for role in ("policy", "ref"):
             m = f"trainer.{role}.megatron_config."
@@ -386,15 +490,76 @@ def skyrl_overrides(
             o[m + "pipeline_model_parallel_size"] = tr.pipeline_parallel
             o[m + "context_parallel_size"] = tr.context_parallel
             o[m + "expert_model_parallel_size"] = tr.expert_parallel
-    if data_train:
-        o["data.train_data"] = [data_train]
-    if data_val:
-        o["data.val_data"] = [data_val]
-    else:
-        o["data.val_data"] = []
-        o["trainer.eval_interval"] = -1
-        o["trainer.eval_before_train"] = False
-    o.update(r.skyrl)  # raw pass-through wins
+            if tr.expert_tensor_parallel is not None:
+                o[m + "expert_tensor_parallel_size"] = tr.expert_tensor_parallel
+    return o
+
+
+# Recipe field -> SkyRL key(s), for settings rendered only when the recipe sets them (None:
+# SkyRL's default). The public recipe's scripts set these (recipes/profiles/recipe-parity.toml).
+PARITY_KEYS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "model.language_model_only",
+        (
+            "trainer.policy.language_model_only",
+            "trainer.ref.language_model_only",
+            "generator.inference_engine.language_model_only",
+        ),
+    ),
+    ("training.adam_betas", ("trainer.policy.optimizer_config.adam_betas",)),
+    ("training.weight_decay", ("trainer.policy.optimizer_config.weight_decay",)),
+    ("training.max_grad_norm", ("trainer.policy.optimizer_config.max_grad_norm",)),
+    ("training.sample_packing", ("trainer.remove_microbatch_padding",)),
+    ("training.max_tokens_per_microbatch", ("trainer.max_tokens_per_microbatch",)),
+    ("training.fused_lm_head_logprob", ("trainer.fused_lm_head_logprob",)),
+    (
+        "training.optimizer_cpu_offload",
+        tuple(
+            f"trainer.policy.megatron_config.optimizer_config_kwargs.{k}"
+            for k in (
+                "optimizer_cpu_offload",
+                "overlap_cpu_optimizer_d2h_h2d",
+                "use_precision_aware_optimizer",
+            )
+        ),
+    ),
+    ("training.empty_cuda_cache", ("trainer.policy.megatron_config.empty_cuda_cache",)),
+    (
+        "inference.distributed_executor_backend",
+        ("generator.inference_engine.distributed_executor_backend",),
+    ),
+    (
+        "inference.gdn_prefill_backend",
+        ("generator.inference_engine.engine_init_kwargs.gdn_prefill_backend",),
+    ),
+    ("inference.router_policy", ("generator.inference_engine.router_init_kwargs.policy",)),
+    ("inference.prefix_cache_salt", ("generator.use_cache_salt",)),
+    ("async.sample_full_batch", ("trainer.fully_async.sample_full_batch",)),
+]
+
+
+def _field(r: Recipe, path: str) -> Any:
+    sec, _, name = path.partition(".")
+    obj = r.fully_async if sec == "async" else getattr(r, sec)
+    return getattr(obj, name)
+
+
+def _parity_overrides(r: Recipe) -> dict[str, Any]:
+    o: dict[str, Any] = {}
+    for field, keys in PARITY_KEYS:
+        val = _field(r, field)
+        if val is None:
+            continue
+        for k in keys:
+            o[k] = list(val) if isinstance(val, list) else val
+    if r.training.optimizer_cpu_offload:
+        o["trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_offload_fraction"] = (
+            r.training.optimizer_offload_fraction
+        )
+    if r.training.strategy != "megatron":  # Megatron-only keys
+        for k in list(o):
+            if "megatron_config" in k or k == "trainer.fused_lm_head_logprob":
+                del o[k]
     return o
 
 
@@ -417,28 +582,53 @@ def skyrl_available() -> bool:
     return importlib.util.find_spec("skyrl") is not None
 
 
-def validate_with_skyrl(overrides: dict, where: str, *, check_batches: bool = True) -> str:
-    """Build SkyRL's own SkyRLTrainConfig from the overrides; returns SkyRL's version.
+def validate_with_skyrl(
+    overrides: dict, where: str, *, mode: str = "train"
+) -> tuple[str, list[str]]:
+    """SkyRL's own checks on the rendered config: its config classes, then `validate_cfg`
+    (train) or `validate_generator_cfg` (eval, as SkyRL's eval entrypoint does).
 
-    Raises BadRecordError with SkyRL's message when SkyRL rejects the config.
+    Returns (SkyRL's version, notes). Raises BadRecordError with SkyRL's message when SkyRL
+    rejects the config. SkyRL reads WANDB_API_KEY from this process's environment; when it is
+    absent here a placeholder stands in for the check (the job gets the real one by name).
     """
+    from loguru import logger
+
+    logger.disable("skyrl")  # SkyRL's import-time INFO lines are not the user's business
+    try:
+        notes: list[str] = []
+        return _validate(overrides, where, mode, notes), notes
+    finally:
+        logger.enable("skyrl")
+
+
+def _validate(overrides: dict, where: str, mode: str, notes: list[str]) -> str:
+    import contextlib
+    import io
     from importlib.metadata import version
 
     from skyrl.train.config import SkyRLTrainConfig
 
     try:
         cfg = SkyRLTrainConfig.from_cli_overrides(dict(overrides))
-    except (ValueError, TypeError, AssertionError) as e:
+    except (ValueError, TypeError, AssertionError, KeyError) as e:
         raise BadRecordError(where, f"SkyRL rejects the rendered config: {e}") from None
-    if check_batches:
-        try:
-            from skyrl.train.utils.utils import validate_batch_sizes
-        except ImportError:  # SkyRL without its training extras: config classes only
-            return version("skyrl")
-        try:
-            validate_batch_sizes(cfg)
-        except (ValueError, AssertionError, ZeroDivisionError) as e:
-            raise BadRecordError(where, f"SkyRL rejects the batch sizes: {e}") from None
+    from skyrl.train.utils.utils import validate_cfg, validate_generator_cfg
+
+    check = validate_cfg if mode == "train" else validate_generator_cfg
+    placeholder = cfg.trainer.logger == "wandb" and not os.environ.get("WANDB_API_KEY")
+    if placeholder:
+        notes.append("WANDB_API_KEY is not set here: the job needs it (forwarded by name)")
+        os.environ["WANDB_API_KEY"] = "placeholder-for-validate-cfg"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            check(cfg)
+    except (ValueError, TypeError, AssertionError, NotImplementedError, KeyError) as e:
+        msg = str(e) or type(e).__name__
+        raise BadRecordError(where, f"SkyRL's {check.__name__} rejects the config: {msg}") from None
+    finally:
+        if placeholder:
+            os.environ.pop("WANDB_API_KEY", None)
     return version("skyrl")
 
 
@@ -499,6 +689,24 @@ def _settings(
     )
 
 
+def absolute_data_path(source: str | None, flag: str) -> str | None:
+    """A dataset path the Ray job can open: URIs as given, local paths made absolute (the job
+    runs in Ray's working_dir, where a relative path means nothing)."""
+    from apexrl.errors import UsageError
+
+    if not source or "://" in source:
+        return source
+    p = Path(source).expanduser()
+    if p.is_absolute():
+        return str(p)
+    if p.exists():
+        return str(p.resolve())
+    raise UsageError(
+        f"{flag} {source}: a relative path that does not exist here",
+        hint="give an absolute path (as the cluster's nodes see it) or a URI (hf://, s3://)",
+    )
+
+
 def env_names(r: Recipe) -> list[str]:
     """Names forwarded to Ray's runtime env: the one secrets list + the recipe's extras."""
     from apexrl.secrets import SECRET_ENV_KEYS
@@ -522,8 +730,8 @@ def render(
     r = loaded.recipe
     if model:
         r = r.model_copy(update={"model": r.model.model_copy(update={"path": model})})
-    data_train = data_train or r.data.train
-    data_val = data_val or r.data.val
+    data_train = data_train or absolute_data_path(r.data.train, "data.train")
+    data_val = data_val or absolute_data_path(r.data.val, "data.val")
     planner = planner_for(r)
     if r.rollout.concurrency == "auto":
         if planner is None:
@@ -535,7 +743,22 @@ def render(
         concurrency, source = max(1, planner.concurrency), "planner"
     else:
         concurrency, source = int(r.rollout.concurrency), "recipe"
+    ceiling = r.rollout.ceiling
+    ceiling_warning = None
+    if ceiling and concurrency > ceiling:
+        if source == "planner":
+            ceiling_warning = (
+                f"the planner's estimate {concurrency} is above the published ceiling {ceiling} "
+                f"(rollout.ceiling): using {ceiling}. {planner_gap(r, planner)}"
+            )
+            concurrency, source = ceiling, "ceiling"
+        else:
+            ceiling_warning = (
+                f"rollout.concurrency {concurrency} is above the published ceiling {ceiling}"
+            )
     violations, warnings = check_rules(r, concurrency)
+    if ceiling_warning:
+        warnings.append(ceiling_warning)
     s3 = expand_s3(r)
     if s3 and ("<" in s3 or not s3.startswith("s3://")):
         msg = f"checkpoint.s3 {r.checkpoint.s3!r} does not resolve to an s3:// URI (got {s3!r})"
@@ -549,6 +772,11 @@ def render(
         warnings.append(
             f"concurrency {concurrency} is above the planner's KV-cache estimate "
             f"{planner.concurrency} at {planner.avg_tokens:,} tokens per trajectory"
+        )
+    if planner is not None and ceiling and planner.concurrency > ceiling and source != "ceiling":
+        warnings.append(
+            f"the planner estimates {planner.concurrency} (above the published ceiling "
+            f"{ceiling}). {planner_gap(r, planner)}"
         )
     overrides = skyrl_overrides(r, data_train=data_train, data_val=data_val, resume=resume)
     check_skyrl_types(overrides, loaded.source)
@@ -629,5 +857,26 @@ def plan_lines(spec: RunSpec, loaded: LoadedRecipe, skyrl_check: str) -> list[st
         f"validation   recipe rules ok; SkyRL keys ok ({skyrl_keys.snapshot()['skyrl_version']}); "
         f"{skyrl_check}",
     ]
+    rows = parity_rows(spec.skyrl, loaded.recipe)
+    if rows:
+        lines.append("settings     recipe field -> SkyRL key = value")
+        lines += [f"  {f} -> {k} = {v!r}" for f, k, v in rows]
     lines += [f"warning      {w}" for w in p.warnings]
     return lines
+
+
+def parity_rows(overrides: dict[str, Any], r: Recipe) -> list[tuple[str, str, Any]]:
+    """(recipe field, SkyRL key, rendered value) for the optional settings the recipe set."""
+    rows = []
+    for field, keys in PARITY_KEYS:
+        if _field(r, field) is None:
+            continue
+        rows += [(field, k, overrides[k]) for k in keys if k in overrides]
+    k = "trainer.policy.megatron_config.optimizer_config_kwargs.optimizer_offload_fraction"
+    if k in overrides:
+        rows.append(("training.optimizer_offload_fraction", k, overrides[k]))
+    if r.training.expert_tensor_parallel is not None:
+        for role in ("policy", "ref"):
+            k = f"trainer.{role}.megatron_config.expert_tensor_parallel_size"
+            rows.append(("training.expert_tensor_parallel", k, overrides.get(k)))
+    return rows

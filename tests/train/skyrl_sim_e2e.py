@@ -1,16 +1,17 @@
-"""Manual end-to-end check (not collected by pytest): SkyRL's fully-async trainer in its
-simulated-training mode driving apexrl's entrypoint and trial generator.
+"""End-to-end check of the train tier: SkyRL's fully-async trainer in its simulated-training
+mode driving apexrl's entrypoint and trial generator. Collected by `make test-train` (marker
+`skyrl`, run in .venv-train); also runnable by hand:
 
-    PYTHON_WITH_SKYRL tests/train/skyrl_sim_e2e.py
+    .venv-train/bin/python tests/train/skyrl_sim_e2e.py
 
-Needs an interpreter where `skyrl==0.4.0` (with its training deps, CPU is enough), `ray`,
-`vllm-router` and apexrl's own dependencies import (SkyRL pins transformers<=5.16.1, so
-this is a separate environment from the dev venv), plus bubblewrap for the local sandbox.
-What it runs: a Ray head of its own on 127.0.0.1, 2 example tasks, oracle trials (each in
-its own process, real local sandbox and grading), 1 prompt x 2 samples per step, 2 steps,
-staleness 1, a stub control plane answering SkyRL's pause/resume. Passes when both steps
-finish with reward 1.0. On machines without flash-attn (CPU) a stub module stands in for
-the import SkyRL's FSDP worker module does at load time (no model is built in this mode).
+Needs the train extra (`skyrl==0.4.0` with the modules SkyRL's trainer imports, `ray`,
+`vllm-router`; CPU is enough) plus bubblewrap for the local sandbox. What it runs: a Ray
+head of its own on 127.0.0.1, 2 example tasks, oracle trials (each in its own process, real
+local sandbox and grading), 1 prompt x 2 samples per step, 2 steps, staleness 1, a stub
+control plane answering SkyRL's pause/resume. Passes when both steps finish (4 trials) and
+SkyRL resumed generation through the control plane. On machines without flash-attn (CPU) a
+stub module stands in for the import SkyRL's FSDP worker module does at load time (no model
+is built in this mode).
 """
 
 from __future__ import annotations
@@ -67,6 +68,33 @@ def flash_attn_stub(root: Path) -> None:
 
 
 def main() -> int:
+    ok, summary = run_sim()
+    print(summary)
+    return 0 if ok else 1
+
+
+def test_skyrl_fully_async_simulated_run():
+    saved_env, saved_path = dict(os.environ), list(sys.path)
+    try:
+        ok, summary = run_sim()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+    assert ok, summary
+
+
+try:  # marker for pytest (the train tier selects `-m skyrl`)
+    import pytest as _pytest
+
+    test_skyrl_fully_async_simulated_run = _pytest.mark.skyrl(
+        _pytest.mark.timeout(600)(test_skyrl_fully_async_simulated_run)
+    )
+except ImportError:  # run by hand without pytest
+    pass
+
+
+def run_sim() -> tuple[bool, str]:
     sys.path.insert(0, str(REPO))
     from apexrl.tasks.apex import load_source
     from apexrl.tasks.convert import convert_all
@@ -126,7 +154,12 @@ def main() -> int:
         os.environ["RAY_ADDRESS"] = head.gcs_address
         t0 = time.time()
         spec2, overrides = E.preflight(root / "job" / "run_spec.json")
-        E.run(spec2, overrides)
+        try:
+            E.run(spec2, overrides)
+        finally:
+            import ray
+
+            ray.shutdown()  # before the head goes: a driver left attached to a dead GCS aborts
         took = time.time() - t0
     import json
 
@@ -134,11 +167,14 @@ def main() -> int:
     rewards = [
         (json.loads(p.read_text()).get("verifier_result") or {}).get("rewards") for p in results
     ]
-    print(f"done in {took:.0f}s: {len(results)} trials, rewards {rewards}")
-    print(f"control plane calls: {ControlPlane.calls}")
+    summary = (
+        f"done in {took:.0f}s: {len(results)} trials, rewards {rewards}; "
+        f"control plane calls: {ControlPlane.calls}"
+    )
     ok = len(results) == 4 and "POST /resume" in ControlPlane.calls
+    srv.shutdown()
     shutil.rmtree(root, ignore_errors=True)
-    return 0 if ok else 1
+    return ok, summary
 
 
 if __name__ == "__main__":

@@ -58,7 +58,8 @@ def test_train_submits_a_ray_job_and_writes_the_manifest(runner, tmp_path, monke
     assert manifest["git_revision"] and manifest["env_forwarded"] == ["HF_TOKEN"]
     assert secret not in (run / "apexrl_manifest.json").read_text()
     table = pq.read_table(run / "data" / "train.parquet").to_pylist()
-    assert [r["task_path"] for r in table] == ["task-a", "task-b"]
+    assert [r["task_path"] for r in table] == [str(tasks / "task-a"), str(tasks / "task-b")]
+    assert {r["data_source"] for r in table} == {"apexrl"}  # no domain in these task.toml
     assert table[0]["prompt"] == [{"role": "user", "content": "Do task-a."}]
 
 

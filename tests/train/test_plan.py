@@ -136,3 +136,16 @@ def test_cli(runner, tmp_path):
         ],
     )
     assert res.exit_code == 2
+
+
+def test_measured_kv_cache_replaces_the_memory_arithmetic(runner, tmp_path):
+    from apexrl.cli.app import app
+
+    cfg = write(tmp_path, DENSE)
+    args = ["plan", "concurrency", "--model-config", str(cfg), "--gpu-memory", "80"]
+    args += ["--engines", "10", "--tp", "8", "--avg-tokens", "160000", "--json"]
+    res = runner.invoke(app, [*args, "--kv-cache-tokens", "8800000"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    assert plan["tokens_per_engine"] == 8_800_000
+    assert plan["per_engine"] == 55 and plan["concurrency"] == 550

@@ -73,7 +73,11 @@ def test_hero_recipes_carry_the_blog_settings():
 
 def test_inheritance_merges_tables_and_records_the_chain():
     loaded = load_recipe("qwen35-397b-a17b")
-    assert [Path(c).stem for c in loaded.chain] == ["qwen36-35b-a3b", "qwen35-397b-a17b"]
+    assert [Path(c).stem for c in loaded.chain] == [
+        "recipe-parity",
+        "qwen36-35b-a3b",
+        "qwen35-397b-a17b",
+    ]
     r = loaded.recipe
     assert r.model.path == "Qwen/Qwen3.5-397B-A17B"
     assert r.algorithm.dppo_delta_low == 0.15  # inherited
@@ -167,8 +171,37 @@ def test_batch_divisibility():
     assert "batch:batch.mini_batch_size" in rules(
         ["batch.n_samples=3", "batch.mini_batch_size=1", "batch.train_batch_size=1"]
     )
-    assert "batch:training.tensor_parallel" in rules(["training.tensor_parallel=3"])
-    assert "batch:training.expert_parallel" in rules(["training.expert_parallel=64"])
+    assert "layout:training.tensor_parallel" in rules(["training.tensor_parallel=3"])
+    assert "layout:training.expert_tensor_parallel" in rules(["training.expert_parallel=64"])
+
+
+def test_megatron_layout_arithmetic_for_policy_and_ref():
+    # the 397B layout as first shipped: expert TP unset -> Megatron uses TP 4 for the experts,
+    # and 64 GPUs do not divide into etp 4 x ep 16 x pp 4
+    with pytest.raises(RecipeRuleError) as e:
+        render(load_recipe("qwen35-397b-a17b", ["training.expert_tensor_parallel=4"]))
+    msg = str(e.value)
+    assert "[layout] training.expert_tensor_parallel: policy: world size 64" in msg
+    assert "etp 4 x ep 16 x pp 4 = 256" in msg and "ref: world size 64" in msg
+    assert "set training.expert_tensor_parallel = 1" in msg
+    # unset (None) reads as etp = tp
+    from apexrl.train.render import megatron_layout_violations, skyrl_layout
+
+    r = load_recipe("qwen35-397b-a17b").recipe
+    assert megatron_layout_violations(skyrl_layout(r)) == []
+    unset = r.model_copy(
+        update={"training": r.training.model_copy(update={"expert_tensor_parallel": None})}
+    )
+    (v_policy, v_ref) = megatron_layout_violations(skyrl_layout(unset))
+    assert "unset, so Megatron uses tp = 4" in v_policy.message
+    # the ref model is checked on its own keys (a raw [skyrl] override of its layout)
+    bad_ref = ["skyrl.trainer.ref.megatron_config.context_parallel_size=3"]
+    with pytest.raises(RecipeRuleError, match=r"ref: world size 64 is not divisible by tp 4"):
+        render(load_recipe("qwen35-397b-a17b", bad_ref))
+    # dense part: world vs tp x pp x cp; the 35B script's layout (TP8 EP8 CP1, etp 1) fits
+    assert render(load_recipe("qwen36-35b-a3b")).plan.training_gpus == 32
+    with pytest.raises(RecipeRuleError, match="tp 8 x pp 1 x cp 8 = 64"):
+        render(load_recipe("qwen36-35b-a3b", ["training.context_parallel=8"]))
 
 
 def test_gpus_per_engine_vs_tensor_parallel():
@@ -263,3 +296,78 @@ def test_cli_submit_without_data_is_a_usage_error(runner, tmp_path):
 
     res = runner.invoke(app, ["train", "smoke-1gpu", "--set", f'checkpoint.path="{tmp_path}/c"'])
     assert res.exit_code == 2 and "--data" in res.stderr
+
+
+def test_recipe_parity_profile_renders_each_setting_to_its_skyrl_key():
+    from apexrl.train.render import parity_rows
+
+    loaded = load_recipe("qwen36-35b-a3b")
+    spec = render(loaded, data_train="/d/train", data_val="/d/eval")
+    rows = {(f, k): v for f, k, v in parity_rows(spec.skyrl, loaded.recipe)}
+    m = "trainer.policy.megatron_config."
+    expect = {
+        ("model.language_model_only", "trainer.policy.language_model_only"): True,
+        ("model.language_model_only", "generator.inference_engine.language_model_only"): True,
+        ("training.adam_betas", "trainer.policy.optimizer_config.adam_betas"): [0.9, 0.98],
+        ("training.weight_decay", "trainer.policy.optimizer_config.weight_decay"): 0.01,
+        ("training.max_grad_norm", "trainer.policy.optimizer_config.max_grad_norm"): 1.0,
+        ("training.sample_packing", "trainer.remove_microbatch_padding"): True,
+        ("training.max_tokens_per_microbatch", "trainer.max_tokens_per_microbatch"): 160000,
+        ("training.fused_lm_head_logprob", "trainer.fused_lm_head_logprob"): True,
+        (
+            "training.optimizer_cpu_offload",
+            m + "optimizer_config_kwargs.optimizer_cpu_offload",
+        ): True,
+        ("training.empty_cuda_cache", m + "empty_cuda_cache"): True,
+        ("training.expert_tensor_parallel", m + "expert_tensor_parallel_size"): 1,
+        (
+            "inference.gdn_prefill_backend",
+            "generator.inference_engine.engine_init_kwargs.gdn_prefill_backend",
+        ): "triton",
+        (
+            "inference.router_policy",
+            "generator.inference_engine.router_init_kwargs.policy",
+        ): "sticky_least_loaded",
+        ("inference.prefix_cache_salt", "generator.use_cache_salt"): True,
+        ("async.sample_full_batch", "trainer.fully_async.sample_full_batch"): True,
+    }
+    assert {k: rows.get(k) for k in expect} == expect
+    s = spec.skyrl
+    assert s[m + "tensor_model_parallel_size"] == 8 and s[m + "context_parallel_size"] == 1
+    assert s["trainer.epochs"] == 3 and s["trainer.eval_interval"] == 20
+    assert s["generator.sampling_params.max_generate_length"] == 50000
+    assert s["trainer.algorithm.max_seq_len"] == 160000
+    g = spec.generator
+    assert g.rate_limit_per_s == 3.0 and g.session_affinity and g.max_tokens_per_turn == 50000
+    assert "CUDA_HOME" in spec.env_forward
+    s397 = render(load_recipe("qwen35-397b-a17b")).skyrl
+    assert s397["trainer.fused_lm_head_logprob"] is False
+    assert s397["generator.sampling_params.max_generate_length"] == 40000
+    # a recipe without the profile renders none of them (SkyRL's defaults apply)
+    smoke = render(load_recipe("smoke-1gpu")).skyrl
+    assert "trainer.policy.optimizer_config.adam_betas" not in smoke
+    assert "generator.inference_engine.router_init_kwargs.policy" not in smoke
+
+
+def test_auto_concurrency_never_exceeds_the_published_ceiling_silently():
+    for name, ceiling in (("qwen36-35b-a3b", 550), ("qwen35-397b-a17b", 300)):
+        spec = render(load_recipe(name, ['rollout.concurrency="auto"']))
+        p = spec.plan
+        assert p.concurrency <= ceiling
+        if p.planner.concurrency > ceiling:
+            assert p.concurrency == ceiling and p.concurrency_source == "ceiling"
+            w = " ".join(p.warnings)
+            assert f"above the published ceiling {ceiling}" in w
+            assert "inference.kv_cache_tokens" in w  # the input the planner lacks
+    # a number above the ceiling is warned about
+    spec = render(load_recipe("qwen36-35b-a3b", ["rollout.concurrency=600"]))
+    assert any("above the published ceiling 550" in w for w in spec.plan.warnings)
+    # with the engines' measured KV cache, the planner computes from it
+    spec = render(
+        load_recipe(
+            "qwen36-35b-a3b",
+            ['rollout.concurrency="auto"', "inference.kv_cache_tokens=8800000"],
+        )
+    )
+    assert spec.plan.planner.tokens_per_engine == 8_800_000
+    assert spec.plan.planner.per_engine == 8_800_000 // 101_441
