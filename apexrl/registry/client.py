@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import random
 import re
 import threading
@@ -38,7 +39,8 @@ from apexrl.worlds import oci
 ENV_ENDPOINT = "APEXRL_REGISTRY_ENDPOINT"
 ENV_RETRIES = "APEXRL_REGISTRY_RETRIES"
 MANIFEST_ACCEPT = ", ".join([oci.OCI_MANIFEST, oci.OCI_INDEX, oci.DOCKER_MANIFEST, oci.DOCKER_LIST])
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # bytes per read, hash update and socket write
+DEPTH = 4  # chunks read and hashed ahead of the socket, per blob in flight
 
 
 class CorruptBlobError(ApexError):
@@ -74,6 +76,140 @@ class RetryPolicy:
         if retry_after is not None:
             d = min(max(d, retry_after), 30.0)
         return d
+
+
+class _BlobStream:
+    """The body of one blob's PUT, verified as it goes.
+
+    A reader thread reads and hashes up to DEPTH chunks ahead while the sending thread
+    writes to the socket (file reads, SHA-256 and socket writes all release the GIL),
+    so read, digest and send overlap. The last chunk is held back until the digest
+    and the size are known: a blob whose content does not match its digest is never
+    completed on the registry (the connection is cut instead). `body` is called once
+    per attempt (an auth challenge re-sends); each call starts over.
+    """
+
+    def __init__(
+        self,
+        digest: str,
+        size: int,
+        opener: Callable[[], IO[bytes]],
+        on_bytes: Callable[[int], None] | None = None,
+        *,
+        chunk: int = CHUNK,
+        depth: int = DEPTH,
+    ) -> None:
+        self.digest, self.size = digest, size
+        self._opener, self._on_bytes = opener, on_bytes
+        self._chunk, self._depth = chunk, depth
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sent = 0  # bytes handed to the socket in this attempt
+        self.error: BaseException | None = None
+
+    def body(self) -> Iterator[bytes]:
+        self.close()
+        self.rewind_progress()
+        self.error = None
+        self._stop = threading.Event()
+        if self.size <= self._chunk:
+            return self._small()
+        q: queue.Queue = queue.Queue(maxsize=self._depth)
+        self._thread = threading.Thread(
+            target=self._read, args=(q, self._stop), name="push-read", daemon=True
+        )
+        self._thread.start()
+        return self._stream(q)
+
+    def rewind_progress(self) -> None:
+        if self._on_bytes and self.sent:
+            self._on_bytes(-self.sent)
+        self.sent = 0
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _mismatch(self, got: str, n: int) -> CorruptBlobError:
+        return CorruptBlobError(
+            f"blob {self.digest} ({self.size} bytes) is corrupted: its content hashes to "
+            f"{got} ({n}{'+' if n > self.size else ''} bytes)"
+        )
+
+    def _count(self, chunk: bytes) -> bytes:
+        self.sent += len(chunk)
+        if self._on_bytes:
+            self._on_bytes(len(chunk))
+        return chunk
+
+    def _small(self) -> Iterator[bytes]:
+        with self._opener() as fh:
+            data = fh.read(self.size + 1)
+        got = "sha256:" + hashlib.sha256(data).hexdigest()
+        if got != self.digest or len(data) != self.size:
+            self.error = self._mismatch(got, len(data))
+            raise self.error
+        yield self._count(data)
+
+    def _read(self, q: queue.Queue, stop: threading.Event) -> None:
+        def put(item: tuple[str, Any]) -> bool:
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        h = hashlib.sha256()
+        n = 0
+        try:
+            with self._opener() as fh:
+                while not stop.is_set():
+                    data = fh.read(self._chunk)
+                    if not data:
+                        break
+                    n += len(data)
+                    if n > self.size:  # longer than the manifest says: stop before sending it
+                        put(("end", ("sha256:" + h.hexdigest(), n)))
+                        return
+                    h.update(data)
+                    if not put(("data", data)):
+                        return
+            put(("end", ("sha256:" + h.hexdigest(), n)))
+        except BaseException as e:  # handed to the sending thread
+            put(("error", e))
+
+    def _stream(self, q: queue.Queue) -> Iterator[bytes]:
+        held: bytes | None = None
+        try:
+            while True:
+                try:
+                    kind, value = q.get(timeout=1.0)
+                except queue.Empty:
+                    reader = self._thread
+                    if (reader is None or not reader.is_alive()) and q.empty():
+                        raise RuntimeError("blob reader stopped without a result") from None
+                    continue
+                if kind == "data":
+                    if held is not None:
+                        yield self._count(held)
+                    held = value
+                elif kind == "end":
+                    got, n = value
+                    if got != self.digest or n != self.size:
+                        self.error = self._mismatch(got, n)
+                        raise self.error
+                    if held is not None:
+                        yield self._count(held)
+                    return
+                else:
+                    self.error = value
+                    raise value
+        finally:
+            self._stop.set()
 
 
 def _registry_error(resp: Any) -> str:
@@ -295,7 +431,10 @@ class RegistryClient:
         opener: Callable[[], IO[bytes]],
         on_bytes: Callable[[int], None] | None = None,
     ) -> None:
-        """POST + one PUT ?digest=; the content is hashed as it streams."""
+        """POST + one monolithic PUT ?digest= (what ECR handles reliably, FACTS §9).
+
+        The body streams from a reader thread that hashes ahead of the socket; the
+        last chunk goes out only once the content is known to match `digest`."""
 
         def attempt() -> None:
             r = self._send(
@@ -308,22 +447,7 @@ class RegistryClient:
                 )
             put_url = urljoin(self.base + "/", loc)
             put_url += ("&" if "?" in put_url else "?") + f"digest={digest}"
-            state: dict[str, Any] = {}
-            sent = [0]
-
-            def body() -> Iterator[bytes]:
-                h = hashlib.sha256()
-                n = 0
-                with opener() as fh:
-                    for chunk in oci.iter_chunks(fh, CHUNK):
-                        h.update(chunk)
-                        n += len(chunk)
-                        sent[0] += len(chunk)
-                        if on_bytes:
-                            on_bytes(len(chunk))
-                        yield chunk
-                state["digest"], state["size"] = "sha256:" + h.hexdigest(), n
-
+            stream = _BlobStream(digest, size, opener, on_bytes)
             try:
                 resp = self._send(
                     "PUT",
@@ -332,25 +456,22 @@ class RegistryClient:
                         "Content-Type": "application/octet-stream",
                         "Content-Length": str(size),
                     },
-                    content=body,
+                    content=stream.body,
                     ok=(201,),
                     allow=(400, 404),
                 )
             except _Retryable:
-                if on_bytes and sent[0]:
-                    on_bytes(-sent[0])  # progress goes back; the retry resends
+                stream.rewind_progress()  # the retry resends
                 raise
-            if state.get("digest") and (state["digest"] != digest or state["size"] != size):
-                raise CorruptBlobError(
-                    f"blob {digest} ({size} bytes) is corrupted: its content hashes to "
-                    f"{state['digest']} ({state['size']} bytes)"
-                )
+            finally:
+                stream.close()
+            if stream.error is not None:  # the body was cut short by a local fault
+                raise stream.error
             if resp.status_code in (400, 404):
                 code = _registry_error_code(resp)
                 if code in ("BLOB_UPLOAD_UNKNOWN", "BLOB_UPLOAD_INVALID"):
                     # the upload session was lost (registry restarted): start again
-                    if on_bytes and sent[0]:
-                        on_bytes(-sent[0])
+                    stream.rewind_progress()
                     raise _Retryable(f"PUT blob {digest[:19]}: {code}")
                 if code == "DIGEST_INVALID":
                     raise CorruptBlobError(

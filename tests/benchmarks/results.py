@@ -1,14 +1,25 @@
-"""Shared writer for bench/results.json: each benchmark merges its own key."""
+"""Shared writer for bench/results.json: each benchmark merges its own key.
+
+Figures are the median of RUNS runs with min and max beside it, and every entry
+carries the load average (1/5/15 min) when it started and when it was recorded, so
+a run disturbed by other work on the machine is visible in the file itself.
+Ratios against a peer come from interleaved rounds (ours, then the peer's, each
+round): the median ratio is median(ours) / median(peer); min/max are those of
+the per-round ratios, which share the same moment's load.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results.json"
+RUNS = int(os.environ.get("APEXRL_BENCH_RUNS", "3"))
 
 
 def machine() -> dict:
@@ -20,12 +31,24 @@ def machine() -> dict:
     }
 
 
-def record(key: str, data: dict) -> None:
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages (runnable processes; compare with cpus)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not available on this platform
+        return []
+
+
+def record(key: str, data: dict, *, load_at_start: list[float] | None = None) -> None:
     """Merge `data` under `key` (read-modify-write, then atomic rename)."""
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     current = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    load = {"at_end_1_5_15": load_average()}
+    if load_at_start is not None:
+        load["at_start_1_5_15"] = load_at_start
     current[key] = {
         **data,
+        "load_average": load,
         "machine": machine(),
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -34,11 +57,51 @@ def record(key: str, data: dict) -> None:
     os.replace(tmp, RESULTS)
 
 
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def runs(n: int, fn: Callable[[], object]) -> list[float]:
+    """Wall times of n runs of fn."""
+    return [timed(fn) for _ in range(n)]
+
+
+def interleaved(n: int, fns: dict[str, Callable[[], object]]) -> dict[str, list[float]]:
+    """n rounds; each round runs every fn once, in order. Wall times per name."""
+    out: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(n):
+        for name, fn in fns.items():
+            out[name].append(timed(fn))
+    return out
+
+
+def stats(times: list[float], digits: int = 3) -> dict:
+    """Median, min, max and every run (seconds)."""
+    return {
+        "median_s": round(statistics.median(times), digits),
+        "min_s": round(min(times), digits),
+        "max_s": round(max(times), digits),
+        "runs_s": [round(t, digits) for t in times],
+    }
+
+
+def ratio(ours: list[float], peer: list[float]) -> dict:
+    """median(ours)/median(peer), with the min and max of the per-round ratios."""
+    per_round = [a / b for a, b in zip(ours, peer, strict=True)]
+    return {
+        "median": round(statistics.median(ours) / statistics.median(peer), 3),
+        "min": round(min(per_round), 3),
+        "max": round(max(per_round), 3),
+    }
+
+
+def median_of(n: int, fn: Callable[[], object]) -> float:
+    """Median wall time of n runs."""
+    return statistics.median(runs(n, fn))
+
+
 def best_of(n: int, fn) -> float:
     """Best wall time of n runs (least disturbed by other load on the machine)."""
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return min(runs(n, fn))

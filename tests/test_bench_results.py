@@ -1,0 +1,33 @@
+"""The benchmark figures' helpers: median with min/max, paired ratios, load average."""
+
+from __future__ import annotations
+
+import json
+
+from tests.benchmarks import results
+
+
+def test_stats_and_paired_ratio():
+    s = results.stats([3.0, 1.0, 2.0])
+    assert (s["median_s"], s["min_s"], s["max_s"]) == (2.0, 1.0, 3.0)
+    assert s["runs_s"] == [3.0, 1.0, 2.0]  # run order kept: a noisy run stays visible
+    r = results.ratio([2.0, 4.0, 3.0], [1.0, 2.0, 6.0])
+    assert r == {"median": 1.5, "min": 0.5, "max": 2.0}
+
+
+def test_interleaved_runs_each_in_turn():
+    order: list[str] = []
+    t = results.interleaved(2, {"a": lambda: order.append("a"), "b": lambda: order.append("b")})
+    assert order == ["a", "b", "a", "b"]
+    assert len(t["a"]) == len(t["b"]) == 2 and all(x >= 0 for x in t["a"] + t["b"])
+
+
+def test_record_adds_load_average(tmp_path, monkeypatch):
+    out = tmp_path / "bench" / "results.json"
+    monkeypatch.setattr(results, "RESULTS", out)
+    results.record("k", {"x": 1}, load_at_start=[1.0, 2.0, 3.0])
+    data = json.loads(out.read_text())["k"]
+    assert data["x"] == 1
+    assert data["load_average"]["at_start_1_5_15"] == [1.0, 2.0, 3.0]
+    assert len(data["load_average"]["at_end_1_5_15"]) == 3
+    assert data["machine"]["cpus"] >= 1
