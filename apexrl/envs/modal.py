@@ -27,10 +27,8 @@ FMP_API_KEY) are passed as an ephemeral Modal secret, never on a command line.
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import re
-import tarfile
 import tempfile
 import time
 import tomllib
@@ -313,12 +311,17 @@ class ModalEnvironment(BaseEnvironment):
         Path(target_path).write_bytes(data)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-            tf.add(str(source_dir), arcname=".")
+        from apexrl.artifacts.archive import Entry, file_entry, gzip_bytes, tar_bytes, walk_sorted
+
+        entries = [
+            Entry(rel, "dir", 0o755)
+            if is_dir
+            else file_entry(rel, full, executable=bool(os.stat(full).st_mode & 0o111))
+            for rel, full, is_dir in walk_sorted(Path(source_dir))
+        ]
         with tempfile.TemporaryDirectory(prefix="apexrl-modal-") as tmp:
             local = Path(tmp) / "upload.tar.gz"
-            local.write_bytes(buf.getvalue())
+            local.write_bytes(gzip_bytes(tar_bytes(entries)))
             remote = f"/tmp/apexrl-upload-{os.getpid()}-{time.monotonic_ns()}.tar.gz"
             await self.upload_file(local, remote)
         res = await self._exec_args(
@@ -339,6 +342,12 @@ class ModalEnvironment(BaseEnvironment):
             await self.download_file(remote, local)
             target = Path(target_dir)
             target.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(local, "r:gz") as tf:
-                tf.extractall(target, filter="data")  # no links out, no absolute paths
+            from apexrl.artifacts.archive import extract_targz
+
+            # sandbox-written bytes: links, devices and escapes are skipped and logged
+            res = extract_targz(
+                local.read_bytes(), target, where=f"{source_dir} (sandbox)", skip_refused=True
+            )
+            for r in res.refused:
+                self.logger.warning(f"download of {source_dir}: refused {r.name!r}: {r.reason}")
         await self._exec_args(["rm", "-f", remote], timeout_sec=60)

@@ -9,13 +9,10 @@ they are.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
 import shutil
 import struct
-import tarfile
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -616,42 +613,29 @@ def stage_traces(
 
 def _redact_task_binary(blob: bytes, where: str, red: Redactor) -> bytes | None:
     """The task tar with every text member redacted; None when nothing changed."""
-    try:
-        raw = gzip.decompress(blob)
-        src = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")  # noqa: SIM115 (in memory)
-        members = src.getmembers()
-    except (OSError, EOFError, tarfile.TarError) as e:
-        raise BadRecordError(where, f"task_binary is not a gzip tar: {e}") from None
+    from apexrl.artifacts.archive import Entry, bytes_entry, gunzip, gzip_bytes, tar_bytes
+    from apexrl.artifacts.archive import tar_members as parse
+
+    members, bad = parse(gunzip(blob, where), where)
+    if bad:
+        raise BadRecordError(f"{where} member {bad[0][0]!r}", bad[0][1])
     changed = False
-    out_members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+    entries: list[Entry] = []
     for m in members:
-        data = None
-        if m.isfile():
-            fh = src.extractfile(m)
-            data = fh.read() if fh else b""
+        if m.kind == "file":
+            assert m.read is not None
+            with m.read() as fh:
+                data = fh.read()
             red_data = red.bytes_text(data, f"{where} {m.name}")
             if red_data is not None and red_data != data:
                 changed = True
                 data = red_data
-        out_members.append((m, data))
+            entries.append(bytes_entry(m.name, data, executable=bool(m.mode & 0o100)))
+        else:
+            entries.append(Entry(m.name, m.kind, linkname=m.linkname))
     if not changed:
         return None
-    from apexrl.tasks.pack import gzip_bytes
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:", format=tarfile.PAX_FORMAT) as dst:
-        for m, data in out_members:
-            info = tarfile.TarInfo(m.name)
-            info.type, info.mode, info.mtime = m.type, m.mode, 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            if data is not None:
-                info.size = len(data)
-                dst.addfile(info, io.BytesIO(data))
-            else:
-                info.linkname = m.linkname
-                dst.addfile(info)
-    return gzip_bytes(buf.getvalue())
+    return gzip_bytes(tar_bytes(entries))
 
 
 def stage_dataset(

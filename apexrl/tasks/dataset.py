@@ -219,21 +219,19 @@ def row_metadata(row: dict) -> DatasetRow:
 
 
 def _metadata_from_binary(blob: bytes) -> dict:
-    import io
-    import tarfile
+    from apexrl.artifacts.archive import gunzip, tar_members
 
     try:
-        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
-            for member in tar:
-                if (
-                    member.isfile()
-                    and member.name.rsplit("/", 1)[-1] == "task.toml"
-                    and member.name.count("/") <= 1
-                ):
-                    data = tomllib.loads(tar.extractfile(member).read().decode("utf-8"))
-                    meta = data.get("metadata", {})
-                    return {k: meta[k] for k in ("task_id", "world_id", "domain") if k in meta}
-    except (tarfile.TarError, OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        members, _ = tar_members(gunzip(blob, "task_binary"), "task_binary")
+        for m in members:
+            if m.kind == "file" and m.name.rsplit("/", 1)[-1] == "task.toml":
+                if m.name.count("/") > 1 or m.read is None:
+                    continue
+                with m.read() as fh:
+                    data = tomllib.loads(fh.read().decode("utf-8"))
+                meta = data.get("metadata", {})
+                return {k: meta[k] for k in ("task_id", "world_id", "domain") if k in meta}
+    except (BadRecordError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return {}
     return {}
 
