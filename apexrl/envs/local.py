@@ -49,6 +49,7 @@ from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode
 
+from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
 from apexrl.envs.worlds import TaskWorld, WorldStore, overlay_sources, task_world
 from apexrl.grading.evidence import WorldState, stats_of, walk_files
 
@@ -266,25 +267,19 @@ class LocalEnvironment(BaseEnvironment):
         await asyncio.to_thread(shutil.copytree, source_dir, dst, symlinks=True, dirs_exist_ok=True)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        """Copy a regular file out; a link the agent made is refused, never followed."""
         src = self._readable(source_path)
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)
-        # a link the agent made is copied as a link, never followed to a host file
-        await asyncio.to_thread(shutil.copy2, src, target_path, follow_symlinks=False)
+        await asyncio.to_thread(copy_regular, src, target_path)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        """Copy the regular files of a sandbox folder out; links and special files are
+        skipped and listed in the target's refused_links.json."""
         src = self._readable(source_dir).resolve()
         dst = Path(target_dir).resolve()
         if dst == src:
             return  # already there (a mounted folder)
-        ignore = None
-        if dst.is_relative_to(src):  # never copy a folder into itself
-
-            def ignore(d: str, names: list[str]) -> list[str]:
-                return [n for n in names if (Path(d) / n).resolve() == dst]
-
-        await asyncio.to_thread(
-            shutil.copytree, src, dst, symlinks=True, dirs_exist_ok=True, ignore=ignore
-        )
+        await asyncio.to_thread(_copy_regular_tree, src, dst)
 
     def is_path_mounted(self, environment_path: Any, host_path: Path) -> bool:
         """The log folders are the trial's own folders: nothing to download."""
@@ -505,6 +500,29 @@ def bwrap_argv(
         argv += ["--setenv", k, str(v)]
     argv += ["--chdir", cwd, "--"]
     return argv
+
+
+def _copy_regular_tree(src: Path, dst: Path) -> None:
+    refused = []
+    for p in regular_files(src):
+        if p.is_relative_to(dst):  # never copy a folder into itself
+            continue
+        out = dst / p.relative_to(src)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            copy_regular(p, out)
+        except RefusedPath as e:
+            refused.append({"path": str(p.relative_to(src)), "reason": str(e)})
+    for dirpath, dirnames, filenames in os.walk(src):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            if p.is_symlink() or not (p.is_dir() or p.is_file()):
+                refused.append(
+                    {"path": str(p.relative_to(src)), "reason": "a link or special file"}
+                )
+    if refused:
+        dst.mkdir(parents=True, exist_ok=True)
+        (dst / REFUSED_FILE).write_text(json.dumps({"refused": refused}, indent=1) + "\n")
 
 
 def _drop_links(root: Path) -> None:
@@ -736,6 +754,8 @@ def _python_paths() -> list[str]:
         }
         exe = os.path.realpath(sys.executable)
         cands.add(os.path.dirname(os.path.dirname(exe)))
+        # site folders a .pth file adds (a venv sharing another venv's packages)
+        cands.update(p for p in sys.path if p and os.path.isabs(p) and "site-packages" in p)
         out = []
         for c in sorted(cands, key=len):
             if c.startswith(("/usr", "/bin", "/lib")) or not os.path.isdir(c):

@@ -189,6 +189,8 @@ def execute_trial(
             scratch = Path(tempfile.mkdtemp(prefix="apexrl-task-"))
             unpack_row(trial.task.name, task_blob, scratch, trial.trial_id)
             task_dir = scratch / trial.task.name
+        from apexrl.artifacts.nofollow import RefusedPath, read_regular
+
         shutil.rmtree(config.logs_dir, ignore_errors=True)  # leftovers of a killed run
         config.logs_dir.mkdir(parents=True, exist_ok=True)
         outcome = trial_fn(task_dir, config)
@@ -198,8 +200,14 @@ def execute_trial(
             ("trajectory.json", outcome.trajectory_path),
             ("tokens.jsonl", outcome.tokens_path),
         ):
-            if p is not None and Path(p).is_file():
-                files[name] = Path(p).read_bytes()
+            if p is None:
+                continue
+            try:  # sandbox-written: a link is refused, never followed to a host file
+                files[name] = read_regular(p)
+            except FileNotFoundError:
+                continue
+            except RefusedPath as e:
+                files[f"{name}.refused.txt"] = f"not copied: {e}\n".encode()
         if outcome.verdicts:  # per-criterion grading, beside the trajectory it judged
             import orjson
 

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from apexrl.artifacts.nofollow import is_regular, read_regular, read_tail, regular_files
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
 from apexrl.publish.checkpoint import INDEX, check_checkpoint
@@ -360,7 +361,7 @@ def _tokens(path: Path) -> tuple[list[int], list[int]]:
     possibly pretty-printed), or JSON lines of per-turn records {kind, token_ids}."""
     ids: list[int] = []
     mask: list[int] = []
-    text = path.read_text()
+    text = read_regular(path).decode("utf-8", "replace")
     try:
         whole = json.loads(text)
         records = [whole] if isinstance(whole, dict) else []
@@ -402,10 +403,10 @@ def _verdicts(row: dict, dirs: list[Path]) -> list[dict]:
             raw = None
     if not isinstance(raw, list):
         raw = None
-        found = [d / n for d in dirs for n in _VERDICT_FILES if (d / n).is_file()]
+        found = [d / n for d in dirs for n in _VERDICT_FILES if is_regular(d / n)]
         if found:
             try:
-                data = json.loads(found[0].read_text())
+                data = json.loads(read_regular(found[0]))
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise BadRecordError(str(found[0]), f"not readable JSON: {e}") from None
             raw = data.get("verdicts") if isinstance(data, dict) else data
@@ -439,10 +440,13 @@ def _logs(dirs: list[Path]) -> list[dict]:
     for d in dirs:
         if not d.is_dir():
             continue
-        for p in sorted(d.rglob("*")):
-            if not p.is_file() or p.name in _TRIAL_FILES or not p.name.endswith(LOG_SUFFIXES):
+        for p in regular_files(d):  # never a link the sandbox planted (/etc/shadow)
+            if p.name in _TRIAL_FILES or not p.name.endswith(LOG_SUFFIXES):
                 continue
-            data = p.read_bytes()[-LOG_TAIL:]
+            try:
+                data = read_tail(p, LOG_TAIL)
+            except OSError:  # swapped for a link since the walk: refused
+                continue
             out.append(
                 {
                     "name": p.relative_to(d).as_posix(),
@@ -495,9 +499,9 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
         tdir = traj_root / tid
         messages: list[dict] = []
         tj = tdir / "trajectory.json"
-        if tj.is_file():
+        if is_regular(tj):
             try:
-                messages = _messages(json.loads(tj.read_text()))
+                messages = _messages(json.loads(read_regular(tj)))
             except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
                 raise BadRecordError(str(tj), f"not a readable ATIF trajectory: {e}") from None
         out = {
@@ -523,7 +527,7 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
         out = red.obj(out, where)
         if include_tokens:
             tok = tdir / "tokens.jsonl"
-            ids, mask = _tokens(tok) if tok.is_file() else ([], [])
+            ids, mask = _tokens(tok) if is_regular(tok) else ([], [])
             out["token_ids"], out["loss_mask"] = ids, mask
         yield out
 
