@@ -48,7 +48,7 @@ _apexrl() {
         "engine serve") words="--model --engine --host --port --served-model-name --max-model-len --tensor-parallel-size --tp --threads --log-file --ready-timeout --help" ;;
         "eval") words="report run --help" ;;
         "eval report") words="--format --out --help" ;;
-        "eval run") words="--tasks --out --endpoint --engine --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --tokenizer --chat-template --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --temperature --top-p --max-tokens --seed --ray-address --retry-errors --force --json --help" ;;
+        "eval run") words="--tasks --out --endpoint --engine --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --tokenizer --chat-template --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --temperature --top-p --max-tokens --seed --ray-address --retry-errors --pass-env --force --json --help" ;;
         "image") words="push --help" ;;
         "image push") words="--to --tag --concurrency --retries --timeout --registry-endpoint --dry-run --json --help" ;;
         "plan") words="concurrency --help" ;;

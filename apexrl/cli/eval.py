@@ -78,6 +78,9 @@ def run(
         None, "--ray-address", help="Ray cluster address ('auto', ray://...; 'local' starts one)."
     ),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Rerun errored trials."),
+    pass_env: list[str] = typer.Option(
+        None, "--pass-env", help="Host env var a task's ${NAME} may read (repeatable)."
+    ),
     force: bool = typer.Option(False, "--force", help="Discard a RUN_DIR of another config."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -119,6 +122,7 @@ def run(
         ray_address=ray_address,
         retry_errors=retry_errors,
         force=force,
+        pass_env=list(pass_env or []),
     )
     with _live_progress() as (on_start, on_result):
         report, cfg = run_eval(

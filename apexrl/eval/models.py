@@ -75,6 +75,7 @@ class EvalRunConfig(Record):
     domains: list[str] = Field(default_factory=list)
     concurrency: int = 1
     ray_address: str | None = None
+    pass_env: list[str] = Field(default_factory=list)  # names only, never values
 
     def identity(self) -> dict:
         return {

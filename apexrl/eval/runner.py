@@ -255,6 +255,7 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         sampling=sampling,
         attempt=trial.attempt,
         logs_dir=(run_dir / LOGS_DIR / trial.trial_id).resolve(),
+        pass_env=list(run.pass_env),
     )
 
 
@@ -441,6 +442,7 @@ def build_run_config(
     domains: list[str],
     concurrency: int,
     ray_address: str | None,
+    pass_env: list[str] | None = None,
 ) -> EvalRunConfig:
     return EvalRunConfig(
         apexrl_version=__version__,
@@ -463,6 +465,7 @@ def build_run_config(
         domains=domains,
         concurrency=concurrency,
         ray_address=ray_address,
+        pass_env=sorted(set(pass_env or [])),
     )
 
 
@@ -495,6 +498,7 @@ class EvalRequest:
     ray_address: str | None = None
     retry_errors: bool = False
     force: bool = False
+    pass_env: list[str] = field(default_factory=list)
 
 
 def run_eval(
@@ -544,6 +548,7 @@ def run_eval(
             domains=list(req.domains),
             concurrency=req.concurrency,
             ray_address=req.ray_address,
+            pass_env=req.pass_env,
         )
         old = resume.load_config(run_dir)
         if old is not None and old.fingerprint() == run.fingerprint():

@@ -142,7 +142,9 @@ def render_task_toml(meta: TaskMetadata) -> str:
     from harbor.models.task.config import TaskConfig
 
     env = {key: "${" + key + "}" for key in meta.required_env_keys}
-    environment: dict = {"env": dict(env)}
+    # sandboxed code gets no network unless a task says otherwise (tools come from the
+    # world's gateway, which apexrl reaches from the host side)
+    environment: dict = {"env": dict(env), "network_mode": "no-network"}
     if meta.image:
         environment["docker_image"] = image_pin(meta.image, meta.image_digest)
     config = TaskConfig.model_validate(

@@ -100,7 +100,9 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
         )
     worlds = str(Path(config.worlds_dir).resolve()) if config.worlds_dir else None
     if config.environment == "local":
-        env = EnvironmentConfig(import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds})
+        env = EnvironmentConfig(
+            import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds, "pass_env": config.pass_env}
+        )
     elif config.environment == "modal":
         env = EnvironmentConfig(import_path=MODAL_ENV, kwargs={"worlds_dir": worlds})
     else:  # Harbor's own podman/docker: keep the world image (shared by many tasks)
