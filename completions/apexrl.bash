@@ -60,10 +60,10 @@ _apexrl() {
         "schema") words="--help" ;;
         "tasks") words="convert example ls pack split unpack validate --help" ;;
         "tasks convert") words="--out --images --strict --json --help" ;;
-        "tasks example") words="--out --seed --help" ;;
+        "tasks example") words="--out --seed --force --help" ;;
         "tasks ls") words="--json --help" ;;
-        "tasks pack") words="--out --shard-size --help" ;;
-        "tasks split") words="--out --by --eval-fraction --seed --shard-size --help" ;;
+        "tasks pack") words="--out --shard-size --force --help" ;;
+        "tasks split") words="--out --by --eval-fraction --seed --shard-size --force --help" ;;
         "tasks unpack") words="--out --strict --json --help" ;;
         "tasks validate") words="--json --help" ;;
         "tito") words="verify --help" ;;

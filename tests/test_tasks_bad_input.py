@@ -82,3 +82,60 @@ def test_unknown_domain_names_field(runner, tmp_path):
     result = run_convert(runner, src, tmp_path / "out", "--strict")
     assert result.exit_code == 1
     assert "field 'domain'" in result.stderr
+
+
+def test_output_folder_safety_and_manifest_readers(tmp_path):
+    """Issue 16: `-o DIR` replaced input task dirs and `.git` with exit 0; `split DS -o DS`
+    grew DS because readers took every *.parquet below a folder."""
+    from typer.testing import CliRunner
+
+    from apexrl.cli.app import app
+
+    r = CliRunner()
+    ex = tmp_path / "ex"
+    assert r.invoke(app, ["tasks", "example", "-o", str(ex)]).exit_code == 0
+    tasks = tmp_path / "tasks"
+    assert r.invoke(app, ["tasks", "convert", str(ex), "-o", str(tasks)]).exit_code == 0
+    n_tasks = len(list(tasks.iterdir()))
+    # packing into the input folder would delete it: refused, input intact
+    res = r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(tasks)])
+    assert res.exit_code == 2 and "would replace the input" in res.output
+    assert len(list(tasks.iterdir())) == n_tasks
+    # a folder apexrl did not write (a repo) is refused unless --force
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    res = r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(repo)])
+    assert res.exit_code == 2 and "--force" in res.output
+    assert (repo / ".git" / "HEAD").is_file()
+    ds = tmp_path / "ds"
+    assert r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(ds)]).exit_code == 0
+    assert r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(ds)]).exit_code == 0  # ours
+    # split DS -o DS: DS/train and DS/eval appear, but DS still reads as its manifest says
+    res = r.invoke(app, ["tasks", "split", str(ds), "--eval-fraction", "0.34", "-o", str(ds)])
+    assert res.exit_code == 0, res.output
+    from apexrl.tasks.dataset import row_count
+
+    assert row_count(ds) == n_tasks
+    res = r.invoke(app, ["tasks", "split", str(ds), "--eval-fraction", "0.34", "-o", str(ds)])
+    assert res.exit_code == 0 and row_count(ds) == n_tasks
+
+
+def test_truncated_parquet_names_the_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from apexrl.artifacts.models import DatasetRow
+    from apexrl.cli.app import app
+    from apexrl.tasks.dataset import PackedTask, write_dataset
+
+    blob = b"\x1f\x8b" + bytes(range(256)) * 400
+    rows = [PackedTask(DatasetRow(path=f"t{i}"), blob) for i in range(3)]
+    write_dataset(rows, tmp_path / "ds")
+    shard = next((tmp_path / "ds" / "data").glob("*.parquet"))
+    data = shard.read_bytes()
+    shard.write_bytes(data[: len(data) // 2] + data[-(8 + 4096) :])  # footer kept, body cut
+    res = CliRunner().invoke(
+        app, ["tasks", "unpack", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 1, res.output
+    assert shard.name in res.output and "internal error" not in res.output

@@ -34,6 +34,7 @@ import json
 import os
 import queue
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -439,8 +440,13 @@ class LocalEnvironment(BaseEnvironment):
         assert slot is not None and slot.proc is not None
         log = slot.root / GATEWAY_LOG
         try:
+            token = secrets.token_urlsafe(24)  # only this trial's agent learns the URL
+            no_net = self._network_policy.network_mode == NetworkMode.NO_NETWORK
             rec = await asyncio.wait_for(
-                asyncio.to_thread(slot.handshake, tw.world_id), timeout=self._gateway_timeout + 5
+                asyncio.to_thread(
+                    slot.handshake, tw.world_id, token=token, code_network=not no_net
+                ),
+                timeout=self._gateway_timeout + 5,
             )
         except TimeoutError:
             raise SandboxError(
@@ -558,7 +564,7 @@ class Slot:
         self.uid = uid  # the host uid the sandbox runs as (None: apexrl is not root)
         self.started = False  # told which world to serve
 
-    def go(self, world_id: str) -> None:
+    def go(self, world_id: str, *, token: str | None = None, code_network: bool = True) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         warm = self.read_json()
         if not warm or not warm.get("warm"):
@@ -566,13 +572,17 @@ class Slot:
                 f"the gateway sandbox did not start: {_tail(self.root / GATEWAY_LOG)}",
                 kind="gateway",
             )
-        self.proc.stdin.write((json.dumps({"world_id": world_id}) + "\n").encode())
+        told = {"world_id": world_id, "token": token, "code_network": code_network}
+        self.proc.stdin.write((json.dumps(told) + "\n").encode())
         self.proc.stdin.flush()
         self.started = True
 
-    def handshake(self, world_id: str) -> dict | None:
-        """Tell the waiting gateway its world; its ready line (None if it died)."""
-        self.go(world_id)
+    def handshake(
+        self, world_id: str, *, token: str | None = None, code_network: bool = True
+    ) -> dict | None:
+        """Tell the waiting gateway its world (and its per-trial token, the code tool's
+        network); its ready line (None if it died)."""
+        self.go(world_id, token=token, code_network=code_network)
         return self.read_json()
 
     def read_json(self) -> dict | None:

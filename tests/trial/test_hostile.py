@@ -162,3 +162,57 @@ def test_hostile_oracle_every_escape_fails(tmp_path, worlds, task_dirs, task_cop
             assert b"HOST-ONLY-CONTENT" not in p.read_bytes()
     # nothing left running
     assert _sleepers() == []
+
+
+def test_gateway_only_for_its_trial_and_code_tool_offline(tmp_path, worlds, task_dirs):
+    """Another trial's sandbox that reaches the gateway's port gets 404 without this
+    trial's token; the code tool of a no-network task cannot reach the host either."""
+    import asyncio
+
+    import httpx
+
+    from apexrl.agent.mcp_tools import ToolBox
+    from tests.trial.test_local_env import make_env
+
+    listener = _Listener()
+    task = task_named(task_dirs, "steerco-40fc")  # converted: network_mode = "no-network"
+    from harbor.models.task.config import NetworkPolicy
+
+    # what Harbor's trial hands the environment for a task that says no network
+    env = make_env(
+        task, tmp_path / "trial", worlds, network_policy=NetworkPolicy(network_mode="no-network")
+    )
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 2)"
+    probe = f'python3 -c "{connect}" && echo CONNECTED || echo refused'
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            url = env.gateway_url
+            assert url is not None
+            base = "/".join(url.split("/")[:3])  # http://127.0.0.1:PORT, no token
+            async with httpx.AsyncClient() as c:
+                guessed = [
+                    (await c.get(base + "/health")).status_code,
+                    (await c.post(base + "/mcp/", json={})).status_code,
+                    (await c.get(base + "/mcp")).status_code,
+                ]
+                own = (await c.get(env.gateway_health_url)).status_code
+            box = ToolBox(url)
+            await box.connect()
+            try:
+                name = next(n for n in box.names if n.startswith("code"))
+                res = await box.call(name, {"command": probe}, timeout_s=30)
+            finally:
+                await box.close()
+            return guessed, own, res
+        finally:
+            await env.stop(delete=True)
+
+    try:
+        guessed, own, res = asyncio.run(go())
+    finally:
+        listener.close()
+    assert guessed == [404, 404, 404] and own == 200
+    assert "refused" in res.text and "CONNECTED" not in res.text, res
+    assert listener.hits == 0
