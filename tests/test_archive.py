@@ -267,3 +267,61 @@ def test_property_nothing_escapes(tmp_path_factory, members, policy):
                 assert r == real or r.startswith(real + os.sep), (p, os.readlink(p))
             elif p.is_file():
                 assert os.stat(p).st_ino != os.stat(outside / "secret.txt").st_ino
+
+
+def _descendants(pid: int) -> set[int]:
+    kids: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(p.name))
+    out, todo = set(), [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            if k not in out:
+                out.add(k)
+                todo.append(k)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_pool_workers_die_with_their_parent():
+    """Issue 16: after kill -9 of pack/unpack, worker processes lived on and kept writing."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import time\n"
+        "from apexrl.tasks.parallel import ordered_map\n"
+        "print('go', flush=True)\n"
+        "list(ordered_map(time.sleep, [60] * 100, workers=2, n_items=100))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"go"
+        deadline = time.monotonic() + 60
+        kids: set[int] = set()
+        while time.monotonic() < deadline and len(kids) < 3:  # forkserver + 2 workers
+            time.sleep(0.2)
+            kids = _descendants(proc.pid)
+        assert len(kids) >= 3, kids
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(k) for k in kids):
+            time.sleep(0.2)
+        assert not [k for k in kids if _alive(k)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -139,3 +139,32 @@ def test_truncated_parquet_names_the_file(tmp_path):
     )
     assert res.exit_code == 1, res.output
     assert shard.name in res.output and "internal error" not in res.output
+
+
+def test_strict_unpack_writes_nothing_and_foreign_dirs_are_kept(tmp_path):
+    import pytest
+
+    from apexrl.artifacts.models import DatasetRow
+    from apexrl.errors import BadRecordError
+    from apexrl.tasks.dataset import PackedTask, write_dataset
+    from apexrl.tasks.pack import pack_task_dir
+    from apexrl.tasks.unpack import unpack_dataset
+
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "task.toml").write_text("[metadata]\n")
+    blob, _ = pack_task_dir(good)
+    rows = [PackedTask(DatasetRow(path="a-good"), blob), PackedTask(DatasetRow(path="b-bad"), b"x")]
+    write_dataset(rows, tmp_path / "ds")
+    out = tmp_path / "out"
+    with pytest.raises(BadRecordError, match="b-bad|#1"):
+        unpack_dataset(tmp_path / "ds", out, strict=True)
+    assert not (out / "a-good").exists()  # --strict: nothing written before the failure
+    assert not [p for p in out.iterdir() if p.name != ".apexrl"]
+    # a folder of the same name that apexrl did not unpack is never replaced
+    (out / "a-good").mkdir()
+    (out / "a-good" / "mine.txt").write_text("user data")
+    errors = []
+    unpack_dataset(tmp_path / "ds", out, strict=False, on_error=errors.append)
+    assert (out / "a-good" / "mine.txt").read_text() == "user data"
+    assert any("not unpacked by apexrl" in str(e) for e in errors)

@@ -29,6 +29,7 @@ class UnpackResult:
     path: str
     status: str  # "written" | "unchanged"
     sha256: str
+    pending: str | None = None  # extracted but not yet moved into place (strict runs)
 
 
 def check_task_path(path: object, where: str) -> str:
@@ -49,6 +50,7 @@ def unpack_row(
     *,
     max_member: int | None = None,
     limits: Limits | None = None,
+    defer: bool = False,
 ) -> UnpackResult:
     """Extract one row into `out/<path>` (through a temp folder renamed into place).
 
@@ -72,6 +74,24 @@ def unpack_row(
     except (OSError, ValueError, EOFError, MemoryError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadRecordError(where, f"task_binary could not be unpacked: {e}") from None
+    if defer:
+        return UnpackResult(path, "written", sha, pending=str(tmp))
+    return finish_row(out, UnpackResult(path, "written", sha, pending=str(tmp)))
+
+
+def finish_row(out: Path, res: UnpackResult) -> UnpackResult:
+    """Move an extracted row into place and stamp it."""
+    assert res.pending is not None
+    path, sha, tmp = res.path, res.sha256, Path(res.pending)
+    final = Path(out) / path
+    stamp = _stamp_path(Path(out), path)
+    if (final.exists() or final.is_symlink()) and not stamp.is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BadRecordError(
+            str(final),
+            "exists and was not unpacked by apexrl: not replaced",
+            hint="move it away or unpack into another folder",
+        )
     stamp.unlink(missing_ok=True)  # a crash from here on leaves no stale stamp
     old = None
     if final.exists() or final.is_symlink():
@@ -85,18 +105,24 @@ def unpack_row(
     return UnpackResult(path, "written", sha)
 
 
+def _discard(results: list[UnpackResult]) -> None:
+    for r in results:
+        if r.pending:
+            shutil.rmtree(r.pending, ignore_errors=True)
+
+
 def _stamp_path(out: Path, path: str) -> Path:
     # Stamps live outside the task dirs so unpack(pack(tree)) == tree exactly.
     return out / ".apexrl" / f"{path}.sha256"
 
 
-def _unpack_job(job: tuple[str, object, bytes | None, Path]) -> UnpackResult | tuple:
+def _unpack_job(job: tuple[str, object, bytes | None, Path, bool]) -> UnpackResult | tuple:
     """Worker: unpack one row; errors come back as (where, detail, hint) values."""
-    where, path, blob, out = job
+    where, path, blob, out, defer = job
     try:
         if not isinstance(blob, bytes | bytearray) or not blob:
             raise BadRecordError(where, "task_binary is empty")
-        return unpack_row(path, bytes(blob), out, where)
+        return unpack_row(path, bytes(blob), out, where, defer=defer)
     except BadRecordError as e:
         return (e.where, e.detail, e.hint)
 
@@ -133,16 +159,27 @@ def unpack_dataset(
                 fail(e)
                 continue
             seen[path] = where
-            yield where, path, row.get("task_binary"), out
+            yield where, path, row.get("task_binary"), out, strict
 
     with dir_lock(out):  # a second unpack into `out` waits for this one
         for debris in [*out.glob(".*.unpack-tmp"), *out.glob(".*.old")]:  # a killed run's
             shutil.rmtree(debris, ignore_errors=True)
-        for result in ordered_map(_unpack_job, jobs(), workers=workers, n_items=row_count(source)):
-            if isinstance(result, tuple):
-                fail(BadRecordError(*result[:2], hint=result[2]))
-                continue
-            results.append(result)
-            if on_row:
-                on_row(result)
+        try:  # --strict: rows are extracted aside and moved into place only at the end
+            for result in ordered_map(
+                _unpack_job, jobs(), workers=workers, n_items=row_count(source)
+            ):
+                if isinstance(result, tuple):
+                    fail(BadRecordError(*result[:2], hint=result[2]))
+                    continue
+                results.append(result)
+                if on_row and not strict:
+                    on_row(result)
+        except BaseException:
+            _discard(results)
+            raise
+        if strict:
+            results = [finish_row(out, r) if r.pending else r for r in results]
+            for r in results:
+                if on_row:
+                    on_row(r)
     return results
