@@ -717,6 +717,7 @@ def stage_dataset(
         license=license,
         shards=list(manifest["shards"]),
         n_redactions=plan.redactor.total,
+        scanned=dict(plan.redactor.scanned),
     )
     plan.card = plan.redactor.text(card, "README.md")
     entries.append(("README.md", _stage_text(plan, "README.md", plan.card.encode())))
