@@ -168,3 +168,31 @@ def test_strict_unpack_writes_nothing_and_foreign_dirs_are_kept(tmp_path):
     unpack_dataset(tmp_path / "ds", out, strict=False, on_error=errors.append)
     assert (out / "a-good" / "mine.txt").read_text() == "user data"
     assert any("not unpacked by apexrl" in str(e) for e in errors)
+
+
+def test_convert_refuses_a_linked_task_files_folder(tmp_path):
+    """Issue 16: `convert` followed a symlinked task_files/<id> and copied a host dir."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from apexrl.cli.app import app
+
+    r = CliRunner()
+    ex = tmp_path / "ex"
+    assert r.invoke(app, ["tasks", "example", "-o", str(ex)]).exit_code == 0
+    host = tmp_path / "host-dir"
+    host.mkdir()
+    (host / "id_rsa").write_text("HOST-PRIVATE")
+    task_id = json.loads((ex / "tasks_and_rubrics.json").read_text())[0]["task_id"]
+    tf = ex / "task_files" / task_id
+    if tf.exists():
+        import shutil
+
+        shutil.rmtree(tf)
+    tf.parent.mkdir(exist_ok=True)
+    tf.symlink_to(host)
+    out = tmp_path / "tasks"
+    res = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(out)])
+    assert res.exit_code in (1, 5) and "links and special files" in res.output
+    assert not [p for p in out.rglob("id_rsa")]

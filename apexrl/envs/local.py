@@ -33,7 +33,6 @@ import contextlib
 import json
 import os
 import queue
-import re
 import secrets
 import shutil
 import signal
@@ -53,7 +52,7 @@ from harbor.models.task.config import NetworkMode
 
 from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
 from apexrl.envs import sandbox
-from apexrl.envs.sandbox import base_env, chown_tree
+from apexrl.envs.sandbox import base_env, chown_tree, pass_env_from_environment, resolve_allowed
 from apexrl.envs.worlds import TaskWorld, WorldStore, overlay_sources, task_world
 from apexrl.grading.evidence import WorldState, stats_of, walk_files
 
@@ -468,41 +467,6 @@ class LocalEnvironment(BaseEnvironment):
             self._slot.kill()
         if self.root is not None and not self._keep:
             shutil.rmtree(self.root, ignore_errors=True)
-
-
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def pass_env_from_environment() -> set[str]:
-    raw = os.environ.get("APEXRL_PASS_ENV", "")
-    return {n.strip() for n in raw.replace(",", " ").split() if n.strip()}
-
-
-def resolve_allowed(env: dict[str, str], allowed: set[str]) -> tuple[dict[str, str], list[str]]:
-    """Interpolate `${NAME}` / `${NAME:-default}` from the host for allowed names only.
-    Returns (values, names refused); a key whose variable is refused with no default
-    is left out."""
-    out: dict[str, str] = {}
-    refused: list[str] = []
-    for key, template in env.items():
-        missing = False
-
-        def sub(m: re.Match) -> str:
-            nonlocal missing
-            name, default = m.group(1), m.group(2)
-            if name in allowed and name in os.environ:
-                return os.environ[name]
-            if name not in allowed:
-                refused.append(name)
-            if default is not None:
-                return default
-            missing = True
-            return ""
-
-        value = _VAR.sub(sub, str(template))
-        if not missing:
-            out[key] = value
-    return out, sorted(set(refused))
 
 
 def _copy_regular_tree(src: Path, dst: Path) -> None:

@@ -127,8 +127,12 @@ class ModalEnvironment(BaseEnvironment):
         secrets: list[str] | None = None,
         gateway_ready_timeout_s: float = 300.0,
         worlds_dir: Any = None,  # accepted for parity with `local`; the image holds the world
+        pass_env: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
+        from apexrl.envs.sandbox import pass_env_from_environment
+
+        self._pass_env = set(pass_env or []) | pass_env_from_environment()
         self.app_name = app_name
         self.registry_secret = (
             registry_secret or os.environ.get("APEXRL_MODAL_ECR_SECRET") or "aws-ecr"
@@ -154,6 +158,17 @@ class ModalEnvironment(BaseEnvironment):
             *args,
             **kwargs,
         )
+
+    def _maybe_resolve_task_env(self) -> None:
+        """`${NAME}` in the task's [environment.env] reads the host only for --pass-env names."""
+        from apexrl.envs.sandbox import resolve_allowed
+
+        if not self.task_env_config.env:
+            return
+        resolved, refused = resolve_allowed(self.task_env_config.env, self._pass_env)
+        for name in refused:
+            self.logger.warning(f"task env: ${{{name}}} not passed (allow it with --pass-env)")
+        self._persistent_env = {**resolved, **self._persistent_env}
 
     @staticmethod
     def type() -> str:

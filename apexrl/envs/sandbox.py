@@ -20,6 +20,7 @@ values do not show in the host's process list.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -260,3 +261,38 @@ def python_paths() -> list[str]:
             out.append(c)
         _PY_PATHS = out
     return _PY_PATHS
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def pass_env_from_environment() -> set[str]:
+    raw = os.environ.get("APEXRL_PASS_ENV", "")
+    return {n.strip() for n in raw.replace(",", " ").split() if n.strip()}
+
+
+def resolve_allowed(env: dict[str, str], allowed: set[str]) -> tuple[dict[str, str], list[str]]:
+    """Interpolate `${NAME}` / `${NAME:-default}` from the host for allowed names only.
+    Returns (values, names refused); a key whose variable is refused with no default
+    is left out."""
+    out: dict[str, str] = {}
+    refused: list[str] = []
+    for key, template in env.items():
+        missing = False
+
+        def sub(m: re.Match) -> str:
+            nonlocal missing
+            name, default = m.group(1), m.group(2)
+            if name in allowed and name in os.environ:
+                return os.environ[name]
+            if name not in allowed:
+                refused.append(name)
+            if default is not None:
+                return default
+            missing = True
+            return ""
+
+        value = _VAR.sub(sub, str(template))
+        if not missing:
+            out[key] = value
+    return out, sorted(set(refused))

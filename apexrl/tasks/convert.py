@@ -259,7 +259,11 @@ def _write_json(path: Path, obj: object) -> None:
 
 
 def _copy_tree(src: Path, dst: Path) -> None:
-    """Copy regular files only; links and special files in input data are refused."""
+    """Copy regular files only; links and special files in input data are refused
+    (a linked task_files/<id> or task_files/ itself too: it would copy a host folder)."""
+    for p in (src, src.parent):
+        if p.is_symlink():
+            raise BadRecordError(str(p), "links and special files are not allowed in task data")
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
         if path.is_symlink() or not (path.is_file() or path.is_dir()):

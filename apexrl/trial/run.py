@@ -104,7 +104,9 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
             import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds, "pass_env": config.pass_env}
         )
     elif config.environment == "modal":
-        env = EnvironmentConfig(import_path=MODAL_ENV, kwargs={"worlds_dir": worlds})
+        env = EnvironmentConfig(
+            import_path=MODAL_ENV, kwargs={"worlds_dir": worlds, "pass_env": config.pass_env}
+        )
     else:  # Harbor's own podman/docker: keep the world image (shared by many tasks)
         env = EnvironmentConfig(type=config.environment, delete=False)
     verifier = VerifierConfig(
