@@ -196,3 +196,23 @@ def test_convert_refuses_a_linked_task_files_folder(tmp_path):
     res = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(out)])
     assert res.exit_code in (1, 5) and "links and special files" in res.output
     assert not [p for p in out.rglob("id_rsa")]
+
+
+def test_parquet_compression_bomb_is_refused_naming_the_file(tmp_path):
+    """Issue 16: a small Parquet file whose pages expand to gigabytes ended in
+    "internal error: MemoryError"; it is now refused from its footer, file named."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from apexrl.cli.app import app
+
+    big = b"\0" * (40 * 1024 * 1024)
+    table = pa.table({"path": ["t-1"], "task_binary": [big]})
+    f = tmp_path / "bomb.parquet"
+    pq.write_table(table, f, compression="zstd")
+    assert f.stat().st_size < 100_000
+    del big, table
+    res = CliRunner().invoke(app, ["tasks", "unpack", str(f), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1, res.output
+    assert "bomb.parquet row group 0" in res.output and "ratio" in res.output

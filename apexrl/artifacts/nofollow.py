@@ -125,13 +125,15 @@ def scrub(root: Path, *, record: bool = True) -> list[dict]:
 
 
 def copy_regular(src: Path | str, dst: Path | str) -> None:
-    """Copy a regular file without following a link at either end."""
+    """Copy a regular file (and its mode bits) without following a link at either end."""
     fd = open_regular(src)
     with os.fdopen(fd, "rb") as fin:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
         dst = Path(dst)
         if dst.is_symlink():
             dst.unlink()
-        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        os.fchmod(out, mode)
         with os.fdopen(out, "wb") as fout:
             while chunk := fin.read(1 << 20):
                 fout.write(chunk)

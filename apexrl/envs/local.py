@@ -235,9 +235,8 @@ class LocalEnvironment(BaseEnvironment):
         dst = self._writable(target_path)
         dst.parent.mkdir(parents=True, exist_ok=True)
         self._inside_mount(dst.parent, target_path)
-        if dst.is_symlink():  # never write through a link the agent planted
-            dst.unlink()
-        await asyncio.to_thread(shutil.copy2, source_path, dst)
+        # never write through a link the agent planted (O_NOFOLLOW on the target)
+        await asyncio.to_thread(copy_regular, source_path, dst)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         dst = self._writable(target_dir)
