@@ -12,9 +12,10 @@ Extraction treats every archive as hostile:
   is checked against the real filesystem once the tree is written (the final
   resolved path must stay inside the destination), so chains of links that are
   each harmless as text (`p/q/A -> ../..`, `U0 -> p/q/A/..`) are caught;
-- writing never follows a link: every folder on a member's path is opened with
-  O_NOFOLLOW relative to its parent's descriptor, files are created with
-  O_NOFOLLOW, so a link planted by an earlier member cannot redirect a write;
+- writing never follows a link: every folder on a member's path is created by the
+  extraction or checked with lstat to be a real folder, and files are created with
+  O_EXCL|O_NOFOLLOW, so a link planted by an earlier member (or found in the
+  destination) cannot redirect a write;
 - limits: bytes per member, bytes in all, members, and the compression ratio
   (gzip and zip bombs stop before memory is spent); errors name the record and
   the member. Defaults come from `Limits` and can be raised with
@@ -703,61 +704,64 @@ class _Refusal(Exception):
 
 
 class _Tree:
-    """Writes under a root folder through directory descriptors, never following links."""
+    """Writes under a root folder without ever following a link.
 
-    DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    Every folder on a member's path is either created here (mkdir: a new real folder)
+    or checked with lstat to be a real folder, never a link; files, links and hard
+    links are then created with O_EXCL/O_NOFOLLOW (no link at the last component).
+    This holds while nothing else writes into the destination during extraction:
+    callers extract into a fresh private temp folder (or hold `dir_lock`)."""
 
     def __init__(self, root: Path, where: str) -> None:
         self.root = root
         self.where = where
-        self.fds: dict[str, int] = {}
+        self.base = os.fspath(root)
+        self.real_dirs: set[str] = {""}
         self.made_links = False
 
     def __enter__(self) -> _Tree:
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.fds[""] = os.open(self.root, self.DIR_FLAGS)
+        try:
+            st = os.lstat(self.base)
+        except FileNotFoundError:
+            os.makedirs(self.base, 0o755, exist_ok=True)
+            st = os.lstat(self.base)
+        if not stat.S_ISDIR(st.st_mode):
+            raise BadRecordError(self.where, f"destination {self.base} is not a folder (a link?)")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for fd in self.fds.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self.fds.clear()
+        pass
 
-    def dir_fd(self, rel: str) -> int:
-        """The descriptor of folder `rel`, created as needed, no link followed."""
-        fd = self.fds.get(rel)
-        if fd is not None:
-            return fd
-        parent, _, leaf = rel.rpartition("/")
-        pfd = self.dir_fd(parent)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(leaf, 0o755, dir_fd=pfd)
+    def dir_path(self, rel: str) -> str:
+        """The full path of folder `rel`, created as needed, checked to be no link."""
+        full = os.path.join(self.base, rel) if rel else self.base
+        if rel in self.real_dirs:
+            return full
+        parent = rel.rpartition("/")[0]
+        self.dir_path(parent)
         try:
-            fd = os.open(leaf, self.DIR_FLAGS, dir_fd=pfd)
-        except OSError as e:
-            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            os.mkdir(full, 0o755)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(full).st_mode):
                 raise _Refusal(f"path goes through a link or a file ({rel!r})") from None
-            raise
-        self.fds[rel] = fd
-        return fd
+        self.real_dirs.add(rel)
+        return full
 
     def mkdir(self, rel: str) -> None:
-        self.dir_fd(rel)
+        self.dir_path(rel)
 
     def write_file(self, m: Member, limits: Limits) -> int:
         parent, _, leaf = m.name.rpartition("/")
-        pfd = self.dir_fd(parent)
+        full = os.path.join(self.dir_path(parent), leaf)
         mode = 0o755 if m.mode & 0o100 else 0o644
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(leaf, flags, mode, dir_fd=pfd)
+            fd = os.open(full, flags, mode)
         except FileExistsError:  # a later duplicate replaces an earlier file
-            st = os.stat(leaf, dir_fd=pfd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
+            if stat.S_ISDIR(os.lstat(full).st_mode):
                 raise _Refusal("a file and a folder share this name") from None
-            os.unlink(leaf, dir_fd=pfd)
-            fd = os.open(leaf, flags, mode, dir_fd=pfd)
+            os.unlink(full)
+            fd = os.open(full, flags, mode)
         written = 0
         try:
             assert m.read is not None
@@ -777,29 +781,27 @@ class _Tree:
 
     def symlink(self, rel: str, target: str) -> None:
         parent, _, leaf = rel.rpartition("/")
-        pfd = self.dir_fd(parent)
+        full = os.path.join(self.dir_path(parent), leaf)
         self.made_links = True
         try:
-            os.symlink(target, leaf, dir_fd=pfd)
+            os.symlink(target, full)
         except FileExistsError:
             raise _Refusal("a member of this name already exists") from None
 
     def hardlink(self, rel: str, target: str) -> None:
         parent, _, leaf = rel.rpartition("/")
         tparent, _, tleaf = target.rpartition("/")
-        pfd = self.dir_fd(parent)
-        tfd = self.dir_fd(tparent)
+        full = os.path.join(self.dir_path(parent), leaf)
+        tfull = os.path.join(self.dir_path(tparent), tleaf)
         try:
-            st = os.stat(tleaf, dir_fd=tfd, follow_symlinks=False)
+            st = os.lstat(tfull)
         except FileNotFoundError:
-            raise _Refusal(
-                f"hard link to {target!r}, which is not in the archive before it"
-            ) from None
+            raise _Refusal(f"hard link to {target!r}, not in the archive before it") from None
         if not stat.S_ISREG(st.st_mode):
             raise _Refusal(f"hard link to {target!r}, which is not a regular file")
         self.made_links = True
         try:
-            os.link(tleaf, leaf, src_dir_fd=tfd, dst_dir_fd=pfd, follow_symlinks=False)
+            os.link(tfull, full, follow_symlinks=False)
         except FileExistsError:
             raise _Refusal("a member of this name already exists") from None
 
