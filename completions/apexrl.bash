@@ -49,7 +49,7 @@ _apexrl() {
         "engine serve") words="--model --engine --host --port --served-model-name --max-model-len --tensor-parallel-size --tp --threads --vllm-python --log-file --ready-timeout --help" ;;
         "eval") words="report run --help" ;;
         "eval report") words="--format --out --help" ;;
-        "eval run") words="--tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --no-judge --judge-api-base --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --nudge --reward --context-window --temperature --top-p --max-tokens --seed --ray-address --retry-errors --force --json --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile --help" ;;
+        "eval run") words="--tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --no-judge --judge-api-base --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --nudge --reward --context-window --temperature --top-p --max-tokens --seed --ray-address --retry-errors --pass-env --force --json --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile --help" ;;
         "image") words="push --help" ;;
         "image push") words="--to --tag --concurrency --retries --timeout --registry-endpoint --dry-run --json --help" ;;
         "plan") words="concurrency --help" ;;
@@ -61,10 +61,10 @@ _apexrl() {
         "schema") words="--help" ;;
         "tasks") words="convert example ls pack split unpack validate --help" ;;
         "tasks convert") words="--out --images --strict --json --help" ;;
-        "tasks example") words="--out --seed --help" ;;
+        "tasks example") words="--out --seed --force --help" ;;
         "tasks ls") words="--json --help" ;;
-        "tasks pack") words="--out --shard-size --help" ;;
-        "tasks split") words="--out --by --eval-fraction --seed --shard-size --help" ;;
+        "tasks pack") words="--out --shard-size --force --help" ;;
+        "tasks split") words="--out --by --eval-fraction --seed --shard-size --force --help" ;;
         "tasks unpack") words="--out --strict --json --help" ;;
         "tasks validate") words="--json --help" ;;
         "tito") words="verify --help" ;;

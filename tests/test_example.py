@@ -185,7 +185,7 @@ def test_layout_and_summary(example: tuple[Path, dict]) -> None:
         with zipfile.ZipFile(z) as zf:
             tops = {n.split("/")[0] for n in zf.namelist()}
         assert tops == {"filesystem", ".apps_data"}
-    top = {p.name for p in out.iterdir()}
+    top = {p.name for p in out.iterdir()} - {".apexrl-output"}
     assert top == {
         "tasks_and_rubrics.json",
         "world_descriptions.json",
@@ -430,10 +430,17 @@ def test_zip_entries_are_sorted_with_fixed_dates(example: tuple[Path, dict]) -> 
 
 
 def test_existing_output_is_replaced(tmp_path: Path) -> None:
+    """Issue 16: a non-empty folder apexrl did not write is refused without --force."""
+    from apexrl.errors import UsageError
+
     out = tmp_path / "data"
     out.mkdir()
     (out / "stale.txt").write_text("old")
-    write_example(out, seed=2)
+    with pytest.raises(UsageError, match="not written by apexrl"):
+        write_example(out, seed=2)
+    assert (out / "stale.txt").read_text() == "old"
+    write_example(out, seed=2, force=True)
+    write_example(out, seed=2)  # apexrl's own output: replaced without --force
     assert not (out / "stale.txt").exists()
     assert (out / "tasks_and_rubrics.json").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["data"]  # no temp dirs left behind

@@ -89,3 +89,137 @@ def test_empty_domain_names_field(runner, tmp_path):
     result = run_convert(runner, src, tmp_path / "out", "--strict")
     assert result.exit_code == 1
     assert "field 'domain'" in result.stderr
+
+
+def test_output_folder_safety_and_manifest_readers(tmp_path):
+    """Issue 16: `-o DIR` replaced input task dirs and `.git` with exit 0; `split DS -o DS`
+    grew DS because readers took every *.parquet below a folder."""
+    from typer.testing import CliRunner
+
+    from apexrl.cli.app import app
+
+    r = CliRunner()
+    ex = tmp_path / "ex"
+    assert r.invoke(app, ["tasks", "example", "-o", str(ex)]).exit_code == 0
+    tasks = tmp_path / "tasks"
+    assert r.invoke(app, ["tasks", "convert", str(ex), "-o", str(tasks)]).exit_code == 0
+    n_tasks = len(list(tasks.iterdir()))
+    # packing into the input folder would delete it: refused, input intact
+    res = r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(tasks)])
+    assert res.exit_code == 2 and "would replace the input" in res.output
+    assert len(list(tasks.iterdir())) == n_tasks
+    # a folder apexrl did not write (a repo) is refused unless --force
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    res = r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(repo)])
+    assert res.exit_code == 2 and "--force" in res.output
+    assert (repo / ".git" / "HEAD").is_file()
+    ds = tmp_path / "ds"
+    assert r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(ds)]).exit_code == 0
+    assert r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(ds)]).exit_code == 0  # ours
+    # split DS -o DS: DS/train and DS/eval appear, but DS still reads as its manifest says
+    res = r.invoke(app, ["tasks", "split", str(ds), "--eval-fraction", "0.34", "-o", str(ds)])
+    assert res.exit_code == 0, res.output
+    from apexrl.tasks.dataset import row_count
+
+    assert row_count(ds) == n_tasks
+    res = r.invoke(app, ["tasks", "split", str(ds), "--eval-fraction", "0.34", "-o", str(ds)])
+    assert res.exit_code == 0 and row_count(ds) == n_tasks
+
+
+def test_truncated_parquet_names_the_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from apexrl.artifacts.models import DatasetRow
+    from apexrl.cli.app import app
+    from apexrl.tasks.dataset import PackedTask, write_dataset
+
+    blob = b"\x1f\x8b" + bytes(range(256)) * 400
+    rows = [PackedTask(DatasetRow(path=f"t{i}"), blob) for i in range(3)]
+    write_dataset(rows, tmp_path / "ds")
+    shard = next((tmp_path / "ds" / "data").glob("*.parquet"))
+    data = shard.read_bytes()
+    shard.write_bytes(data[: len(data) // 2] + data[-(8 + 4096) :])  # footer kept, body cut
+    res = CliRunner().invoke(
+        app, ["tasks", "unpack", str(tmp_path / "ds"), "-o", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 1, res.output
+    assert shard.name in res.output and "internal error" not in res.output
+
+
+def test_strict_unpack_writes_nothing_and_foreign_dirs_are_kept(tmp_path):
+    import pytest
+
+    from apexrl.artifacts.models import DatasetRow
+    from apexrl.errors import BadRecordError
+    from apexrl.tasks.dataset import PackedTask, write_dataset
+    from apexrl.tasks.pack import pack_task_dir
+    from apexrl.tasks.unpack import unpack_dataset
+
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "task.toml").write_text("[metadata]\n")
+    blob, _ = pack_task_dir(good)
+    rows = [PackedTask(DatasetRow(path="a-good"), blob), PackedTask(DatasetRow(path="b-bad"), b"x")]
+    write_dataset(rows, tmp_path / "ds")
+    out = tmp_path / "out"
+    with pytest.raises(BadRecordError, match="b-bad|#1"):
+        unpack_dataset(tmp_path / "ds", out, strict=True)
+    assert not (out / "a-good").exists()  # --strict: nothing written before the failure
+    assert not [p for p in out.iterdir() if p.name != ".apexrl"]
+    # a folder of the same name that apexrl did not unpack is never replaced
+    (out / "a-good").mkdir()
+    (out / "a-good" / "mine.txt").write_text("user data")
+    errors = []
+    unpack_dataset(tmp_path / "ds", out, strict=False, on_error=errors.append)
+    assert (out / "a-good" / "mine.txt").read_text() == "user data"
+    assert any("not unpacked by apexrl" in str(e) for e in errors)
+
+
+def test_convert_refuses_a_linked_task_files_folder(tmp_path):
+    """Issue 16: `convert` followed a symlinked task_files/<id> and copied a host dir."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from apexrl.cli.app import app
+
+    r = CliRunner()
+    ex = tmp_path / "ex"
+    assert r.invoke(app, ["tasks", "example", "-o", str(ex)]).exit_code == 0
+    host = tmp_path / "host-dir"
+    host.mkdir()
+    (host / "id_rsa").write_text("HOST-PRIVATE")
+    task_id = json.loads((ex / "tasks_and_rubrics.json").read_text())[0]["task_id"]
+    tf = ex / "task_files" / task_id
+    if tf.exists():
+        import shutil
+
+        shutil.rmtree(tf)
+    tf.parent.mkdir(exist_ok=True)
+    tf.symlink_to(host)
+    out = tmp_path / "tasks"
+    res = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(out)])
+    assert res.exit_code in (1, 5) and "links and special files" in res.output
+    assert not [p for p in out.rglob("id_rsa")]
+
+
+def test_parquet_compression_bomb_is_refused_naming_the_file(tmp_path):
+    """Issue 16: a small Parquet file whose pages expand to gigabytes ended in
+    "internal error: MemoryError"; it is now refused from its footer, file named."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from apexrl.cli.app import app
+
+    big = b"\0" * (40 * 1024 * 1024)
+    table = pa.table({"path": ["t-1"], "task_binary": [big]})
+    f = tmp_path / "bomb.parquet"
+    pq.write_table(table, f, compression="zstd")
+    assert f.stat().st_size < 100_000
+    del big, table
+    res = CliRunner().invoke(app, ["tasks", "unpack", str(f), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1, res.output
+    assert "bomb.parquet row group 0" in res.output and "ratio" in res.output

@@ -40,9 +40,9 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, linkname: str = "") -> tarf
         (member("/etc/evil"), b"x", "absolute path"),
         (member("../outside"), b"x", "'..'"),
         (member("a/../../outside"), b"x", "'..'"),
-        (member("link", tarfile.SYMTYPE, "/etc/passwd"), None, "leaves the task"),
-        (member("sub/link", tarfile.SYMTYPE, "../../x"), None, "leaves the task"),
-        (member("hard", tarfile.LNKTYPE, "../x"), None, "leaves the task"),
+        (member("link", tarfile.SYMTYPE, "/etc/passwd"), None, "leaves the tree"),
+        (member("sub/link", tarfile.SYMTYPE, "../../x"), None, "leaves the tree"),
+        (member("hard", tarfile.LNKTYPE, "../x"), None, "leaves the tree"),
         (member("dev", tarfile.CHRTYPE), None, "device"),
         (member("fifo", tarfile.FIFOTYPE), None, "device or fifo"),
     ],
@@ -65,7 +65,7 @@ def test_oversized_member_refused(tmp_path):
 
 
 def test_corrupt_binary_named(tmp_path):
-    with pytest.raises(BadRecordError, match="row 3: task_binary is not a valid gzip tar"):
+    with pytest.raises(BadRecordError, match="row 3: not a valid gzip stream"):
         unpack_row("task-1", b"not a tar", tmp_path, "row 3")
 
 

@@ -7,7 +7,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -35,14 +35,58 @@ def write_text_atomic(target: Path, text: str) -> None:
     write_bytes_atomic(target, text.encode("utf-8"))
 
 
-@contextlib.contextmanager
-def atomic_dir(target: Path) -> Iterator[Path]:
-    """Yield a fresh temp directory beside `target`; on success it replaces
-    `target` (an existing one is swapped out, then removed)."""
+MARKER = ".apexrl-output"  # in every folder atomic_dir writes: apexrl may replace it
+
+
+def check_replaceable(
+    target: Path, *, force: bool = False, inputs: Iterable[Path | str] = ()
+) -> None:
+    """Refuse to replace `target` when that would delete an input, or when it is a
+    non-empty folder apexrl did not write (unless `force`)."""
+    from apexrl.errors import UsageError
+
     target = Path(target)
+    t = target.resolve()
+    for i in inputs:
+        if str(i).startswith("hf://"):
+            continue
+        ir = Path(i).resolve()
+        if ir == t or ir.is_relative_to(t):
+            raise UsageError(
+                f"-o {target} would replace the input {i}",
+                hint="write the output to another folder",
+            )
+    if force or not target.exists():
+        return
+    if not target.is_dir():
+        raise UsageError(f"-o {target} exists and is not a folder", hint="choose another path")
+    if (target / MARKER).is_file():
+        return
+    if any(target.iterdir()):
+        raise UsageError(
+            f"-o {target} is not empty and was not written by apexrl",
+            hint="choose a new folder, or pass --force to replace its content",
+        )
+
+
+@contextlib.contextmanager
+def atomic_dir(
+    target: Path,
+    *,
+    force: bool = False,
+    inputs: Iterable[Path | str] = (),
+    marker: bool = True,
+) -> Iterator[Path]:
+    """Yield a fresh temp directory beside `target`; on success it replaces
+    `target` (an existing one is swapped out, then removed). A non-empty `target`
+    apexrl did not write, or one holding an input, is refused (see check_replaceable)."""
+    target = Path(target)
+    check_replaceable(target, force=force, inputs=inputs)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
+        if marker:
+            (tmp / MARKER).write_text("written by apexrl; apexrl may replace this folder\n")
         yield tmp
         old = None
         if target.exists():

@@ -112,6 +112,9 @@ def run(
         None, "--ray-address", help="Ray cluster address ('auto', ray://...; 'local' starts one)."
     ),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Rerun errored trials."),
+    pass_env: list[str] = typer.Option(
+        None, "--pass-env", help="Host env var a task's ${NAME} may read (repeatable)."
+    ),
     force: bool = typer.Option(False, "--force", help="Discard a RUN_DIR of another config."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     sandbox_cpus: float = typer.Option(
@@ -188,6 +191,7 @@ def run(
             image_profile=image_profile,
         ),
         vllm_python=vllm_python,
+        pass_env=list(pass_env or []),
     )
     with _live_progress() as (on_start, on_result):
         report, cfg = run_eval(

@@ -17,11 +17,14 @@ app = typer.Typer(
 def example(
     out: Path = typer.Option(..., "-o", "--out", help="Directory to write the example into."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same seed gives the same bytes."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace a non-empty -o folder apexrl did not write."
+    ),
 ) -> None:
     """Write a synthetic expert dataset in the APEX-Agents layout."""
     from apexrl.tasks.example import write_example
 
-    summary = write_example(out, seed=seed)
+    summary = write_example(out, seed=seed, force=force)
     output.info(f"wrote example dataset to {out}")
     output.emit_records([summary], json_out=True)
 
@@ -74,6 +77,9 @@ def pack(
     tasks_dir: Path = typer.Argument(..., help="Folder of Harbor task directories."),
     out: Path = typer.Option(..., "-o", "--out", help="Dataset folder to write."),
     shard_size: float = typer.Option(256, "--shard-size", help="Target shard size in MB."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace a non-empty -o folder apexrl did not write."
+    ),
 ) -> None:
     """Pack task directories into a sharded Parquet dataset (path, task_binary, metadata)."""
     from apexrl.errors import UsageError
@@ -86,7 +92,13 @@ def pack(
     if not dirs:
         raise UsageError(f"no task directories (with task.toml) under {tasks_dir}")
     with output.progress("pack", total=len(dirs)) as advance:
-        manifest = write_dataset(pack_dirs(dirs, on_done=advance), out, shard_mb=shard_size)
+        manifest = write_dataset(
+            pack_dirs(dirs, on_done=advance),
+            out,
+            shard_mb=shard_size,
+            force=force,
+            inputs=[tasks_dir],
+        )
     output.info(f"packed {manifest.n_tasks} task(s) into {len(manifest.shards)} shard(s) at {out}")
     output.emit_records([{"out": str(out), **manifest.model_dump(mode="json")}], json_out=True)
 
@@ -170,6 +182,9 @@ def split(
     eval_fraction: float = typer.Option(0.2, "--eval-fraction", help="Share of tasks for eval."),
     seed: int = typer.Option(0, "--seed"),
     shard_size: float = typer.Option(256, "--shard-size", help="Target shard size in MB."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace a non-empty -o folder apexrl did not write."
+    ),
 ) -> None:
     """Split a dataset into train and eval sets that share no world."""
     from apexrl.errors import UsageError
@@ -189,7 +204,9 @@ def split(
 
     summaries = []
     for name, is_eval in (("train", False), ("eval", True)):
-        manifest = write_dataset(side(is_eval), out / name, shard_mb=shard_size)
+        manifest = write_dataset(
+            side(is_eval), out / name, shard_mb=shard_size, force=force, inputs=[dataset]
+        )
         summaries.append(
             {
                 "split": name,

@@ -50,12 +50,13 @@ def _say(obj: dict) -> None:
     sys.stdout.flush()
 
 
-def serve(world_dir: str, world_id: str, timeout: float) -> None:
+def serve(world_dir: str, world_id: str, timeout: float, token: str | None = None) -> None:
     from apexrl.worlds.gateway import build_gateway, serve_forever
     from apexrl.worlds.world import open_world
 
     world = open_world(world_dir, world_id=world_id)
     gw = build_gateway(world, strict=True)
+    gw.token = token  # told on stdin: never in argv or the environment
 
     def on_ready(r) -> None:
         _say({"url": r.url, "health_url": r.health_url, "port": r.port, "n_tools": r.n_tools})
@@ -81,11 +82,16 @@ def main(argv: list[str]) -> int:
         line = sys.stdin.readline()
         if not line.strip():
             return 0  # released unused
-        world_id = json.loads(line)["world_id"]
+        told = json.loads(line)
+        world_id, token = told["world_id"], told.get("token")
+        if told.get("code_network") is False:  # the code tool runs with no network
+            import os
+
+            os.environ["APEXRL_CODE_NO_NETWORK"] = "1"
     else:
-        world_dir, world_id = argv[0], argv[1]
+        world_dir, world_id, token = argv[0], argv[1], None
         timeout = float(argv[2]) if len(argv) > 2 else 30.0
-    serve(world_dir, world_id, timeout)
+    serve(world_dir, world_id, timeout, token)
     return 0
 
 

@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import queue
+import secrets
 import shutil
 import signal
 import subprocess
@@ -49,6 +50,9 @@ from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode
 
+from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
+from apexrl.envs import sandbox
+from apexrl.envs.sandbox import base_env, chown_tree, pass_env_from_environment, resolve_allowed
 from apexrl.envs.worlds import TaskWorld, WorldStore, overlay_sources, task_world
 from apexrl.grading.evidence import WorldState, stats_of, walk_files
 
@@ -56,28 +60,7 @@ ENV_TYPE = "apexrl-local"
 DIR_PREFIX = "apexrl-trial-"
 OWNER_FILE = ".owner"
 GATEWAY_LOG = "gateway.log"
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_CWD = "/world/filesystem"
-ETC_FILES = (
-    "/etc/alternatives",
-    "/etc/ssl",
-    "/etc/ca-certificates",
-    "/etc/resolv.conf",
-    "/etc/hosts",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/nsswitch.conf",
-    "/etc/localtime",
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/mime.types",
-    "/etc/bash.bashrc",
-    "/etc/profile",
-)
-ROOT_LINKS_OR_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-
-BWRAP_ENV = {"PATH": DEFAULT_PATH, "LANG": "C.UTF-8"}
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -99,14 +82,10 @@ class SandboxExecTimeoutError(RuntimeError):
 
 
 def bwrap_path() -> str:
-    found = shutil.which("bwrap")
-    if not found:
-        raise SandboxError(
-            "bubblewrap (bwrap) is not installed; the local environment needs it "
-            "(Debian/Ubuntu: apt-get install bubblewrap)",
-            kind="start",
-        )
-    return found
+    try:
+        return sandbox.bwrap_path()
+    except sandbox.SandboxStartError as e:
+        raise SandboxError(str(e), kind="start") from None
 
 
 def default_work_dir() -> Path:
@@ -173,8 +152,10 @@ class LocalEnvironment(BaseEnvironment):
         gateway_ready_timeout_s: float = 60.0,
         keep: bool = False,
         prewarm: bool | None = None,
+        pass_env: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
+        self._pass_env = set(pass_env or []) | pass_env_from_environment()
         self._worlds_dir = Path(worlds_dir) if worlds_dir else None
         self._cache_dir = Path(cache_dir) if cache_dir else None
         self._work_dir = Path(work_dir) if work_dir else default_work_dir()
@@ -254,9 +235,8 @@ class LocalEnvironment(BaseEnvironment):
         dst = self._writable(target_path)
         dst.parent.mkdir(parents=True, exist_ok=True)
         self._inside_mount(dst.parent, target_path)
-        if dst.is_symlink():  # never write through a link the agent planted
-            dst.unlink()
-        await asyncio.to_thread(shutil.copy2, source_path, dst)
+        # never write through a link the agent planted (O_NOFOLLOW on the target)
+        await asyncio.to_thread(copy_regular, source_path, dst)
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         dst = self._writable(target_dir)
@@ -266,25 +246,19 @@ class LocalEnvironment(BaseEnvironment):
         await asyncio.to_thread(shutil.copytree, source_dir, dst, symlinks=True, dirs_exist_ok=True)
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        """Copy a regular file out; a link the agent made is refused, never followed."""
         src = self._readable(source_path)
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)
-        # a link the agent made is copied as a link, never followed to a host file
-        await asyncio.to_thread(shutil.copy2, src, target_path, follow_symlinks=False)
+        await asyncio.to_thread(copy_regular, src, target_path)
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        """Copy the regular files of a sandbox folder out; links and special files are
+        skipped and listed in the target's refused_links.json."""
         src = self._readable(source_dir).resolve()
         dst = Path(target_dir).resolve()
         if dst == src:
             return  # already there (a mounted folder)
-        ignore = None
-        if dst.is_relative_to(src):  # never copy a folder into itself
-
-            def ignore(d: str, names: list[str]) -> list[str]:
-                return [n for n in names if (Path(d) / n).resolve() == dst]
-
-        await asyncio.to_thread(
-            shutil.copytree, src, dst, symlinks=True, dirs_exist_ok=True, ignore=ignore
-        )
+        await asyncio.to_thread(_copy_regular_tree, src, dst)
 
     def is_path_mounted(self, environment_path: Any, host_path: Path) -> bool:
         """The log folders are the trial's own folders: nothing to download."""
@@ -306,8 +280,8 @@ class LocalEnvironment(BaseEnvironment):
             if rc is not None:
                 raise SandboxDiedError(f"the sandbox's gateway process died (exit {rc})")
         merged = self._merge_env(env) or {}
+        await asyncio.to_thread(self._own_log_dirs)
         argv = self._bwrap_argv(
-            env=merged,
             cwd=cwd or self.task_env_config.workdir or DEFAULT_CWD,
             network=self._network_policy.network_mode != NetworkMode.NO_NETWORK,
         ) + ["/bin/bash", "-c", command]
@@ -317,7 +291,7 @@ class LocalEnvironment(BaseEnvironment):
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
-            env=BWRAP_ENV,  # bwrap itself is PID 1 in the sandbox: /proc/1/environ is readable
+            env=base_env(merged),  # through the environment: values never on a command line
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec or None)
@@ -338,6 +312,19 @@ class LocalEnvironment(BaseEnvironment):
             stderr=err.decode("utf-8", "replace"),
             return_code=rc,
         )
+
+    def _maybe_resolve_task_env(self) -> None:
+        """The task's [environment.env]: `${NAME}` reads the host only for names the
+        user allowed (--pass-env / APEXRL_PASS_ENV); others take their `:-default` or
+        are left out, so a dataset cannot ask for HF_TOKEN and get it."""
+        if not self.task_env_config.env:
+            return
+        resolved, refused = resolve_allowed(self.task_env_config.env, self._pass_env)
+        for name in refused:
+            self.logger.warning(
+                f"task env: ${{{name}}} not passed to the sandbox (allow it with --pass-env {name})"
+            )
+        self._persistent_env = {**resolved, **self._persistent_env}
 
     # --- apexrl's additions -------------------------------------------------------------
 
@@ -376,8 +363,12 @@ class LocalEnvironment(BaseEnvironment):
             shutil.copytree(tw.task_files, world, symlinks=False, dirs_exist_ok=True)
         (world / "filesystem").mkdir(exist_ok=True)
         self.world_dir = world
+        uid = self._slot.uid if self._slot is not None else None
         for _, d in self._mounts_rw():
             d.mkdir(parents=True, exist_ok=True)
+        for target, d in self._mounts_rw():  # the sandbox's uid owns its writable folders
+            if target not in ("/tests", "/solution"):
+                chown_tree(d, uid)
         self._world_state = WorldState(
             after_root=world,
             before=overlay_sources(pristine, tw.task_files),
@@ -427,16 +418,33 @@ class LocalEnvironment(BaseEnvironment):
         self._inside_mount(host, sandbox_path)
         return host
 
-    def _bwrap_argv(self, *, env: dict[str, str], cwd: str, network: bool) -> list[str]:
-        return bwrap_argv(self._mounts_rw(), env=env, cwd=cwd, network=network)
+    def _own_log_dirs(self) -> None:
+        """Harbor may (re)create the log folders after start: hand them to the sandbox uid."""
+        uid = self._slot.uid if self._slot is not None else None
+        if uid is None:
+            return
+        for target, d in self._mounts_rw():
+            if target.startswith("/logs/"):
+                d.mkdir(parents=True, exist_ok=True)
+                if os.lstat(d).st_uid != uid:
+                    os.chown(d, uid, uid, follow_symlinks=False)
+
+    def _bwrap_argv(self, *, cwd: str, network: bool) -> list[str]:
+        uid = self._slot.uid if self._slot is not None else None
+        return sandbox.bwrap_argv(self._mounts_rw(), cwd=cwd, network=network, uid=uid)
 
     async def _start_gateway(self, tw: TaskWorld) -> None:
         slot = self._slot
         assert slot is not None and slot.proc is not None
         log = slot.root / GATEWAY_LOG
         try:
+            token = secrets.token_urlsafe(24)  # only this trial's agent learns the URL
+            no_net = self._network_policy.network_mode == NetworkMode.NO_NETWORK
             rec = await asyncio.wait_for(
-                asyncio.to_thread(slot.handshake, tw.world_id), timeout=self._gateway_timeout + 5
+                asyncio.to_thread(
+                    slot.handshake, tw.world_id, token=token, code_network=not no_net
+                ),
+                timeout=self._gateway_timeout + 5,
             )
         except TimeoutError:
             raise SandboxError(
@@ -460,51 +468,27 @@ class LocalEnvironment(BaseEnvironment):
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def bwrap_argv(
-    rw: list[tuple[str, Path]], *, env: dict[str, str], cwd: str, network: bool
-) -> list[str]:
-    """bubblewrap's command line: the read-only system, `rw` binds, a clean environment."""
-    argv = [
-        bwrap_path(),
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--cap-drop",
-        "ALL",
-        "--hostname",
-        "apexrl-sandbox",
-    ]
-    if not network:
-        argv.append("--unshare-net")
-    argv += ["--ro-bind", "/usr", "/usr"]
-    for p in ROOT_LINKS_OR_DIRS:
-        if os.path.islink(p):
-            argv += ["--symlink", os.readlink(p), p]
-        elif os.path.isdir(p):
-            argv += ["--ro-bind", p, p]
-    for p in ETC_FILES:
-        if os.path.exists(p):
-            argv += ["--ro-bind", p, p]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    for target, source in sorted(rw, key=lambda t: len(t[0])):  # parents first
-        argv += ["--bind", str(source), target]
-    for p in _python_paths():
-        argv += ["--ro-bind", p, p]
-    argv += ["--clearenv"]
-    base = {
-        "PATH": DEFAULT_PATH,
-        "HOME": "/root",
-        "LANG": "C.UTF-8",
-        "TMPDIR": "/tmp",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    for k, v in {**base, **env}.items():
-        argv += ["--setenv", k, str(v)]
-    argv += ["--chdir", cwd, "--"]
-    return argv
+def _copy_regular_tree(src: Path, dst: Path) -> None:
+    refused = []
+    for p in regular_files(src):
+        if p.is_relative_to(dst):  # never copy a folder into itself
+            continue
+        out = dst / p.relative_to(src)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            copy_regular(p, out)
+        except RefusedPath as e:
+            refused.append({"path": str(p.relative_to(src)), "reason": str(e)})
+    for dirpath, dirnames, filenames in os.walk(src):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            if p.is_symlink() or not (p.is_dir() or p.is_file()):
+                refused.append(
+                    {"path": str(p.relative_to(src)), "reason": "a link or special file"}
+                )
+    if refused:
+        dst.mkdir(parents=True, exist_ok=True)
+        (dst / REFUSED_FILE).write_text(json.dumps({"refused": refused}, indent=1) + "\n")
 
 
 def _drop_links(root: Path) -> None:
@@ -537,12 +521,13 @@ def prewarm_count() -> int:
 class Slot:
     """A trial folder and its gateway sandbox, possibly started before its trial."""
 
-    def __init__(self, root: Path, proc: subprocess.Popen | None) -> None:
+    def __init__(self, root: Path, proc: subprocess.Popen | None, uid: int | None = None) -> None:
         self.root = root
         self.proc = proc
+        self.uid = uid  # the host uid the sandbox runs as (None: apexrl is not root)
         self.started = False  # told which world to serve
 
-    def go(self, world_id: str) -> None:
+    def go(self, world_id: str, *, token: str | None = None, code_network: bool = True) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         warm = self.read_json()
         if not warm or not warm.get("warm"):
@@ -550,13 +535,17 @@ class Slot:
                 f"the gateway sandbox did not start: {_tail(self.root / GATEWAY_LOG)}",
                 kind="gateway",
             )
-        self.proc.stdin.write((json.dumps({"world_id": world_id}) + "\n").encode())
+        told = {"world_id": world_id, "token": token, "code_network": code_network}
+        self.proc.stdin.write((json.dumps(told) + "\n").encode())
         self.proc.stdin.flush()
         self.started = True
 
-    def handshake(self, world_id: str) -> dict | None:
-        """Tell the waiting gateway its world; its ready line (None if it died)."""
-        self.go(world_id)
+    def handshake(
+        self, world_id: str, *, token: str | None = None, code_network: bool = True
+    ) -> dict | None:
+        """Tell the waiting gateway its world (and its per-trial token, the code tool's
+        network); its ready line (None if it died)."""
+        self.go(world_id, token=token, code_network=code_network)
         return self.read_json()
 
     def read_json(self) -> dict | None:
@@ -599,10 +588,13 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
     (root / OWNER_FILE).write_text(
         json.dumps({"pid": os.getpid(), "start": _proc_start(os.getpid())})
     )
+    uid = sandbox.new_sandbox_uid()
     for name in ("tmp", "home", "tests", "solution", "world"):
         (root / name).mkdir()
+        if name in ("tmp", "home", "world"):
+            chown_tree(root / name, uid)
     if not gateway:
-        return Slot(root, None)
+        return Slot(root, None, uid)
     rw = [("/world", root / "world"), ("/tmp", root / "tmp"), ("/root", root / "home")]
     cmd = [
         sys.executable,
@@ -612,7 +604,7 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
         "/world",
         str(ready_timeout_s),
     ]
-    argv = bwrap_argv(rw, env={"PYTHONUNBUFFERED": "1"}, cwd="/world", network=True) + cmd
+    argv = sandbox.bwrap_argv(rw, cwd="/world", network=True, uid=uid) + cmd
     with open(root / GATEWAY_LOG, "ab") as log:
         proc = subprocess.Popen(
             argv,
@@ -620,9 +612,9 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
             stdout=subprocess.PIPE,
             stderr=log,
             start_new_session=True,
-            env=BWRAP_ENV,  # bwrap itself is PID 1 in the sandbox: /proc/1/environ is readable
+            env=base_env({"PYTHONUNBUFFERED": "1"}),
         )
-    return Slot(root, proc)
+    return Slot(root, proc, uid)
 
 
 class _Pool:
@@ -718,35 +710,6 @@ SPAWNER = _Spawner()
 def _kill_group(proc: asyncio.subprocess.Process, sig: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-
-
-_PY_PATHS: list[str] | None = None
-
-
-def _python_paths() -> list[str]:
-    """Folders the sandbox needs to run this Python and apexrl (read-only)."""
-    global _PY_PATHS
-    if _PY_PATHS is None:
-        import apexrl
-
-        cands = {
-            sys.prefix,
-            sys.base_prefix,
-            os.path.dirname(os.path.abspath(apexrl.__file__)),  # the package only
-        }
-        # site-packages reached through .pth files (a venv sharing another's packages)
-        cands.update(p for p in sys.path if p.endswith("-packages") and os.path.isdir(p))
-        exe = os.path.realpath(sys.executable)
-        cands.add(os.path.dirname(os.path.dirname(exe)))
-        out = []
-        for c in sorted(cands, key=len):
-            if c.startswith(("/usr", "/bin", "/lib")) or not os.path.isdir(c):
-                continue
-            if any(c == o or c.startswith(o.rstrip("/") + "/") for o in out):
-                continue
-            out.append(c)
-        _PY_PATHS = out
-    return _PY_PATHS
 
 
 @atexit.register

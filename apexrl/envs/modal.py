@@ -31,10 +31,8 @@ FMP_API_KEY) are passed as an ephemeral Modal secret, never on a command line.
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import re
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -141,8 +139,12 @@ class ModalEnvironment(BaseEnvironment):
         secrets: list[str] | None = None,
         gateway_ready_timeout_s: float = 300.0,
         worlds_dir: Any = None,  # accepted for parity with `local`; the image holds the world
+        pass_env: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
+        from apexrl.envs.sandbox import pass_env_from_environment
+
+        self._pass_env = set(pass_env or []) | pass_env_from_environment()
         self.app_name = app_name
         self.registry_secret = (
             registry_secret or os.environ.get("APEXRL_MODAL_ECR_SECRET") or "aws-ecr"
@@ -169,6 +171,17 @@ class ModalEnvironment(BaseEnvironment):
             *args,
             **kwargs,
         )
+
+    def _maybe_resolve_task_env(self) -> None:
+        """`${NAME}` in the task's [environment.env] reads the host only for --pass-env names."""
+        from apexrl.envs.sandbox import resolve_allowed
+
+        if not self.task_env_config.env:
+            return
+        resolved, refused = resolve_allowed(self.task_env_config.env, self._pass_env)
+        for name in refused:
+            self.logger.warning(f"task env: ${{{name}}} not passed (allow it with --pass-env)")
+        self._persistent_env = {**resolved, **self._persistent_env}
 
     @staticmethod
     def type() -> str:
@@ -301,8 +314,13 @@ class ModalEnvironment(BaseEnvironment):
         self._tmp = tempfile.TemporaryDirectory(prefix="apexrl-modal-before-")
         before = Path(self._tmp.name) / "world"
         before.mkdir()
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
-            tf.extractall(before, filter="data")
+        from apexrl.artifacts.archive import extract_tar, extract_targz
+
+        # sandbox-written bytes (gzip or plain tar): links, devices and escapes are skipped
+        extract = extract_targz if data[:2] == b"\x1f\x8b" else extract_tar
+        res = extract(data, before, where="world snapshot (sandbox)", skip_refused=True)
+        for r in res.refused:
+            self.logger.warning(f"world snapshot: refused {r.name!r}: {r.reason}")
         self.world_before_dir = before
 
     async def stop(self, delete: bool) -> None:
@@ -367,12 +385,17 @@ class ModalEnvironment(BaseEnvironment):
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         target_dir = self.profile.world_path(target_dir)
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-            tf.add(str(source_dir), arcname=".")
+        from apexrl.artifacts.archive import Entry, file_entry, gzip_bytes, tar_bytes, walk_sorted
+
+        entries = [
+            Entry(rel, "dir", 0o755)
+            if is_dir
+            else file_entry(rel, full, executable=bool(os.stat(full).st_mode & 0o111))
+            for rel, full, is_dir in walk_sorted(Path(source_dir))
+        ]
         with tempfile.TemporaryDirectory(prefix="apexrl-modal-") as tmp:
             local = Path(tmp) / "upload.tar.gz"
-            local.write_bytes(buf.getvalue())
+            local.write_bytes(gzip_bytes(tar_bytes(entries)))
             remote = f"/tmp/apexrl-upload-{os.getpid()}-{time.monotonic_ns()}.tar.gz"
             await self.upload_file(local, remote)
         res = await self._exec_args(
@@ -402,6 +425,12 @@ class ModalEnvironment(BaseEnvironment):
             await self.download_file(remote, local)
             target = Path(target_dir)
             target.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(local, "r:gz") as tf:
-                tf.extractall(target, filter="data")  # no links out, no absolute paths
+            from apexrl.artifacts.archive import extract_targz
+
+            # sandbox-written bytes: links, devices and escapes are skipped and logged
+            res = extract_targz(
+                local.read_bytes(), target, where=f"{source_dir} (sandbox)", skip_refused=True
+            )
+            for r in res.refused:
+                self.logger.warning(f"download of {source_dir}: refused {r.name!r}: {r.reason}")
         await self._exec_args(["rm", "-f", remote], timeout_sec=60)

@@ -82,6 +82,7 @@ class EvalRunConfig(Record):
     ray_address: str | None = None
     # remote sandbox resources and image profile (not part of the identity)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    pass_env: list[str] = Field(default_factory=list)  # names only, never values
 
     def identity(self) -> dict:
         return {

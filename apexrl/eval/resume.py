@@ -165,7 +165,7 @@ def write_trajectory(run_dir: Path, trial_id: str, files: dict[str, bytes]) -> N
 
     if not files:
         return
-    with atomic_dir(run_dir / TRAJECTORIES_DIR / trial_id) as tmp:
+    with atomic_dir(run_dir / TRAJECTORIES_DIR / trial_id, force=True, marker=False) as tmp:
         for name, data in files.items():
             (tmp / name).write_bytes(data)
 

@@ -189,6 +189,8 @@ def execute_trial(
             scratch = Path(tempfile.mkdtemp(prefix="apexrl-task-"))
             unpack_row(trial.task.name, task_blob, scratch, trial.trial_id)
             task_dir = scratch / trial.task.name
+        from apexrl.artifacts.nofollow import RefusedPath, read_regular
+
         shutil.rmtree(config.logs_dir, ignore_errors=True)  # leftovers of a killed run
         config.logs_dir.mkdir(parents=True, exist_ok=True)
         outcome = trial_fn(task_dir, config)
@@ -198,8 +200,14 @@ def execute_trial(
             ("trajectory.json", outcome.trajectory_path),
             ("tokens.jsonl", outcome.tokens_path),
         ):
-            if p is not None and Path(p).is_file():
-                files[name] = Path(p).read_bytes()
+            if p is None:
+                continue
+            try:  # sandbox-written: a link is refused, never followed to a host file
+                files[name] = read_regular(p)
+            except FileNotFoundError:
+                continue
+            except RefusedPath as e:
+                files[f"{name}.refused.txt"] = f"not copied: {e}\n".encode()
         if outcome.verdicts:  # per-criterion grading, beside the trajectory it judged
             import orjson
 
@@ -251,6 +259,7 @@ def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoin
         attempt=trial.attempt,
         sandbox=run.sandbox,
         logs_dir=(run_dir / LOGS_DIR / trial.trial_id).resolve(),
+        pass_env=list(run.pass_env),
     )
 
 
@@ -439,6 +448,7 @@ def build_run_config(
     concurrency: int,
     ray_address: str | None,
     sandbox=None,
+    pass_env: list[str] | None = None,
 ) -> EvalRunConfig:
     return EvalRunConfig(
         apexrl_version=__version__,
@@ -463,6 +473,7 @@ def build_run_config(
         concurrency=concurrency,
         ray_address=ray_address,
         **({"sandbox": sandbox} if sandbox is not None else {}),
+        pass_env=sorted(set(pass_env or [])),
     )
 
 
@@ -500,6 +511,7 @@ class EvalRequest:
     force: bool = False
     sandbox: object = None  # SandboxSettings: remote sandbox CPUs, memory, lifetime, profile
     vllm_python: str | None = None  # --engine vllm: the interpreter with vLLM
+    pass_env: list[str] = field(default_factory=list)
 
 
 def run_eval(
@@ -553,6 +565,7 @@ def run_eval(
             concurrency=req.concurrency,
             ray_address=req.ray_address,
             sandbox=req.sandbox,
+            pass_env=req.pass_env,
         )
         run.system_prompt, run.extra_prompt = req.system_prompt, req.extra_prompt
         if trial_fn is None:  # apexrl's own trials: check their environment up front

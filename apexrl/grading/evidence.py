@@ -9,11 +9,11 @@ diff costs one stat per file plus a byte comparison of the files that changed.
 
 from __future__ import annotations
 
-import filecmp
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from apexrl.artifacts.nofollow import RefusedPath, open_regular, pinned
 from apexrl.grading.models import FileChangeSummary
 
 TOPS = ("filesystem", ".apps_data")
@@ -68,7 +68,7 @@ def diff_world(state: WorldState) -> FileChangeSummary | None:
         st = p.stat()
         if stats.get(rel) == (st.st_size, st.st_mtime_ns):
             continue
-        if not filecmp.cmp(src, p, shallow=False):
+        if not _same_bytes(src, p):
             summary.modified.append(rel)
     summary.deleted = sorted(rel for rel in state.before if rel not in after)
     return summary
@@ -93,11 +93,11 @@ def collect_files(state: WorldState, changes: FileChangeSummary | None) -> list[
     for kind, rels in (("created", changes.created), ("modified", changes.modified)):
         for rel in rels:
             p = state.after_root / rel
-            try:
-                if p.is_symlink() or not p.is_file():
-                    text = "(not a regular file)"
-                else:
-                    text = file_text(p, MAX_FILE_CHARS)
+            try:  # the world copy is sandbox-written: never follow a link planted there
+                with pinned(p) as fd_path:
+                    text = file_text(_SuffixedPath(fd_path, p.suffix), MAX_FILE_CHARS)
+            except RefusedPath:
+                text = "(not shown: a link or special file, not followed)"
             except OSError as e:
                 text = f"(unreadable: {e})"
             if len(text) > MAX_FILE_CHARS:
@@ -137,6 +137,35 @@ def changes_text(state: WorldState, changes: FileChangeSummary | None) -> str:
     return (
         render_files(collect_files(state, changes)) or "(no files were created, changed or deleted)"
     )
+
+
+class _SuffixedPath(type(Path())):  # type: ignore[misc]
+    """/proc/self/fd/N of a pinned file, keeping the real name's suffix for type dispatch."""
+
+    def __new__(cls, fd_path: str, suffix: str):
+        self = super().__new__(cls, fd_path)
+        self._real_suffix = suffix
+        return self
+
+    def __init__(self, fd_path: str, suffix: str) -> None:
+        super().__init__(fd_path)
+
+    @property
+    def suffix(self) -> str:
+        return self._real_suffix
+
+
+def _same_bytes(trusted: Path, untrusted: Path) -> bool:
+    try:
+        with open(trusted, "rb") as a, open(open_regular(untrusted), "rb", closefd=True) as b:
+            while True:
+                x, y = a.read(1 << 20), b.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except OSError:
+        return False
 
 
 def _shown(rel: str) -> str:

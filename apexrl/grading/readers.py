@@ -16,6 +16,7 @@ characters, and turn any parser failure into a one-line "(unreadable ...)" note.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,8 +72,11 @@ def workbook_text(path: Path, limit: int) -> str:
 
     from apexrl.worlds.servers.formulas import Evaluator
 
-    formulas = openpyxl.load_workbook(str(path), data_only=False, read_only=False)
-    cached = openpyxl.load_workbook(str(path), data_only=True, read_only=False)
+    # Loaded from bytes: the path may be a pinned /proc/self/fd/N (no-follow evidence reads),
+    # whose name openpyxl would refuse for lacking an .xlsx extension.
+    data = Path(path).read_bytes()
+    formulas = openpyxl.load_workbook(io.BytesIO(data), data_only=False, read_only=False)
+    cached = openpyxl.load_workbook(io.BytesIO(data), data_only=True, read_only=False)
     ev = Evaluator(formulas)
     out: list[str] = []
     n = cells = 0

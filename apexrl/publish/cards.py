@@ -270,8 +270,23 @@ def traces_card(
     return "".join(out)
 
 
+def _scanned(scanned: dict[str, int] | None) -> str:
+    s = scanned or {}
+    return (
+        f"{s.get('text', 0)} text file(s) (UTF-8, UTF-16 or any 8-bit encoding), "
+        f"{s.get('office/zip', 0)} office document(s) or zip(s) (every member), "
+        f"{s.get('binary', 0)} binary file(s) (byte patterns, masked in place)"
+    )
+
+
 def dataset_card(
-    *, repo: str, manifest: dict, license: str | None, shards: list[str], n_redactions: int
+    *,
+    repo: str,
+    manifest: dict,
+    license: str | None,
+    shards: list[str],
+    n_redactions: int,
+    scanned: dict[str, int] | None = None,
 ) -> str:
     meta: dict = {"license": license or "other", "pretty_name": repo.split("/")[-1]}
     meta["tags"] = ["apexrl", "agents", "harbor", "tasks"]
@@ -303,8 +318,9 @@ def dataset_card(
         "| size_bytes | int64 | size of task_binary |\n"
     )
     out.append(
-        f"\n## Redaction\n\nEvery text file inside every task was scanned for secrets and "
-        f"credential patterns before upload; {n_redactions} occurrence(s) were redacted.\n"
+        f"\n## Redaction\n\nEvery file inside every task was scanned for secrets and "
+        f"credential patterns before upload: {_scanned(scanned)}; "
+        f"{n_redactions} occurrence(s) were redacted.\n"
     )
     out.append(f"\n_Card written by apexrl {__version__}._\n")
     return "".join(out)

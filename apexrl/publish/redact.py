@@ -31,6 +31,8 @@ class Redactor:
         self._values = sorted(named.items(), key=lambda kv: len(kv[0]), reverse=True)
         self._patterns = [(name, re.compile(p)) for name, p in secrets.CREDENTIAL_PATTERNS]
         self._counts: Counter[tuple[str, str]] = Counter()
+        self.scanned: Counter[str] = Counter()  # files scanned, by how (text/office/binary)
+        self._depth = 0
 
     @property
     def findings(self) -> list[RedactionFinding]:
@@ -77,12 +79,95 @@ class Redactor:
         return o
 
     def bytes_text(self, data: bytes, where: str) -> bytes | None:
-        """Redacted bytes of a UTF-8 text file; None when `data` is not text."""
-        if b"\0" in data[:8192]:
-            return None
+        """Redacted bytes of any file (`data` itself when nothing matched):
+
+        - office documents and other zips (.docx/.xlsx/.pptx): every member scanned
+          (recursively) and the zip rebuilt with the same names and order;
+        - text in UTF-8, UTF-16 (with a BOM) or any 8-bit encoding (read as Latin-1):
+          matches replaced by `[REDACTED:<kind>]`;
+        - binary (a NUL byte): matches masked with '*' of the same length, so the
+          file's layout is kept."""
+        if data[:4] == b"PK\x03\x04" and self._depth < 3:  # zips in zips: 3 levels
+            self._depth += 1
+            try:
+                out = self._zip(data, where)
+            finally:
+                self._depth -= 1
+            if out is not None:
+                self.scanned["office/zip"] += 1
+                return out
+        for bom, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+            if data.startswith(bom):
+                try:
+                    s = data[2:].decode(codec)
+                except UnicodeDecodeError:
+                    break
+                self.scanned["text"] += 1
+                out = self.text(s, where)
+                return data if out == s else bom + out.encode(codec)
+        if b"\0" not in data[:8192]:
+            try:
+                s, codec = data.decode("utf-8"), "utf-8"
+            except UnicodeDecodeError:
+                s, codec = data.decode("latin-1"), "latin-1"
+            self.scanned["text"] += 1
+            out = self.text(s, where)
+            if out == s:
+                return data
+            try:
+                return out.encode(codec)
+            except UnicodeEncodeError:  # a marker cannot be unencodable, but be safe
+                return out.encode("utf-8")
+        self.scanned["binary"] += 1
+        return self._mask(data, where)
+
+    def _mask(self, data: bytes, where: str) -> bytes:
+        s = data.decode("latin-1")
+        hits: list[tuple[int, int, str]] = []
+        for value, key in self._values:
+            start = s.find(value)
+            while start >= 0:
+                hits.append((start, start + len(value), f"env:{key}"))
+                start = s.find(value, start + len(value))
+        for name, rx in self._patterns:
+            hits.extend((m.start(), m.end(), name) for m in rx.finditer(s))
+        if not hits:
+            return data
+        buf = bytearray(data)
+        for a, b, kind in hits:
+            if b"*" * (b - a) == buf[a:b]:
+                continue  # already masked by an overlapping match
+            self._counts[(where, kind)] += 1
+            buf[a:b] = b"*" * (b - a)
+        return bytes(buf)
+
+    def _zip(self, data: bytes, where: str) -> bytes | None:
+        import io
+        import zipfile
+
         try:
-            s = data.decode("utf-8")
-        except UnicodeDecodeError:
+            src = zipfile.ZipFile(io.BytesIO(data))
+            infos = src.infolist()
+            if sum(i.file_size for i in infos) > 512 * 1024 * 1024:
+                return None  # too big to rewrite in memory: scanned as binary instead
+            members = [(i, src.read(i)) for i in infos]
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
             return None
-        out = self.text(s, where)
-        return data if out == s else out.encode("utf-8")
+        changed = False
+        out_members = []
+        for info, body in members:
+            if info.is_dir():
+                out_members.append((info, body))
+                continue
+            new = self.bytes_text(body, f"{where}:{info.filename}")
+            if new is not None and new != body:
+                changed = True
+                body = new
+            out_members.append((info, body))
+        if not changed:
+            return data
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as dst:
+            for info, body in out_members:
+                dst.writestr(info, body)
+        return buf.getvalue()

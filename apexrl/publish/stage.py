@@ -9,19 +9,17 @@ they are.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
 import shutil
 import struct
-import tarfile
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from apexrl.artifacts.nofollow import is_regular, read_regular, read_tail, regular_files
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
 from apexrl.publish.checkpoint import INDEX, check_checkpoint
@@ -363,7 +361,7 @@ def _tokens(path: Path) -> tuple[list[int], list[int]]:
     possibly pretty-printed), or JSON lines of per-turn records {kind, token_ids}."""
     ids: list[int] = []
     mask: list[int] = []
-    text = path.read_text()
+    text = read_regular(path).decode("utf-8", "replace")
     try:
         whole = json.loads(text)
         records = [whole] if isinstance(whole, dict) else []
@@ -405,10 +403,10 @@ def _verdicts(row: dict, dirs: list[Path]) -> list[dict]:
             raw = None
     if not isinstance(raw, list):
         raw = None
-        found = [d / n for d in dirs for n in _VERDICT_FILES if (d / n).is_file()]
+        found = [d / n for d in dirs for n in _VERDICT_FILES if is_regular(d / n)]
         if found:
             try:
-                data = json.loads(found[0].read_text())
+                data = json.loads(read_regular(found[0]))
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise BadRecordError(str(found[0]), f"not readable JSON: {e}") from None
             raw = data.get("verdicts") if isinstance(data, dict) else data
@@ -442,10 +440,13 @@ def _logs(dirs: list[Path]) -> list[dict]:
     for d in dirs:
         if not d.is_dir():
             continue
-        for p in sorted(d.rglob("*")):
-            if not p.is_file() or p.name in _TRIAL_FILES or not p.name.endswith(LOG_SUFFIXES):
+        for p in regular_files(d):  # never a link the sandbox planted (/etc/shadow)
+            if p.name in _TRIAL_FILES or not p.name.endswith(LOG_SUFFIXES):
                 continue
-            data = p.read_bytes()[-LOG_TAIL:]
+            try:
+                data = read_tail(p, LOG_TAIL)
+            except OSError:  # swapped for a link since the walk: refused
+                continue
             out.append(
                 {
                     "name": p.relative_to(d).as_posix(),
@@ -498,9 +499,9 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
         tdir = traj_root / tid
         messages: list[dict] = []
         tj = tdir / "trajectory.json"
-        if tj.is_file():
+        if is_regular(tj):
             try:
-                messages = _messages(json.loads(tj.read_text()))
+                messages = _messages(json.loads(read_regular(tj)))
             except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
                 raise BadRecordError(str(tj), f"not a readable ATIF trajectory: {e}") from None
         out = {
@@ -526,7 +527,7 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
         out = red.obj(out, where)
         if include_tokens:
             tok = tdir / "tokens.jsonl"
-            ids, mask = _tokens(tok) if tok.is_file() else ([], [])
+            ids, mask = _tokens(tok) if is_regular(tok) else ([], [])
             out["token_ids"], out["loss_mask"] = ids, mask
         yield out
 
@@ -616,42 +617,29 @@ def stage_traces(
 
 def _redact_task_binary(blob: bytes, where: str, red: Redactor) -> bytes | None:
     """The task tar with every text member redacted; None when nothing changed."""
-    try:
-        raw = gzip.decompress(blob)
-        src = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")  # noqa: SIM115 (in memory)
-        members = src.getmembers()
-    except (OSError, EOFError, tarfile.TarError) as e:
-        raise BadRecordError(where, f"task_binary is not a gzip tar: {e}") from None
+    from apexrl.artifacts.archive import Entry, bytes_entry, gunzip, gzip_bytes, tar_bytes
+    from apexrl.artifacts.archive import tar_members as parse
+
+    members, bad = parse(gunzip(blob, where), where)
+    if bad:
+        raise BadRecordError(f"{where} member {bad[0][0]!r}", bad[0][1])
     changed = False
-    out_members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+    entries: list[Entry] = []
     for m in members:
-        data = None
-        if m.isfile():
-            fh = src.extractfile(m)
-            data = fh.read() if fh else b""
+        if m.kind == "file":
+            assert m.read is not None
+            with m.read() as fh:
+                data = fh.read()
             red_data = red.bytes_text(data, f"{where} {m.name}")
             if red_data is not None and red_data != data:
                 changed = True
                 data = red_data
-        out_members.append((m, data))
+            entries.append(bytes_entry(m.name, data, executable=bool(m.mode & 0o100)))
+        else:
+            entries.append(Entry(m.name, m.kind, linkname=m.linkname))
     if not changed:
         return None
-    from apexrl.tasks.pack import gzip_bytes
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:", format=tarfile.PAX_FORMAT) as dst:
-        for m, data in out_members:
-            info = tarfile.TarInfo(m.name)
-            info.type, info.mode, info.mtime = m.type, m.mode, 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            if data is not None:
-                info.size = len(data)
-                dst.addfile(info, io.BytesIO(data))
-            else:
-                info.linkname = m.linkname
-                dst.addfile(info)
-    return gzip_bytes(buf.getvalue())
+    return gzip_bytes(tar_bytes(entries))
 
 
 def stage_dataset(
@@ -729,6 +717,7 @@ def stage_dataset(
         license=license,
         shards=list(manifest["shards"]),
         n_redactions=plan.redactor.total,
+        scanned=dict(plan.redactor.scanned),
     )
     plan.card = plan.redactor.text(card, "README.md")
     entries.append(("README.md", _stage_text(plan, "README.md", plan.card.encode())))

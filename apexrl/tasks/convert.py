@@ -180,7 +180,9 @@ def render_task_toml(meta: TaskMetadata) -> str:
     from harbor.models.task.config import TaskConfig
 
     env = {key: "${" + key + "}" for key in meta.required_env_keys}
-    environment: dict = {"env": dict(env)}
+    # sandboxed code gets no network unless a task says otherwise (tools come from the
+    # world's gateway, which apexrl reaches from the host side)
+    environment: dict = {"env": dict(env), "network_mode": "no-network"}
     if meta.image:
         environment["docker_image"] = image_pin(meta.image, meta.image_digest)
     config = TaskConfig.model_validate(
@@ -314,7 +316,11 @@ def _copy_world_layout(src: Path, dst: Path) -> None:
 
 
 def _copy_tree(src: Path, dst: Path) -> None:
-    """Copy regular files only; links and special files in input data are refused."""
+    """Copy regular files only; links and special files in input data are refused
+    (a linked task_files/<id> or task_files/ itself too: it would copy a host folder)."""
+    for p in (src, src.parent):
+        if p.is_symlink():
+            raise BadRecordError(str(p), "links and special files are not allowed in task data")
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
         if path.is_symlink() or not (path.is_file() or path.is_dir()):

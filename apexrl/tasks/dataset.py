@@ -50,11 +50,17 @@ def _schema():
 
 
 def write_dataset(
-    tasks: Iterable[PackedTask], out_dir: Path, *, shard_mb: float = 256
+    tasks: Iterable[PackedTask],
+    out_dir: Path,
+    *,
+    shard_mb: float = 256,
+    force: bool = False,
+    inputs: Iterable[Path | str] = (),
 ) -> DatasetManifest:
-    """Write shards + dataset.json into `out_dir` atomically (old content replaced)."""
+    """Write shards + dataset.json into `out_dir` atomically (old content replaced; a
+    folder apexrl did not write, or one holding an input, is refused unless `force`)."""
     limit = max(1, int(shard_mb * 1024 * 1024))
-    with atomic_dir(Path(out_dir)) as tmp:
+    with atomic_dir(Path(out_dir), force=force, inputs=inputs) as tmp:
         (tmp / SHARD_DIR).mkdir()
         groups: list[list[PackedTask]] = [[]]
         size = 0
@@ -130,6 +136,8 @@ def resolve_files(source: str | Path) -> list[Path]:
     path = Path(text)
     if path.is_file():
         return [path]
+    if path.is_dir() and (path / MANIFEST).is_file():
+        return _manifest_shards(path)  # the manifest, not every *.parquet below
     if path.is_dir():
         files = sorted(p for p in path.rglob("*.parquet") if not p.name.startswith("."))
         if not files:
@@ -138,6 +146,25 @@ def resolve_files(source: str | Path) -> list[Path]:
             )
         return files
     raise UsageError(f"{path} does not exist")
+
+
+def _manifest_shards(path: Path) -> list[Path]:
+    import orjson
+
+    where = str(path / MANIFEST)
+    try:
+        man = orjson.loads((path / MANIFEST).read_bytes())
+        shards = man["shards"]
+        assert isinstance(shards, list) and all(isinstance(s, str) for s in shards)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        raise BadRecordError(where, "not a dataset manifest (no shards list)") from None
+    out = []
+    for s in shards:
+        p = path / s
+        if s.startswith("/") or ".." in s.split("/") or not p.is_file():
+            raise BadRecordError(where, f"shard {s!r} is missing or outside the dataset")
+        out.append(p)
+    return out
 
 
 def download_hf(source: str) -> Path:
@@ -198,11 +225,39 @@ def iter_rows(source: str | Path, *, with_binary: bool = True) -> Iterator[tuple
         wanted = [c for c in (*META_COLUMNS, "task_binary") if c in names]
         if not with_binary:
             wanted.remove("task_binary")
+        _check_sizes(pf, file)
         index = 0
-        for batch in pf.iter_batches(batch_size=64, columns=wanted):
-            for row in batch.to_pylist():
+        batches = pf.iter_batches(batch_size=64, columns=wanted)
+        while True:
+            try:
+                batch = next(batches)
+                rows = batch.to_pylist()
+            except StopIteration:
+                break
+            except MemoryError:
+                raise BadRecordError(
+                    f"{file.name}#{index}", "refused: out of memory reading these rows"
+                ) from None
+            except Exception as e:  # pyarrow: ArrowInvalid, OSError on a truncated file
+                raise BadRecordError(
+                    f"{file}", f"unreadable Parquet data near row {index}: {e}"
+                ) from None
+            for row in rows:
                 yield f"{file.name}#{index}", row
                 index += 1
+
+
+def _check_sizes(pf, file: Path) -> None:
+    """Refuse a shard whose row groups expand far beyond their stored size (a Parquet
+    compression bomb) before pyarrow decompresses them."""
+    from apexrl.artifacts.archive import Limits
+
+    limits = Limits.from_env()
+    md = pf.metadata
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        stored = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        limits.check_ratio(rg.total_byte_size, stored, f"{file} row group {g}")
 
 
 def row_metadata(row: dict) -> DatasetRow:
@@ -220,22 +275,21 @@ def row_metadata(row: dict) -> DatasetRow:
 def _metadata_from_binary(blob: bytes) -> dict:
     """task_id / world_id / domain from a task_binary's task.toml or archipelago.json
     (members at the top of the tar or one folder down); {} when it has neither."""
-    import io
-    import tarfile
-
+    from apexrl.artifacts.archive import gunzip, tar_members
     from apexrl.tasks.meta import ARCHIPELAGO_FILE, TASK_TOML, meta_from_texts
 
     texts: dict[str, str] = {}
     try:
-        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
-            for member in tar:
-                base = member.name.removeprefix("./")
-                leaf = base.rsplit("/", 1)[-1]
-                wanted = leaf in (TASK_TOML, ARCHIPELAGO_FILE) and leaf not in texts
-                if member.isfile() and wanted and base.count("/") <= 1:
-                    texts[leaf] = tar.extractfile(member).read().decode("utf-8")
-                if len(texts) == 2:
-                    break
+        members, _ = tar_members(gunzip(blob, "task_binary"), "task_binary")
+        for m in members:
+            base = m.name.removeprefix("./")
+            leaf = base.rsplit("/", 1)[-1]
+            wanted = leaf in (TASK_TOML, ARCHIPELAGO_FILE) and leaf not in texts
+            if m.kind == "file" and wanted and base.count("/") <= 1 and m.read is not None:
+                with m.read() as fh:
+                    texts[leaf] = fh.read().decode("utf-8")
+            if len(texts) == 2:
+                break
         if not texts:
             return {}
         meta = meta_from_texts(
@@ -245,7 +299,7 @@ def _metadata_from_binary(blob: bytes) -> dict:
             where="task_binary",
             require_world=False,
         )
-    except (tarfile.TarError, OSError, UnicodeDecodeError, BadRecordError):
+    except (BadRecordError, OSError, UnicodeDecodeError):
         return {}
     out = {"task_id": meta.task_id, "world_id": meta.world_id, "domain": meta.domain}
     return {k: v for k, v in out.items() if v}

@@ -108,12 +108,12 @@ def summarize(files: dict[str, bytes], out: Path) -> dict[str, Any]:
     }
 
 
-def write_example(out: Path, seed: int = 0) -> dict[str, Any]:
+def write_example(out: Path, seed: int = 0, *, force: bool = False) -> dict[str, Any]:
     """Write the example dataset to `out` atomically (an existing `out` is replaced)
     and return a summary {"out", "n_tasks", "n_worlds", "domains"}."""
     out = Path(out)
     files = build_example(seed)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, force=force) as tmp:
         for rel in sorted(files):
             path = tmp / rel
             path.parent.mkdir(parents=True, exist_ok=True)

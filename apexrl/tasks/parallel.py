@@ -13,6 +13,37 @@ def default_workers() -> int:
     return max(1, min(8, len(os.sched_getaffinity(0))))
 
 
+def die_with_parent(parent: int) -> None:
+    """Worker start: SIGKILL when the process that started the pool dies (kill -9 of
+    pack/unpack must not leave workers writing). The pool's direct parent is the
+    forkserver, which exits when apexrl does; a worker also checks it outlived neither."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before the line above
+        os._exit(1)
+    import threading
+
+    def watch() -> None:  # the forkserver may outlive apexrl for a moment: poll apexrl too
+        import time
+
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, name="apexrl-parent-watch", daemon=True).start()
+
+
 def ordered_map[T, R](
     fn: Callable[[T], R],
     items: Iterable[T],
@@ -32,5 +63,7 @@ def ordered_map[T, R](
 
     # forkserver: children start clean, not as forks of a parent running pyarrow threads.
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)
+    ) as pool:
         yield from pool.map(fn, items, chunksize=16)

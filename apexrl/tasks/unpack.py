@@ -10,20 +10,18 @@ task dir; an identical existing task dir is skipped (resumable).
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import posixpath
 import shutil
-import tarfile
-import zlib
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from apexrl.artifacts.archive import Limits, dir_lock, extract_targz
 from apexrl.artifacts.models import SAFE_ID
 from apexrl.errors import BadRecordError
 
-MAX_MEMBER_BYTES = 512 * 1024 * 1024
-MAX_TASK_BYTES = 2 * 1024 * 1024 * 1024
+MAX_MEMBER_BYTES = Limits.max_member_bytes
+MAX_TASK_BYTES = Limits.max_total_bytes
 
 
 @dataclass
@@ -31,6 +29,7 @@ class UnpackResult:
     path: str
     status: str  # "written" | "unchanged"
     sha256: str
+    pending: str | None = None  # extracted but not yet moved into place (strict runs)
 
 
 def check_task_path(path: object, where: str) -> str:
@@ -43,89 +42,73 @@ def check_task_path(path: object, where: str) -> str:
     return path
 
 
-def safe_members(
-    tar: tarfile.TarFile, path: str, where: str, max_member: int
-) -> list[tarfile.TarInfo]:
-    """Check every member; return them with any leading `<path>/` prefix stripped."""
-    members = tar.getmembers()
-    prefix = f"{path}/"
-    strip = bool(members) and all(m.name == path or m.name.startswith(prefix) for m in members)
-    total = 0
-    kept = []
-    for m in members:
-        name = m.name
-        if strip:
-            if name == path:
-                continue
-            name = name[len(prefix) :]
-        _check_member(m, name, where, max_member)
-        total += m.size
-        if total > MAX_TASK_BYTES:
-            raise BadRecordError(where, f"task is larger than {MAX_TASK_BYTES} bytes unpacked")
-        m.name = name
-        if m.islnk() and strip and m.linkname.startswith(prefix):
-            m.linkname = m.linkname[len(prefix) :]
-        kept.append(m)
-    return kept
-
-
-def _check_member(m: tarfile.TarInfo, name: str, where: str, max_member: int) -> None:
-    label = f"{where} member {m.name!r}"
-    if name.startswith("/"):
-        raise BadRecordError(label, "absolute path refused")
-    norm = posixpath.normpath(name)
-    if norm == ".." or norm.startswith("../") or ".." in name.split("/"):
-        raise BadRecordError(label, "path with '..' refused")
-    if m.ischr() or m.isblk() or m.isfifo() or m.isdev():
-        raise BadRecordError(label, "device or fifo refused")
-    if m.issym() or m.islnk():
-        target = m.linkname
-        resolved = (
-            posixpath.normpath(posixpath.join(posixpath.dirname(norm), target))
-            if m.issym()
-            else posixpath.normpath(target)
-        )
-        if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
-            raise BadRecordError(label, f"link to {target!r} leaves the task")
-    if m.size > max_member:
-        raise BadRecordError(label, f"member of {m.size} bytes exceeds the {max_member}-byte limit")
-
-
 def unpack_row(
     path: object,
     blob: bytes,
     out: Path,
     where: str,
     *,
-    max_member: int = MAX_MEMBER_BYTES,
+    max_member: int | None = None,
+    limits: Limits | None = None,
+    defer: bool = False,
 ) -> UnpackResult:
+    """Extract one row into `out/<path>` (through a temp folder renamed into place).
+
+    Links are allowed only inside the task, checked against the real filesystem
+    after extraction (see apexrl.artifacts.archive)."""
     path = check_task_path(path, where)
+    if limits is None:
+        limits = Limits.from_env(**({"max_member_bytes": max_member} if max_member else {}))
     sha = hashlib.sha256(blob).hexdigest()
+    out = Path(out)
     final = out / path
     stamp = _stamp_path(out, path)
     if final.is_dir() and stamp.is_file() and stamp.read_text().strip() == sha:
         return UnpackResult(path, "unchanged", sha)
-    tmp = out / f".{path}.unpack-tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path}.", suffix=".unpack-tmp", dir=out))
     try:
-        raw = _gunzip(blob)
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
-            members = safe_members(tar, path, where, max_member)
-            tmp.mkdir(parents=True)
-            _extract(raw, members, tmp)
+        extract_targz(blob, tmp, where=where, links="in_tree", limits=limits, strip=path)
     except BadRecordError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as e:
+    except (OSError, ValueError, EOFError, MemoryError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise BadRecordError(where, f"task_binary is not a valid gzip tar: {e}") from None
-    if final.exists():
-        shutil.rmtree(final)
+        raise BadRecordError(where, f"task_binary could not be unpacked: {e}") from None
+    if defer:
+        return UnpackResult(path, "written", sha, pending=str(tmp))
+    return finish_row(out, UnpackResult(path, "written", sha, pending=str(tmp)))
+
+
+def finish_row(out: Path, res: UnpackResult) -> UnpackResult:
+    """Move an extracted row into place and stamp it."""
+    assert res.pending is not None
+    path, sha, tmp = res.path, res.sha256, Path(res.pending)
+    final = Path(out) / path
+    stamp = _stamp_path(Path(out), path)
+    if (final.exists() or final.is_symlink()) and not stamp.is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BadRecordError(
+            str(final),
+            "exists and was not unpacked by apexrl: not replaced",
+            hint="move it away or unpack into another folder",
+        )
+    stamp.unlink(missing_ok=True)  # a crash from here on leaves no stale stamp
+    old = None
+    if final.exists() or final.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{path}.", suffix=".old", dir=out))
+        os.replace(final, old / "x")
     os.replace(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     stamp.parent.mkdir(exist_ok=True)
     stamp.write_text(sha + "\n")
     return UnpackResult(path, "written", sha)
+
+
+def _discard(results: list[UnpackResult]) -> None:
+    for r in results:
+        if r.pending:
+            shutil.rmtree(r.pending, ignore_errors=True)
 
 
 def _stamp_path(out: Path, path: str) -> Path:
@@ -133,49 +116,13 @@ def _stamp_path(out: Path, path: str) -> Path:
     return out / ".apexrl" / f"{path}.sha256"
 
 
-def _gunzip(blob: bytes) -> bytes:
-    try:
-        return zlib.decompress(blob, 16 + zlib.MAX_WBITS)
-    except zlib.error:
-        import gzip  # multi-member gzip streams
-
-        return gzip.decompress(blob)
-
-
-def _extract(raw: bytes, members: list[tarfile.TarInfo], root: Path) -> None:
-    """Write members that safe_members already checked. Modes are normalised to
-    0755 (dirs, executables) / 0644, matching what pack writes."""
-    made = {str(root)}
-    for m in members:
-        target = os.path.join(root, m.name)
-        parent = os.path.dirname(target)
-        if parent not in made:
-            os.makedirs(parent, 0o755, exist_ok=True)
-            made.add(parent)
-        if m.isdir():
-            os.makedirs(target, 0o755, exist_ok=True)
-            made.add(target.rstrip("/"))
-        elif m.isfile():
-            mode = 0o755 if m.mode & 0o100 else 0o644
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-            try:
-                os.write(fd, raw[m.offset_data : m.offset_data + m.size])
-                os.fchmod(fd, mode)
-            finally:
-                os.close(fd)
-        elif m.issym():
-            os.symlink(m.linkname, target)
-        elif m.islnk():
-            os.link(os.path.join(root, m.linkname), target)
-
-
-def _unpack_job(job: tuple[str, object, bytes | None, Path]) -> UnpackResult | tuple:
+def _unpack_job(job: tuple[str, object, bytes | None, Path, bool]) -> UnpackResult | tuple:
     """Worker: unpack one row; errors come back as (where, detail, hint) values."""
-    where, path, blob, out = job
+    where, path, blob, out, defer = job
     try:
         if not isinstance(blob, bytes | bytearray) or not blob:
             raise BadRecordError(where, "task_binary is empty")
-        return unpack_row(path, bytes(blob), out, where)
+        return unpack_row(path, bytes(blob), out, where, defer=defer)
     except BadRecordError as e:
         return (e.where, e.detail, e.hint)
 
@@ -212,13 +159,27 @@ def unpack_dataset(
                 fail(e)
                 continue
             seen[path] = where
-            yield where, path, row.get("task_binary"), out
+            yield where, path, row.get("task_binary"), out, strict
 
-    for result in ordered_map(_unpack_job, jobs(), workers=workers, n_items=row_count(source)):
-        if isinstance(result, tuple):
-            fail(BadRecordError(*result[:2], hint=result[2]))
-            continue
-        results.append(result)
-        if on_row:
-            on_row(result)
+    with dir_lock(out):  # a second unpack into `out` waits for this one
+        for debris in [*out.glob(".*.unpack-tmp"), *out.glob(".*.old")]:  # a killed run's
+            shutil.rmtree(debris, ignore_errors=True)
+        try:  # --strict: rows are extracted aside and moved into place only at the end
+            for result in ordered_map(
+                _unpack_job, jobs(), workers=workers, n_items=row_count(source)
+            ):
+                if isinstance(result, tuple):
+                    fail(BadRecordError(*result[:2], hint=result[2]))
+                    continue
+                results.append(result)
+                if on_row and not strict:
+                    on_row(result)
+        except BaseException:
+            _discard(results)
+            raise
+        if strict:
+            results = [finish_row(out, r) if r.pending else r for r in results]
+            for r in results:
+                if on_row:
+                    on_row(r)
     return results

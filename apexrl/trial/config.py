@@ -90,6 +90,9 @@ class TrialConfig(BaseModel):
     attempt: int = 0
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     logs_dir: Path  # this trial's folder: agent/, verifier/, trajectory files
+    # host environment variables a task's [environment.env] `${NAME}` may read (--pass-env);
+    # any other `${NAME}` resolves to its default or is dropped
+    pass_env: list[str] = Field(default_factory=list)
 
 
 class TrialOutcome(BaseModel):

@@ -102,11 +102,17 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
         )
     worlds = str(Path(config.worlds_dir).resolve()) if config.worlds_dir else None
     if config.environment == "local":
-        env = EnvironmentConfig(import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds})
+        env = EnvironmentConfig(
+            import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds, "pass_env": config.pass_env}
+        )
     elif config.environment == "modal":
         env = EnvironmentConfig(
             import_path=MODAL_ENV,
-            kwargs={"worlds_dir": worlds, **config.sandbox.modal_kwargs()},
+            kwargs={
+                "worlds_dir": worlds,
+                "pass_env": config.pass_env,
+                **config.sandbox.modal_kwargs(),
+            },
         )
     else:  # Harbor's own podman/docker: keep the world image (shared by many tasks)
         env = EnvironmentConfig(type=config.environment, delete=False)
@@ -181,17 +187,21 @@ def _secs(t: Any) -> float | None:
 def outcome_from(
     hr: Any, task_dir: Path, config: TrialConfig, started: datetime, wall_s: float
 ) -> TrialOutcome:
+    from apexrl.artifacts.nofollow import is_regular, read_regular, scrub
     from apexrl.envs.worlds import task_world
 
     status, error_class, message = classify(hr)
     if status == "length" and error_class == "max_steps" and _graded_at_max_steps(hr, config):
         status, message = "complete", None  # the recipe grades a max_steps ending
     logs = Path(config.logs_dir)
+    # the sandbox could write under logs/: links and special files it left are removed
+    # (recorded in refused_links.json), never followed by anything that reads the run
+    scrub(logs)
     verdicts: list[dict] = []
     grading = logs / "verifier" / "grading.json"
     met = total = unjudged = 0
-    if grading.is_file() and status == "complete":
-        g = json.loads(grading.read_text("utf-8"))
+    if is_regular(grading) and status == "complete":
+        g = json.loads(read_regular(grading))
         verdicts = g.get("verdicts", [])
         met, total = int(g.get("criteria_met", 0)), int(g.get("criteria_total", 0))
         unjudged = sum(1 for v in verdicts if v.get("source") == "unjudged")
@@ -240,11 +250,11 @@ def outcome_from(
     }
     agent_dir = logs / "agent"
     traj = next(
-        (p for p in (agent_dir / "trajectory.json", agent_dir / "atif.json") if p.is_file()),
+        (p for p in (agent_dir / "trajectory.json", agent_dir / "atif.json") if is_regular(p)),
         None,
     )
     tokens = next(
-        (p for p in (agent_dir / "tito.json", agent_dir / "tokens.jsonl") if p.is_file()), None
+        (p for p in (agent_dir / "tito.json", agent_dir / "tokens.jsonl") if is_regular(p)), None
     )
     return TrialOutcome(
         result=result,

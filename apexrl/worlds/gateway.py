@@ -49,6 +49,9 @@ class Gateway:
     status: dict[str, ServerStatus] = field(default_factory=dict)
     mcp: Any = None  # mcp.server.MCPServer
     tool_names: list[str] = field(default_factory=list)
+    # with a token, every path is served under /<token>/ only (a per-trial capability:
+    # another trial's sandbox that reaches the port cannot use this world)
+    token: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -84,7 +87,32 @@ class Gateway:
                 Route("/ready", endpoint=health, methods=["GET"]),
             ]
         )
-        return app
+        return _TokenPrefix(app, self.token) if self.token else app
+
+
+class _TokenPrefix:
+    """ASGI wrapper: only paths under /<token>/ reach the app (prefix stripped); 404 else."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.prefix = "/" + token
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        import hmac
+
+        if scope["type"] in ("http", "websocket"):
+            path = scope.get("path", "")
+            head = path[: len(self.prefix)]
+            rest = path[len(self.prefix) :]
+            if not hmac.compare_digest(head.encode(), self.prefix.encode()) or (
+                rest and not rest.startswith("/")
+            ):
+                if scope["type"] == "http":
+                    await send({"type": "http.response.start", "status": 404, "headers": []})
+                    await send({"type": "http.response.body", "body": b"not found"})
+                return
+            scope = {**scope, "path": rest or "/", "raw_path": (rest or "/").encode()}
+        await self.app(scope, receive, send)
 
 
 def build_gateway(
@@ -208,9 +236,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def urls(host: str, port: int) -> tuple[str, str]:
+def urls(host: str, port: int, token: str | None = None) -> tuple[str, str]:
     h = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
-    base = f"http://{h}:{port}"
+    base = f"http://{h}:{port}" + (f"/{token}" if token else "")
     return base + MCP_PATH, base + "/health"
 
 
@@ -270,7 +298,7 @@ def serve_in_thread(
 
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
-    url, health_url = urls(host, port)
+    url, health_url = urls(host, port, gateway.token)
     config = uvicorn.Config(gateway.starlette_app(host=host), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(
@@ -305,7 +333,7 @@ async def serve_forever(
 
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
-    url, health_url = urls(host, port)
+    url, health_url = urls(host, port, gateway.token)
     config = uvicorn.Config(gateway.starlette_app(host=host), log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))

@@ -24,7 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from apexrl.artifacts.archive import (
+    COPY_BUFSIZE,
+    GZIP_LEVEL,
+    Entry,
+    PipelinedGzip,
+    bytes_entry,
+    file_entry,
+    write_tar,
+)
 from apexrl.errors import ApexError, BadRecordError
+
+__all__ = ["COPY_BUFSIZE", "GZIP_LEVEL", "Entry", "bytes_entry", "file_entry"]
 
 # --- media types and annotations ------------------------------------------------
 
@@ -55,8 +66,6 @@ ANN_TITLE = "org.opencontainers.image.title"
 
 # 2000-01-01T00:00:00Z: fixed, and late enough for zip tools (which reject < 1980).
 DEFAULT_EPOCH = 946684800
-GZIP_LEVEL = 6  # gzip's own default: same speed/size trade-off as `tar czf`
-COPY_BUFSIZE = 1 << 20
 
 
 def build_epoch() -> int:
@@ -92,35 +101,6 @@ def digest_bytes(data: bytes) -> str:
 
 
 # --- layers ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One tar entry of a layer. `name` is relative (no leading '/')."""
-
-    name: str
-    kind: str  # "dir" | "file" | "symlink"
-    mode: int = 0o644
-    size: int = 0
-    opener: Callable[[], IO[bytes]] | None = None  # file content
-    linkname: str = ""
-
-
-def file_entry(
-    name: str, path: Path, *, size: int | None = None, executable: bool = False
-) -> Entry:
-    st_size = path.stat().st_size if size is None else size
-    return Entry(
-        name,
-        "file",
-        0o755 if executable else 0o644,
-        st_size,
-        lambda p=path: open(p, "rb"),  # noqa: SIM115 - closed by the writer
-    )
-
-
-def bytes_entry(name: str, data: bytes, *, executable: bool = False) -> Entry:
-    return Entry(name, "file", 0o755 if executable else 0o644, len(data), lambda: io.BytesIO(data))
 
 
 def with_parents(entries: Iterable[Entry]) -> list[Entry]:
@@ -178,49 +158,14 @@ class Layer:
     media_type: str = OCI_LAYER_GZIP
 
 
-def _tarinfo(e: Entry, mtime: int) -> tarfile.TarInfo:
-    ti = tarfile.TarInfo(e.name)
-    ti.uid = ti.gid = 0
-    ti.uname = ti.gname = ""
-    ti.mtime = mtime
-    if e.kind == "dir":
-        ti.type = tarfile.DIRTYPE
-        ti.mode = 0o755
-    elif e.kind == "symlink":
-        ti.type = tarfile.SYMTYPE
-        ti.linkname = e.linkname
-        ti.mode = 0o777
-    else:
-        ti.type = tarfile.REGTYPE
-        ti.mode = e.mode
-        ti.size = e.size
-    return ti
-
-
 def _write_tar(
-    fileobj: IO[bytes],
+    fileobj: IO[bytes] | Any,
     entries: Iterable[Entry],
     mtime: int,
     on_bytes: Callable[[int], None] | None,
 ) -> None:
-    """The one deterministic tar writer behind layers and image archives."""
-    with tarfile.open(
-        fileobj=fileobj,
-        mode="w",
-        format=tarfile.PAX_FORMAT,
-        encoding="utf-8",
-        copybufsize=COPY_BUFSIZE,
-    ) as tar:
-        for e in entries:
-            ti = _tarinfo(e, mtime)
-            if e.kind == "file":
-                assert e.opener is not None
-                with e.opener() as fh:
-                    tar.addfile(ti, _Exact(fh, e.size, e.name))
-                if on_bytes:
-                    on_bytes(e.size)
-            else:
-                tar.addfile(ti)
+    """Layers and image archives go through the project's one tar writer."""
+    write_tar(fileobj.write, entries, mtime=mtime, on_bytes=on_bytes)
 
 
 def write_layer(
@@ -240,7 +185,7 @@ def write_layer(
     ordered = with_parents(entries)
     with open(dest, "wb") as raw:
         comp = _HashingWriter(raw)
-        gz = _PipelinedGzip(comp, level)
+        gz = PipelinedGzip(comp, level)
         plain = _HashingWriter(gz)
         try:
             _write_tar(plain, ordered, mtime, on_bytes)
@@ -249,96 +194,6 @@ def write_layer(
             raise
         gz.close()
     return Layer(comp.digest, plain.digest, comp.size, dest)
-
-
-class _PipelinedGzip:
-    """A gzip writer (mtime 0, no name, OS 255: the same header Python's gzip module
-    writes) that deflates on a worker thread. Output bytes do not depend on how the
-    input is split into writes."""
-
-    def __init__(self, sink: _HashingWriter, level: int) -> None:
-        import queue
-        import threading
-        import zlib
-
-        self.sink = sink
-        self.crc = 0
-        self.size = 0
-        self.buf = bytearray()
-        self.q: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
-        self.error: BaseException | None = None
-        self._zlib = zlib
-        self._co = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0)
-        xfl = b"\002" if level == 9 else (b"\004" if level == 1 else b"\000")
-        sink.write(b"\037\213\010\000" + b"\000\000\000\000" + xfl + b"\377")
-        self.thread = threading.Thread(target=self._run, name="gzip", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            while True:
-                chunk = self.q.get()
-                if chunk is None:
-                    self.sink.write(self._co.flush())
-                    return
-                out = self._co.compress(chunk)
-                if out:
-                    self.sink.write(out)
-        except BaseException as e:  # surfaced by write()/close()
-            self.error = e
-            while self.q.get() is not None:  # drain so the producer never blocks
-                pass
-
-    def _put(self, chunk: bytes | None) -> None:
-        if self.error:
-            raise self.error
-        self.q.put(chunk)
-
-    def write(self, data: bytes) -> int:
-        self.crc = self._zlib.crc32(data, self.crc)
-        self.size += len(data)
-        self.buf += data
-        if len(self.buf) >= COPY_BUFSIZE:
-            self._put(bytes(self.buf))
-            self.buf.clear()
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        if self.buf:
-            self._put(bytes(self.buf))
-            self.buf.clear()
-        self._put(None)
-        self.thread.join()
-        if self.error:
-            raise self.error
-        import struct
-
-        self.sink.write(struct.pack("<II", self.crc & 0xFFFFFFFF, self.size & 0xFFFFFFFF))
-
-    def abort(self) -> None:
-        if self.thread.is_alive():
-            self.q.put(None)
-            self.thread.join(timeout=30)
-
-
-class _Exact:
-    """Reads exactly `size` bytes from `fh`; a short file is an error naming it."""
-
-    def __init__(self, fh: IO[bytes], size: int, name: str) -> None:
-        self.fh, self.left, self.name = fh, size, name
-
-    def read(self, n: int = -1) -> bytes:
-        if self.left <= 0:
-            return b""
-        n = self.left if n is None or n < 0 else min(n, self.left)
-        data = self.fh.read(n)
-        if not data:
-            raise ApexError(f"{self.name}: file changed while packing (shorter than expected)")
-        self.left -= len(data)
-        return data
 
 
 # --- image config and manifest ----------------------------------------------------

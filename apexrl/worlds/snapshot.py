@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tarfile
 from pathlib import Path
 
+from apexrl.artifacts.archive import Entry, PipelinedGzip, open_nofollow, write_tar
 from apexrl.artifacts.atomic import atomic_path
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.worlds.models import FileChange, SnapshotFile, SnapshotRecord, WorldDiff
@@ -24,7 +26,7 @@ _CHUNK = 1 << 20
 
 def _sha256_file(p: Path) -> str:
     h = hashlib.sha256()
-    with open(p, "rb") as f:
+    with open_nofollow(p) as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
@@ -52,7 +54,10 @@ def manifest_of_dir(root: Path) -> dict[str, SnapshotFile]:
     for name, p in _walk(root):
         if p.is_symlink() or not p.is_file():
             continue
-        files[name] = SnapshotFile(path=name, size=p.stat().st_size, sha256=_sha256_file(p))
+        try:
+            files[name] = SnapshotFile(path=name, size=p.stat().st_size, sha256=_sha256_file(p))
+        except OSError:  # replaced by a link or removed since the walk
+            continue
     return files
 
 
@@ -89,25 +94,23 @@ def snapshot(world: World | Path, out: Path) -> SnapshotRecord:
     if not any((root / t).is_dir() for t in TOP):
         raise UsageError(f"{root} is not a world folder (no {FS_DIR}/ or {APPS_DIR}/)")
     out = Path(out)
-    mode = "w:gz" if out.name.endswith((".gz", ".tgz")) else "w"
+    gz = out.name.endswith((".gz", ".tgz"))
     files: dict[str, SnapshotFile] = {}
-    with atomic_path(out) as tmp:
-        kw = {"compresslevel": 6} if mode == "w:gz" else {}
-        with tarfile.open(tmp, mode, format=tarfile.PAX_FORMAT, **kw) as tf:
-            for name, p in _walk(root):
-                ti = tf.gettarinfo(str(p), arcname=name)
-                ti.uid = ti.gid = 0
-                ti.uname = ti.gname = ""
-                if ti.issym():
-                    tf.addfile(ti)
-                elif ti.isdir():
-                    ti.mode = 0o755
-                    tf.addfile(ti)
-                elif ti.isfile():
-                    h = hashlib.sha256()
-                    with open(p, "rb") as f:
-                        tf.addfile(ti, _HashingReader(f, h))
-                    files[name] = SnapshotFile(path=name, size=ti.size, sha256=h.hexdigest())
+    entries = []
+    for name, p in _walk(root):
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode):
+            entries.append(Entry(name, "symlink", linkname=os.readlink(p)))
+        elif stat.S_ISDIR(st.st_mode):
+            entries.append(Entry(name, "dir", 0o755))
+        elif stat.S_ISREG(st.st_mode):
+            mode = 0o755 if st.st_mode & 0o111 else 0o644
+            entries.append(Entry(name, "file", mode, st.st_size, _hashing_opener(p, name, files)))
+    with atomic_path(out) as tmp, open(tmp, "wb") as fh:
+        sink = PipelinedGzip(fh) if gz else fh
+        write_tar(sink.write, entries)
+        if gz:
+            sink.close()
     return SnapshotRecord(
         world_id=wid,
         tar_path=str(out),
@@ -118,14 +121,32 @@ def snapshot(world: World | Path, out: Path) -> SnapshotRecord:
     )
 
 
-class _HashingReader:
-    def __init__(self, f, h) -> None:
-        self.f, self.h = f, h
+def _hashing_opener(p: Path, name: str, files: dict[str, SnapshotFile]):
+    """Open `p` without following a link; record its size and sha256 once read."""
 
-    def read(self, n: int = -1) -> bytes:
-        b = self.f.read(n)
-        self.h.update(b)
-        return b
+    def opener():
+        fh = open_nofollow(p)
+        h = hashlib.sha256()
+        n = [0]
+        read = fh.read
+
+        class _Reader:
+            def read(self, k: int = -1) -> bytes:
+                b = read(k)
+                h.update(b)
+                n[0] += len(b)
+                return b
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                fh.close()
+                files[name] = SnapshotFile(path=name, size=n[0], sha256=h.hexdigest())
+
+        return _Reader()
+
+    return opener
 
 
 def load_manifest(src: World | Path) -> dict[str, SnapshotFile]:

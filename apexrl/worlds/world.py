@@ -9,14 +9,11 @@ pointing out).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import stat
 import tempfile
 import threading
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from apexrl.errors import ApexError, BadRecordError, UsageError
 
@@ -242,79 +239,13 @@ def _apps_from_descriptions(src: Path, world_id: str) -> list[str]:
 # --- safe zip extraction --------------------------------------------------------------
 
 
-def _is_link(info: zipfile.ZipInfo) -> bool:
-    return stat.S_ISLNK(info.external_attr >> 16)
+def extract_zip_safely(zpath: Path, dest: Path, *, max_bytes: int | None = None) -> int:
+    """Extract `zpath` under `dest` with apexrl.artifacts.archive: no absolute paths,
+    '..', devices, or links whose real resolved path leaves `dest`; size, member and
+    ratio limits. Returns the number of files."""
+    from apexrl.artifacts.archive import Limits, extract_zip
 
-
-def check_member_name(name: str) -> PurePosixPath:
-    """The member's relative path, or a ValueError saying why it is unsafe."""
-    n = name.replace("\\", "/")
-    if n.startswith("/") or (len(n) > 1 and n[1] == ":"):
-        raise ValueError("absolute path")
-    p = PurePosixPath(n)
-    if any(part == ".." for part in p.parts):
-        raise ValueError("path traversal ('..')")
-    if "\x00" in n:
-        raise ValueError("NUL in name")
-    return p
-
-
-def extract_zip_safely(zpath: Path, dest: Path, *, max_bytes: int = 50 * 2**30) -> int:
-    """Extract `zpath` under `dest`; refuse absolute paths, '..', links out and devices.
-
-    Nothing is written when a member is refused. Returns the number of files.
-    """
-    dest = Path(dest)
-    dest_r = dest.resolve()
-    with zipfile.ZipFile(zpath) as zf:
-        infos = zf.infolist()
-        total = 0
-        links: dict[str, str] = {}
-        for info in infos:
-            try:
-                rel = check_member_name(info.filename)
-            except ValueError as e:
-                raise BadRecordError(
-                    f"{zpath}: member {info.filename!r}",
-                    f"refused: {e}",
-                    hint="rebuild the zip with paths relative to the world root",
-                ) from None
-            mode = info.external_attr >> 16
-            kind = stat.S_IFMT(mode)
-            if kind and kind not in (stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK):
-                raise BadRecordError(
-                    f"{zpath}: member {info.filename!r}", "refused: not a file, folder or link"
-                )
-            if _is_link(info):
-                target = zf.read(info).decode("utf-8", "replace")
-                where = (
-                    (dest_r / rel.parent / target).resolve() if not target.startswith("/") else None
-                )
-                if where is None or not where.is_relative_to(dest_r):
-                    raise BadRecordError(
-                        f"{zpath}: member {info.filename!r}",
-                        f"refused: link to {target!r} points outside the world",
-                    )
-                links[str(rel)] = target
-            total += info.file_size
-            if total > max_bytes:
-                raise BadRecordError(str(zpath), f"refused: expands to more than {max_bytes} bytes")
-        n = 0
-        for info in infos:
-            rel = check_member_name(info.filename)
-            out = dest_r / rel
-            if not out.resolve().is_relative_to(dest_r):  # a link extracted earlier
-                raise BadRecordError(
-                    f"{zpath}: member {info.filename!r}", "refused: path goes through a link"
-                )
-            if info.is_dir():
-                out.mkdir(parents=True, exist_ok=True)
-                continue
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if str(rel) in links:
-                os.symlink(links[str(rel)], out)
-                continue
-            with zf.open(info) as fsrc, open(out, "wb") as fdst:
-                shutil.copyfileobj(fsrc, fdst, 1 << 20)
-            n += 1
-    return n
+    cap = max_bytes or 50 * 2**30  # worlds are bigger than tasks
+    limits = Limits.from_env(max_total_bytes=cap, max_member_bytes=min(cap, 8 * 2**30))
+    res = extract_zip(Path(zpath), Path(dest), where=str(zpath), links="in_tree", limits=limits)
+    return res.n_files

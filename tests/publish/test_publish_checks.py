@@ -154,7 +154,8 @@ def test_redactor_objects_and_binary():
         "a": ["x [REDACTED:env:X_KEY] y", {"[REDACTED:env:X_KEY]": 1}],
         "n": 3,
     }
-    assert red.bytes_text(b"\0\1binary abcdef123456", "b") is None
+    # binary: masked in place, same length (issue 16: binary files were not scanned)
+    assert red.bytes_text(b"\0\1binary abcdef123456", "b") == b"\0\1binary ************"
 
 
 def _all_text(stage) -> str:
@@ -332,3 +333,50 @@ def test_secret_in_safetensors_metadata_and_remote_code(runner, ckpt, tmp_path):
     check_checkpoint(ckpt)  # the original is still a valid checkpoint
     assert "[REDACTED:github-token]" in (stage / "modeling_tiny.py").read_text()
     assert not (stage / "train.py").exists() and "train.py" in r.stderr
+
+
+def test_dataset_secrets_in_any_encoding_office_and_binary(runner, tmp_path):
+    """Issue 16: Latin-1 text, .docx and files with a NUL byte were not scanned, yet the
+    card said every text file was. Now each is scanned and the card says how."""
+    import io
+    import zipfile
+
+    import pyarrow.parquet as pq
+
+    from apexrl.artifacts.archive import gunzip, tar_members
+
+    key, tok = PLANTED["aws_key"], PLANTED["hf"]
+    task = tmp_path / "tasks" / "t-1"
+    (task / "docs").mkdir(parents=True)
+    (task / "task.toml").write_text('[metadata]\ntask_id = "t1"\n')
+    (task / "docs" / "latin1.txt").write_bytes(f"café clé={key}\n".encode("latin-1"))
+    (task / "docs" / "utf16.txt").write_bytes(f"token {tok}\n".encode("utf-16"))
+    (task / "docs" / "blob.bin").write_bytes(b"\x00\x01" + key.encode() + b"\x00\xff")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("word/document.xml", f"<w:t>secret {tok}</w:t>")
+    (task / "docs" / "memo.docx").write_bytes(buf.getvalue())
+    ds = tmp_path / "ds"
+    assert runner.invoke(app, ["tasks", "pack", str(task.parent), "-o", str(ds)]).exit_code == 0
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app,
+        ["publish", "dataset", str(ds), "--repo", "acme/d", "--dry-run", "--stage", str(stage),
+         "--license", "mit"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    row = pq.read_table(next((stage / "data").glob("*.parquet"))).to_pylist()[0]
+    members, _ = tar_members(gunzip(row["task_binary"], "row"), "row")
+    files = {}
+    for m in members:
+        if m.kind == "file" and m.read is not None:
+            with m.read() as fh:
+                files[m.name] = fh.read()
+    assert files["docs/latin1.txt"].decode("latin-1") == "café clé=[REDACTED:aws-access-key-id]\n"
+    assert key.encode() not in files["docs/blob.bin"] and len(files["docs/blob.bin"]) == 24
+    assert tok not in files["docs/utf16.txt"].decode("utf-16")
+    with zipfile.ZipFile(io.BytesIO(files["docs/memo.docx"])) as z:
+        assert tok not in z.read("word/document.xml").decode()
+    card = (stage / "README.md").read_text()
+    assert "office document(s)" in card and "1 binary file(s)" in card

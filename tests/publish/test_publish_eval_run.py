@@ -134,3 +134,47 @@ def test_model_card_from_a_real_eval_run(runner, eval_run, tmp_path):
     card = (stage / "README.md").read_text()
     assert "| run | all | 4 | 100.00 | [100.00, 100.00] |" in card
     assert "name: Pass@1 (law)" in card
+
+
+def test_links_planted_in_trial_logs_are_never_followed(runner, mini_apex, tmp_path, monkeypatch):
+    """Issue 16: `trajectory.json` and `*.log` linked to host files: `eval run` copied the
+    host file into the run and `publish traces` staged it. Now both refuse the links."""
+    import apexrl.cli.eval as cli_eval
+
+    secret = tmp_path / "host-shadow"
+    secret.write_text("root:HOST-ONLY-HASH:19000:0:99999:7:::\n")
+
+    def hostile_trial(task_dir, config: TrialConfig) -> TrialOutcome:
+        out = agent_like_trial(task_dir, config)
+        agent = config.logs_dir / "agent"
+        (agent / "trajectory.json").unlink()
+        (agent / "trajectory.json").symlink_to(secret)
+        (agent / "shadow.log").symlink_to(secret)
+        (agent / "sub").mkdir()
+        (agent / "sub" / "up").symlink_to(tmp_path)  # a folder link: never descended
+        return out
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: hostile_trial)
+    tasks = tmp_path / "tasks"
+    assert runner.invoke(app, ["tasks", "convert", str(mini_apex), "-o", str(tasks)]).exit_code == 0
+    run = tmp_path / "run"
+    res = runner.invoke(
+        app, ["eval", "run", "--agent", "oracle", "--tasks", str(tasks), "-o", str(run)]
+    )
+    assert res.exit_code == 0, res.output
+    for p in (run / "trajectories").rglob("*"):
+        assert not p.is_symlink()
+        if p.is_file():
+            assert "HOST-ONLY-HASH" not in p.read_text(errors="replace"), p
+    refused = list((run / "trajectories").rglob("trajectory.json.refused.txt"))
+    assert refused and "link" in refused[0].read_text()
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app,
+        ["publish", "traces", str(run), "--repo", "acme/t", "--dry-run", "--stage", str(stage)],
+    )
+    assert r.exit_code == 0, r.stderr
+    for p in stage.rglob("*"):
+        if p.is_file():
+            assert b"HOST-ONLY-HASH" not in p.read_bytes(), p

@@ -131,7 +131,7 @@ def test_upload_download_and_host_paths(tmp_path, worlds, task_dirs):
             await env.stop(delete=True)
 
     r = asyncio.run(go())
-    assert r.stdout == "payload"
+    assert r.stdout == "payload", r.stderr
     assert (tmp_path / "back.txt").read_text() == "payload"
     assert (tmp_path / "backdir" / "f.txt").read_text() == "payload"
 

@@ -41,8 +41,11 @@ async def run_command(
 ) -> dict[str, Any]:
     timeout_s = max(0.1, min(float(timeout_s), MAX_TIMEOUT_S))
     t0 = time.monotonic()
-    proc = await asyncio.create_subprocess_shell(
-        command,
+    argv = ["/bin/sh", "-c", command]
+    if os.environ.get("APEXRL_CODE_NO_NETWORK") == "1":  # the task allows no network
+        argv = ["unshare", "--net", "--", *argv]  # fails closed if it cannot isolate
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
         cwd=str(world.fs_root),
         env=_env(world),
         stdin=asyncio.subprocess.DEVNULL,

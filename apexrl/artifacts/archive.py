@@ -1,0 +1,847 @@
+"""The one place apexrl reads and writes tar, gzip and zip archives.
+
+Writing is deterministic: entries in the order given (callers sort), uid/gid 0,
+no owner names, one fixed mtime, modes normalised, gzip header with mtime 0 and
+no file name, a pinned compression level. The same entries give the same bytes.
+
+Extraction treats every archive as hostile:
+
+- names: no absolute paths, no `..`, no NUL, no drive letters;
+- kinds: regular files and folders only; devices and fifos are refused;
+- links: refused unless the policy is `in_tree`; then each symlink and hard link
+  is checked against the real filesystem once the tree is written (the final
+  resolved path must stay inside the destination), so chains of links that are
+  each harmless as text (`p/q/A -> ../..`, `U0 -> p/q/A/..`) are caught;
+- writing never follows a link: every folder on a member's path is created by the
+  extraction or checked with lstat to be a real folder, and files are created with
+  O_EXCL|O_NOFOLLOW, so a link planted by an earlier member (or found in the
+  destination) cannot redirect a write;
+- limits: bytes per member, bytes in all, members, and the compression ratio
+  (gzip and zip bombs stop before memory is spent); errors name the record and
+  the member. Defaults come from `Limits` and can be raised with
+  APEXRL_ARCHIVE_MAX_MEMBER_BYTES, APEXRL_ARCHIVE_MAX_TOTAL_BYTES,
+  APEXRL_ARCHIVE_MAX_MEMBERS and APEXRL_ARCHIVE_MAX_RATIO.
+
+`dir_lock` serialises writers of one destination folder (two unpacks into the
+same folder).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import stat
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Literal
+
+from apexrl.errors import ApexError, BadRecordError
+
+GZIP_LEVEL = 6  # gzip's own default: the speed/size trade-off of `tar czf`
+COPY_BUFSIZE = 1 << 20
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no name, mtime 0, OS unknown
+
+LinkPolicy = Literal["none", "in_tree"]
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One tar entry. `name` is relative (no leading '/')."""
+
+    name: str
+    kind: str  # "dir" | "file" | "symlink" | "hardlink"
+    mode: int = 0o644
+    size: int = 0
+    opener: Callable[[], IO[bytes]] | None = None  # file content
+    linkname: str = ""
+
+
+def bytes_entry(name: str, data: bytes, *, executable: bool = False) -> Entry:
+    return Entry(name, "file", 0o755 if executable else 0o644, len(data), lambda: io.BytesIO(data))
+
+
+def file_entry(
+    name: str, path: Path | str, *, size: int | None = None, executable: bool = False
+) -> Entry:
+    """A file on disk, opened without following a link when the tar is written."""
+    st_size = os.stat(path, follow_symlinks=False).st_size if size is None else size
+    return Entry(
+        name, "file", 0o755 if executable else 0o644, st_size, lambda p=path: open_nofollow(p)
+    )
+
+
+def tar_header(
+    name: str, size: int, mode: int, kind: str, *, linkname: str = "", mtime: int = 0
+) -> bytes:
+    """A ustar header (with a PAX record before it for long or non-ASCII names)."""
+    typeflag = {"file": b"0", "dir": b"5", "symlink": b"2", "hardlink": b"1"}[kind]
+    raw = name.encode("utf-8")
+    link = linkname.encode("utf-8")
+    records = b""
+    if len(raw) > 100 or not raw.isascii():
+        records += _pax_record("path", raw)
+        raw = raw[:100]
+    if len(link) > 100 or not link.isascii():
+        records += _pax_record("linkpath", link)
+        link = link[:100]
+    if size >= 8**11:
+        records += _pax_record("size", str(size).encode())
+    head = b""
+    if records:
+        head = _ustar_block(b"././@PaxHeader", len(records), 0o644, b"x", b"", mtime)
+        head += records + b"\0" * (-len(records) % 512)
+    return head + _ustar_block(raw, size if size < 8**11 else 0, mode, typeflag, link, mtime)
+
+
+def _pax_record(key: str, value: bytes) -> bytes:
+    body = b" " + key.encode() + b"=" + value + b"\n"
+    length = len(body)
+    while len(str(length).encode()) + len(body) != length:
+        length = len(str(length).encode()) + len(body)
+    return str(length).encode() + body
+
+
+def _ustar_block(
+    name: bytes, size: int, mode: int, typeflag: bytes, linkname: bytes, mtime: int
+) -> bytes:
+    header = bytearray(512)
+    header[0 : len(name)] = name
+    header[100:108] = b"%07o\0" % mode
+    header[108:116] = b"0000000\0"  # uid
+    header[116:124] = b"0000000\0"  # gid
+    header[124:136] = b"%011o\0" % size
+    header[136:148] = b"%011o\0" % mtime
+    header[148:156] = b" " * 8  # checksum placeholder
+    header[156:157] = typeflag
+    header[157 : 157 + len(linkname)] = linkname
+    header[257:265] = b"ustar\x0000"
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
+
+
+def write_tar(
+    write: Callable[[bytes], Any],
+    entries: Iterable[Entry],
+    *,
+    mtime: int = 0,
+    on_bytes: Callable[[int], None] | None = None,
+) -> None:
+    """Write `entries` as one tar stream through `write` (entries in the order given)."""
+    for e in entries:
+        if e.kind == "file":
+            write(tar_header(e.name, e.size, e.mode, "file", mtime=mtime))
+            assert e.opener is not None
+            left = e.size
+            with e.opener() as fh:
+                while left > 0:
+                    chunk = fh.read(min(left, COPY_BUFSIZE))
+                    if not chunk:
+                        raise ApexError(f"{e.name}: file changed while packing (shorter)")
+                    write(chunk)
+                    left -= len(chunk)
+            if e.size % 512:
+                write(b"\0" * (512 - e.size % 512))
+            if on_bytes:
+                on_bytes(e.size)
+        elif e.kind == "dir":
+            name = e.name if e.name.endswith("/") else e.name + "/"
+            write(tar_header(name, 0, 0o755, "dir", mtime=mtime))
+        elif e.kind in ("symlink", "hardlink"):
+            mode = 0o777 if e.kind == "symlink" else 0o644
+            write(tar_header(e.name, 0, mode, e.kind, linkname=e.linkname, mtime=mtime))
+        else:
+            raise ApexError(f"{e.name}: cannot write a tar entry of kind {e.kind!r}")
+    write(b"\0" * 1024)  # end-of-archive marker
+
+
+def tar_bytes(entries: Iterable[Entry], *, mtime: int = 0) -> bytes:
+    parts: list[bytes] = []
+    write_tar(parts.append, entries, mtime=mtime)
+    return b"".join(parts)
+
+
+def gzip_bytes(data: bytes, level: int = GZIP_LEVEL) -> bytes:
+    """gzip with a fixed header (raw deflate + our own header and trailer)."""
+    comp = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, 9)
+    body = comp.compress(data) + comp.flush()
+    trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
+    return _gzip_header(level) + body + trailer
+
+
+def _gzip_header(level: int) -> bytes:
+    xfl = b"\002" if level == 9 else (b"\004" if level == 1 else b"\000")
+    return GZIP_HEADER[:8] + xfl + GZIP_HEADER[9:]
+
+
+class PipelinedGzip:
+    """A streaming gzip writer (mtime 0, no name, OS 255) that deflates on a worker
+    thread, so tar building and compression use two cores like `tar | gzip`.
+    Output bytes do not depend on how the input is split into writes."""
+
+    def __init__(self, sink: Any, level: int = GZIP_LEVEL) -> None:
+        import queue
+        import threading
+
+        self.sink = sink
+        self.crc = 0
+        self.size = 0
+        self.buf = bytearray()
+        self.q: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self.error: BaseException | None = None
+        self._co = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, zlib.DEF_MEM_LEVEL, 0)
+        sink.write(_gzip_header(level))
+        self.thread = threading.Thread(target=self._run, name="gzip", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                chunk = self.q.get()
+                if chunk is None:
+                    self.sink.write(self._co.flush())
+                    return
+                out = self._co.compress(chunk)
+                if out:
+                    self.sink.write(out)
+        except BaseException as e:  # surfaced by write()/close()
+            self.error = e
+            while self.q.get() is not None:  # drain so the producer never blocks
+                pass
+
+    def _put(self, chunk: bytes | None) -> None:
+        if self.error:
+            raise self.error
+        self.q.put(chunk)
+
+    def write(self, data: bytes) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        self.size += len(data)
+        self.buf += data
+        if len(self.buf) >= COPY_BUFSIZE:
+            self._put(bytes(self.buf))
+            self.buf.clear()
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.buf:
+            self._put(bytes(self.buf))
+            self.buf.clear()
+        self._put(None)
+        self.thread.join()
+        if self.error:
+            raise self.error
+        self.sink.write(struct.pack("<II", self.crc & 0xFFFFFFFF, self.size & 0xFFFFFFFF))
+
+    def abort(self) -> None:
+        if self.thread.is_alive():
+            self.q.put(None)
+            self.thread.join(timeout=30)
+
+
+def walk_sorted(root: Path, *, where: str | None = None) -> Iterator[tuple[str, str, bool]]:
+    """(relative posix name, full path, is_dir) depth first in name order; refuses links
+    and special files (packing never follows or stores a link)."""
+    root = Path(root)
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        full_dir = os.path.join(root, rel_dir) if rel_dir else str(root)
+        with os.scandir(full_dir) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        subdirs = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            label = f"{where or root}/{rel}"
+            if entry.is_symlink():
+                raise BadRecordError(
+                    label, "symbolic links are not packed", hint="replace the link by a file"
+                )
+            if entry.is_dir(follow_symlinks=False):
+                yield rel, entry.path, True
+                subdirs.append(rel)
+            elif entry.is_file(follow_symlinks=False):
+                yield rel, entry.path, False
+            else:
+                raise BadRecordError(label, "special files (devices, fifos) are not packed")
+        stack.extend(reversed(subdirs))  # the first name pops first
+
+
+def open_nofollow(path: Path | str) -> IO[bytes]:
+    """Open a regular file for reading without following a link at its last component."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+# --- limits ------------------------------------------------------------------------------
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(float(raw))
+    except ValueError:
+        raise ApexError(f"{name}={raw!r} is not a number", hint="unset it or give bytes") from None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one archive may expand to. Ratio = bytes out / bytes in, checked once the
+    output passes `ratio_floor` (small archives of repetitive text compress well)."""
+
+    max_member_bytes: int = 512 * 1024 * 1024
+    max_total_bytes: int = 2 * 1024 * 1024 * 1024
+    max_members: int = 200_000
+    max_ratio: float = 1000.0
+    ratio_floor: int = 16 * 1024 * 1024
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Limits:
+        base = cls(**overrides)
+        return cls(
+            max_member_bytes=_env_int("APEXRL_ARCHIVE_MAX_MEMBER_BYTES", base.max_member_bytes),
+            max_total_bytes=_env_int("APEXRL_ARCHIVE_MAX_TOTAL_BYTES", base.max_total_bytes),
+            max_members=_env_int("APEXRL_ARCHIVE_MAX_MEMBERS", base.max_members),
+            max_ratio=float(_env_int("APEXRL_ARCHIVE_MAX_RATIO", int(base.max_ratio))),
+            ratio_floor=base.ratio_floor,
+        )
+
+    def check_ratio(self, out_bytes: int, in_bytes: int, where: str) -> None:
+        if out_bytes > self.ratio_floor and out_bytes > self.max_ratio * max(in_bytes, 1):
+            raise BadRecordError(
+                where,
+                f"refused: {in_bytes} compressed bytes expand past {out_bytes} bytes "
+                f"(ratio over {self.max_ratio:g}; a compression bomb?)",
+                hint="raise APEXRL_ARCHIVE_MAX_RATIO if the data is genuine",
+            )
+
+
+def gunzip(blob: bytes, where: str, limits: Limits | None = None) -> bytes:
+    """Decompress gzip (multi-member too) without ever holding more than the limit."""
+    limits = limits or Limits.from_env()
+    cap = limits.max_total_bytes + 64 * 1024 * 1024  # tar headers on top of the content
+    out: list[bytes] = []
+    total = 0
+    data: bytes | memoryview = blob
+    try:
+        while data:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            buf = data
+            while not d.eof:
+                chunk = d.decompress(buf, COPY_BUFSIZE)
+                buf = d.unconsumed_tail
+                if not chunk and not buf:
+                    break
+                total += len(chunk)
+                out.append(chunk)
+                if total > cap:
+                    raise BadRecordError(
+                        where,
+                        f"refused: expands to more than {cap} bytes",
+                        hint="raise APEXRL_ARCHIVE_MAX_TOTAL_BYTES if the data is genuine",
+                    )
+                limits.check_ratio(total, len(blob), where)
+            if not d.eof:
+                raise BadRecordError(where, "not a valid gzip stream: truncated")
+            data = d.unused_data.lstrip(b"\0")  # zero padding after the last member
+    except zlib.error as e:
+        raise BadRecordError(where, f"not a valid gzip stream: {e}") from None
+    except MemoryError:
+        raise BadRecordError(where, "refused: out of memory while decompressing") from None
+    return b"".join(out)
+
+
+# --- extraction ----------------------------------------------------------------------------
+
+
+@dataclass
+class Member:
+    """One archive member as extraction sees it (name already relative and checked)."""
+
+    name: str
+    kind: str  # "file" | "dir" | "symlink" | "hardlink"
+    size: int = 0
+    mode: int = 0o644
+    linkname: str = ""
+    read: Callable[[], IO[bytes]] | None = None  # file content
+    label: str = ""  # the name as the archive spells it, for errors
+
+
+@dataclass
+class Refused:
+    name: str
+    reason: str
+
+
+@dataclass
+class Extracted:
+    n_files: int = 0
+    n_dirs: int = 0
+    n_links: int = 0
+    bytes: int = 0
+    refused: list[Refused] = field(default_factory=list)
+
+
+def check_name(name: str) -> str:
+    """The member's normalised relative name ('' for the root), or ValueError saying why."""
+    n = name.replace("\\", "/")
+    if "\x00" in n:
+        raise ValueError("NUL in name")
+    if n.startswith("/"):
+        raise ValueError("absolute path refused")
+    parts = [p for p in n.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise ValueError("path traversal ('..') refused")
+    return "/".join(parts)
+
+
+def tar_members(
+    raw: bytes, where: str, *, strip: str | None = None
+) -> tuple[list[Member], list[tuple[str, str]]]:
+    """Parse an uncompressed tar held in memory. Returns (members, bad) where bad lists
+    (label, reason) for kinds extraction never writes (devices, fifos, unknown).
+
+    With `strip`, a leading `<strip>/` shared by every member is removed."""
+    import tarfile
+
+    try:
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
+            infos = tar.getmembers()
+    except (tarfile.TarError, EOFError, ValueError) as e:
+        raise BadRecordError(where, f"not a valid tar: {e}") from None
+    prefix = f"{strip}/" if strip else None
+    do_strip = bool(prefix) and all(m.name == strip or m.name.startswith(prefix) for m in infos)
+    members: list[Member] = []
+    bad: list[tuple[str, str]] = []
+    mv = memoryview(raw)
+    for m in infos:
+        name = m.name
+        if do_strip:
+            if name == strip:
+                continue
+            name = name[len(prefix) :]  # type: ignore[arg-type]
+        if m.isfile():
+            off, size = m.offset_data, m.size
+            members.append(
+                Member(
+                    name,
+                    "file",
+                    size,
+                    m.mode,
+                    "",
+                    lambda o=off, s=size: io.BytesIO(mv[o : o + s]),
+                    m.name,
+                )  # fmt: skip
+            )
+        elif m.isdir():
+            members.append(Member(name, "dir", 0, m.mode, label=m.name))
+        elif m.issym():
+            members.append(Member(name, "symlink", 0, 0o777, m.linkname, label=m.name))
+        elif m.islnk():
+            link = m.linkname
+            if do_strip and link.startswith(prefix):  # type: ignore[arg-type]
+                link = link[len(prefix) :]  # type: ignore[arg-type]
+            members.append(Member(name, "hardlink", 0, 0o644, link, label=m.name))
+        else:
+            bad.append((m.name, "device or fifo refused"))
+    return members, bad
+
+
+def _slice_reader(mv: memoryview, off: int, size: int) -> Callable[[], IO[bytes]]:
+    return lambda: io.BytesIO(mv[off : off + size])
+
+
+def extract_tar(
+    raw: bytes,
+    dest: Path,
+    *,
+    where: str,
+    links: LinkPolicy = "none",
+    limits: Limits | None = None,
+    strip: str | None = None,
+    skip_refused: bool = False,
+    compressed_size: int | None = None,
+) -> Extracted:
+    """Extract an uncompressed tar (bytes) into the existing, empty folder `dest`."""
+    members, bad = tar_members(raw, where, strip=strip)
+    return extract_members(
+        members,
+        dest,
+        where=where,
+        links=links,
+        limits=limits,
+        bad=bad,
+        skip_refused=skip_refused,
+        compressed_size=compressed_size if compressed_size is not None else len(raw),
+    )
+
+
+def extract_targz(
+    blob: bytes,
+    dest: Path,
+    *,
+    where: str,
+    links: LinkPolicy = "none",
+    limits: Limits | None = None,
+    strip: str | None = None,
+    skip_refused: bool = False,
+) -> Extracted:
+    limits = limits or Limits.from_env()
+    raw = gunzip(blob, where, limits)
+    return extract_tar(
+        raw,
+        dest,
+        where=where,
+        links=links,
+        limits=limits,
+        strip=strip,
+        skip_refused=skip_refused,
+        compressed_size=len(blob),
+    )
+
+
+def zip_members(zf: Any, where: str) -> tuple[list[Member], list[tuple[str, str]]]:
+    members: list[Member] = []
+    bad: list[tuple[str, str]] = []
+    for info in zf.infolist():
+        name = info.filename.replace("\\", "/")
+        if len(name) > 1 and name[0].isascii() and name[0].isalpha() and name[1] == ":":
+            bad.append((info.filename, "absolute path refused (a drive letter)"))
+            continue
+        mode = (info.external_attr >> 16) & 0xFFFF
+        kind = stat.S_IFMT(mode)
+        if info.is_dir():
+            members.append(Member(info.filename, "dir", 0, 0o755, label=info.filename))
+        elif kind == stat.S_IFLNK:
+            if info.file_size > 4096:
+                bad.append((info.filename, "link target too long"))
+                continue
+            target = zf.read(info).decode("utf-8", "replace")
+            members.append(Member(info.filename, "symlink", 0, 0o777, target, label=info.filename))
+        elif kind in (0, stat.S_IFREG):
+            members.append(
+                Member(
+                    info.filename,
+                    "file",
+                    info.file_size,
+                    mode & 0o777,
+                    "",
+                    lambda i=info: zf.open(i),
+                    info.filename,
+                )
+            )
+        else:
+            bad.append((info.filename, "not a file, folder or link"))
+    return members, bad
+
+
+def extract_zip(
+    path: Path,
+    dest: Path,
+    *,
+    where: str | None = None,
+    links: LinkPolicy = "none",
+    limits: Limits | None = None,
+) -> Extracted:
+    """Extract a zip file into the existing folder `dest` (nothing written when refused)."""
+    import zipfile
+
+    where = where or str(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise BadRecordError(where, f"not a readable zip: {e}") from None
+    with zf:
+        members, bad = zip_members(zf, where)
+        try:
+            return extract_members(
+                members,
+                dest,
+                where=where,
+                links=links,
+                limits=limits,
+                bad=bad,
+                compressed_size=os.path.getsize(path),
+            )
+        except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+            raise BadRecordError(where, f"corrupt zip member: {e}") from None
+
+
+def extract_members(
+    members: list[Member],
+    dest: Path,
+    *,
+    where: str,
+    links: LinkPolicy = "none",
+    limits: Limits | None = None,
+    bad: list[tuple[str, str]] | None = None,
+    skip_refused: bool = False,
+    compressed_size: int = 0,
+) -> Extracted:
+    """Check every member, then write them under `dest` without following any link.
+
+    Refusals raise a BadRecordError naming `where` and the member, before anything
+    is written when the check is static; with `skip_refused` they are recorded in
+    the result instead and the member is skipped. A failure part way (a link
+    found escaping after the write) raises too: callers extract into a temp
+    folder and discard it on error."""
+    limits = limits or Limits.from_env()
+    result = Extracted()
+
+    def refuse(label: str, reason: str, hint: str | None = None) -> None:
+        if skip_refused:
+            result.refused.append(Refused(label, reason))
+            return
+        raise BadRecordError(f"{where} member {label!r}", reason, hint=hint)
+
+    for label, reason in bad or []:
+        refuse(label, reason)
+    if len(members) > limits.max_members:
+        raise BadRecordError(
+            where,
+            f"refused: {len(members)} members (limit {limits.max_members})",
+            hint="raise APEXRL_ARCHIVE_MAX_MEMBERS if the data is genuine",
+        )
+    checked: list[Member] = []
+    total = 0
+    for m in members:
+        label = m.label or m.name
+        try:
+            m.name = check_name(m.name)
+        except ValueError as e:
+            refuse(label, str(e))
+            continue
+        if not m.name:
+            continue
+        if m.kind in ("symlink", "hardlink"):
+            if links == "none":
+                refuse(label, f"link to {m.linkname!r} refused (links are not allowed here)")
+                continue
+            if "\x00" in m.linkname or m.linkname.startswith("/") or not m.linkname:
+                refuse(label, f"link to {m.linkname!r} leaves the tree")
+                continue
+            base = "" if m.kind == "hardlink" else posixpath_dir(m.name)
+            rel = os.path.normpath(os.path.join(base, m.linkname))
+            if rel == ".." or rel.startswith("../"):
+                refuse(label, f"link to {m.linkname!r} leaves the tree")
+                continue
+        if m.size > limits.max_member_bytes:
+            refuse(
+                label,
+                f"member of {m.size} bytes exceeds the {limits.max_member_bytes}-byte limit",
+                hint="raise APEXRL_ARCHIVE_MAX_MEMBER_BYTES if the data is genuine",
+            )
+            continue
+        total += m.size
+        if total > limits.max_total_bytes:
+            raise BadRecordError(
+                where,
+                f"refused: expands to more than {limits.max_total_bytes} bytes",
+                hint="raise APEXRL_ARCHIVE_MAX_TOTAL_BYTES if the data is genuine",
+            )
+        if compressed_size:
+            limits.check_ratio(total, compressed_size, where)
+        checked.append(m)
+    with _Tree(Path(dest), where) as tree:
+        for m in checked:
+            label = m.label or m.name
+            try:
+                if m.kind == "dir":
+                    tree.mkdir(m.name)
+                    result.n_dirs += 1
+                elif m.kind == "file":
+                    result.bytes += tree.write_file(m, limits)
+                    result.n_files += 1
+                elif m.kind == "symlink":
+                    tree.symlink(m.name, m.linkname)
+                    result.n_links += 1
+                elif m.kind == "hardlink":
+                    tree.hardlink(m.name, m.linkname)
+                    result.n_links += 1
+            except _Refusal as e:
+                refuse(label, str(e))
+        if tree.made_links:
+            for rel, reason in tree.escaping_links():
+                if not skip_refused:
+                    raise BadRecordError(f"{where} member {rel!r}", reason)
+                tree.remove(rel)
+                result.refused.append(Refused(rel, reason))
+    return result
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def posixpath_dir(name: str) -> str:
+    return str(PurePosixPath(name).parent) if "/" in name else ""
+
+
+class _Refusal(Exception):
+    pass
+
+
+class _Tree:
+    """Writes under a root folder without ever following a link.
+
+    Every folder on a member's path is either created here (mkdir: a new real folder)
+    or checked with lstat to be a real folder, never a link; files, links and hard
+    links are then created with O_EXCL/O_NOFOLLOW (no link at the last component).
+    This holds while nothing else writes into the destination during extraction:
+    callers extract into a fresh private temp folder (or hold `dir_lock`)."""
+
+    def __init__(self, root: Path, where: str) -> None:
+        self.root = root
+        self.where = where
+        self.base = os.fspath(root)
+        self.real_dirs: set[str] = {""}
+        self.made_links = False
+
+    def __enter__(self) -> _Tree:
+        try:
+            st = os.lstat(self.base)
+        except FileNotFoundError:
+            os.makedirs(self.base, 0o755, exist_ok=True)
+            st = os.lstat(self.base)
+        if not stat.S_ISDIR(st.st_mode):
+            raise BadRecordError(self.where, f"destination {self.base} is not a folder (a link?)")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def dir_path(self, rel: str) -> str:
+        """The full path of folder `rel`, created as needed, checked to be no link."""
+        full = os.path.join(self.base, rel) if rel else self.base
+        if rel in self.real_dirs:
+            return full
+        parent = rel.rpartition("/")[0]
+        self.dir_path(parent)
+        try:
+            os.mkdir(full, 0o755)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(full).st_mode):
+                raise _Refusal(f"path goes through a link or a file ({rel!r})") from None
+        self.real_dirs.add(rel)
+        return full
+
+    def mkdir(self, rel: str) -> None:
+        self.dir_path(rel)
+
+    def write_file(self, m: Member, limits: Limits) -> int:
+        parent, _, leaf = m.name.rpartition("/")
+        full = os.path.join(self.dir_path(parent), leaf)
+        mode = 0o755 if m.mode & 0o100 else 0o644
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(full, flags, mode)
+        except FileExistsError:  # a later duplicate replaces an earlier file
+            if stat.S_ISDIR(os.lstat(full).st_mode):
+                raise _Refusal("a file and a folder share this name") from None
+            os.unlink(full)
+            fd = os.open(full, flags, mode)
+        written = 0
+        try:
+            assert m.read is not None
+            with m.read() as src:
+                while True:
+                    chunk = src.read(COPY_BUFSIZE)
+                    if not chunk:
+                        break
+                    written += len(chunk)
+                    if written > m.size:  # m.size was checked against the limit
+                        raise _Refusal(f"member is larger than its declared {m.size} bytes")
+                    _write_all(fd, chunk)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        return written
+
+    def symlink(self, rel: str, target: str) -> None:
+        parent, _, leaf = rel.rpartition("/")
+        full = os.path.join(self.dir_path(parent), leaf)
+        self.made_links = True
+        try:
+            os.symlink(target, full)
+        except FileExistsError:
+            raise _Refusal("a member of this name already exists") from None
+
+    def hardlink(self, rel: str, target: str) -> None:
+        parent, _, leaf = rel.rpartition("/")
+        tparent, _, tleaf = target.rpartition("/")
+        full = os.path.join(self.dir_path(parent), leaf)
+        tfull = os.path.join(self.dir_path(tparent), tleaf)
+        try:
+            st = os.lstat(tfull)
+        except FileNotFoundError:
+            raise _Refusal(f"hard link to {target!r}, not in the archive before it") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise _Refusal(f"hard link to {target!r}, which is not a regular file")
+        self.made_links = True
+        try:
+            os.link(tfull, full, follow_symlinks=False)
+        except FileExistsError:
+            raise _Refusal("a member of this name already exists") from None
+
+    def escaping_links(self) -> list[tuple[str, str]]:
+        """Every symlink now in the tree whose final resolved path leaves the root
+        (resolved against the real filesystem, so chains of links count)."""
+        root = os.path.realpath(self.root)
+        out = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                full = os.path.join(dirpath, name)
+                if not os.path.islink(full):
+                    continue
+                real = os.path.realpath(full)
+                if real != root and not real.startswith(root + os.sep):
+                    rel = os.path.relpath(full, root)
+                    out.append((rel, f"link to {os.readlink(full)!r} leaves the tree"))
+        return out
+
+    def remove(self, rel: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.root, rel))
+
+
+# --- locks ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def dir_lock(folder: Path, *, what: str = "writer") -> Iterator[None]:
+    """An exclusive lock on `folder` (a `.apexrl/lock` file inside): concurrent writers of
+    one destination take turns instead of interleaving."""
+    import fcntl
+
+    lock_dir = Path(folder) / ".apexrl"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -1,0 +1,298 @@
+"""The bubblewrap command line of the local sandbox, and what it promises.
+
+Every process of a trial (the world's gateway and each exec) starts as
+
+    bwrap [namespaces, read-only system, the trial's rw binds] --
+      prlimit [per-process limits] --
+      setpriv --reuid U --regid U --clear-groups --no-new-privs --bounding-set -all --
+      unshare --user --map-root-user --  CMD
+
+so it runs as root *inside* a user namespace whose root is the unprivileged host
+uid U (one per trial): kernel knobs are out of reach (/proc/sys is also mounted
+read-only), files of the host are only what the binds show, and the trial's own
+folders are chowned to U. When apexrl itself is not root, bwrap's own user
+namespace maps the caller's (unprivileged) uid to root inside instead.
+
+The environment is passed through bwrap's own environment, never as arguments, so
+values do not show in the host's process list.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ETC_FILES = (
+    "/etc/alternatives",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/mime.types",
+    "/etc/bash.bashrc",
+    "/etc/profile",
+)
+ROOT_LINKS_OR_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# kernel knobs: mounted read-only over the sandbox's own /proc
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+UID_BASE = 200_000  # sandbox uids: UID_BASE .. UID_BASE + UID_SPAN - 1, one per trial
+UID_SPAN = 100_000
+
+
+class SandboxStartError(RuntimeError):
+    pass
+
+
+def bwrap_path() -> str:
+    found = shutil.which("bwrap")
+    if not found:
+        raise SandboxStartError(
+            "bubblewrap (bwrap) is not installed; the local environment needs it "
+            "(Debian/Ubuntu: apt-get install bubblewrap)"
+        )
+    return found
+
+
+def _env_int(name: str, default: int | None) -> int | None:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("0", "off", "none", "unlimited"):
+        return None
+    return int(float(raw))
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Per-process limits (prlimit) inside each trial's sandbox. `nproc` counts every
+    process of the trial's uid, so it bounds the trial as a whole (a fork bomb stops
+    there); memory and CPU are per process (RLIMIT_AS / RLIMIT_CPU)."""
+
+    nproc: int | None = 1024
+    nofile: int | None = 4096
+    address_space_bytes: int | None = 16 * 1024**3
+    cpu_seconds: int | None = None
+    file_bytes: int | None = 8 * 1024**3
+
+    @classmethod
+    def from_env(cls) -> SandboxLimits:
+        d = cls()
+        return cls(
+            nproc=_env_int("APEXRL_SANDBOX_NPROC", d.nproc),
+            nofile=_env_int("APEXRL_SANDBOX_NOFILE", d.nofile),
+            address_space_bytes=_env_int("APEXRL_SANDBOX_MEMORY_BYTES", d.address_space_bytes),
+            cpu_seconds=_env_int("APEXRL_SANDBOX_CPU_SECONDS", d.cpu_seconds),
+            file_bytes=_env_int("APEXRL_SANDBOX_FILE_BYTES", d.file_bytes),
+        )
+
+    def prlimit_args(self) -> list[str]:
+        out = []
+        for flag, value in (
+            ("--nproc", self.nproc),
+            ("--nofile", self.nofile),
+            ("--as", self.address_space_bytes),
+            ("--cpu", self.cpu_seconds),
+            ("--fsize", self.file_bytes),
+            ("--core", 0),
+        ):
+            if value is not None:
+                out.append(f"{flag}={value}:{value}")
+        return out
+
+
+def drops_privileges() -> bool:
+    """True when apexrl runs as root: sandboxes then switch to a per-trial host uid."""
+    return os.geteuid() == 0
+
+
+def new_sandbox_uid() -> int | None:
+    """A host uid for one trial's sandbox (None when apexrl is not root)."""
+    if not drops_privileges():
+        return None
+    return UID_BASE + secrets.randbelow(UID_SPAN)
+
+
+def chown_tree(root: Path, uid: int | None) -> None:
+    """Give the sandbox uid the trial's writable folders (no link followed)."""
+    if uid is None:
+        return
+    os.chown(root, uid, uid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
+
+
+def base_env(env: dict[str, str]) -> dict[str, str]:
+    """The sandbox's whole environment: a fixed base plus `env` (nothing of the host)."""
+    base = {
+        "PATH": DEFAULT_PATH,
+        "HOME": "/root",
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    return {**base, **{k: str(v) for k, v in env.items()}}
+
+
+def bwrap_argv(
+    rw: list[tuple[str, Path]],
+    *,
+    cwd: str,
+    network: bool,
+    uid: int | None = None,
+    limits: SandboxLimits | None = None,
+) -> list[str]:
+    """bubblewrap's command line up to the command: read-only system, `rw` binds, the
+    privilege drop and limits. Run it with `subprocess(env=base_env(...))`."""
+    argv = [
+        bwrap_path(),
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+    ]
+    if uid is not None:  # only to switch to the trial's uid; setpriv drops them again
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    else:
+        argv += ["--unshare-user", "--uid", "0", "--gid", "0"]
+    argv += ["--hostname", "apexrl-sandbox"]
+    if not network:
+        argv.append("--unshare-net")
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for p in ROOT_LINKS_OR_DIRS:
+        if os.path.islink(p):
+            argv += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            argv += ["--ro-bind", p, p]
+    for p in ETC_FILES:
+        if os.path.exists(p):
+            argv += ["--ro-bind", p, p]
+    argv += ["--proc", "/proc"]
+    for p in PROC_READ_ONLY:
+        if os.path.exists(p):
+            argv += ["--ro-bind", p, p]
+    argv += ["--dev", "/dev"]
+    made: set[str] = set()
+
+    def mount_point(path: str, *, leaf: bool) -> None:
+        # folders on the way readable by the sandbox uid (bwrap makes /logs, /root 0700)
+        parts = Path(path).parts[1:]
+        for i in range(1, len(parts) + (1 if leaf else 0)):
+            d = "/" + "/".join(parts[:i])
+            if d not in made:
+                made.add(d)
+                argv.extend(["--perms", "0755", "--dir", d])
+
+    for target, source in sorted(rw, key=lambda t: len(t[0])):  # parents first
+        mount_point(target, leaf=False)
+        argv += ["--bind", str(source), target]
+        made.add(target)
+    for p in python_paths():
+        mount_point(p, leaf=True)
+        argv += ["--ro-bind", p, p]
+    # with a uid switch, change folder after it (bwrap keeps no right to read the trial's)
+    argv += ["--chdir", cwd if uid is None else "/", "--"]
+    limits = limits if limits is not None else SandboxLimits.from_env()
+    prl = limits.prlimit_args()
+    if prl:
+        argv += ["prlimit", *prl, "--"]
+    if uid is not None:
+        argv += [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--",
+            "env",
+            f"--chdir={cwd}",
+            "--",
+        ]
+    return argv
+
+
+_PY_PATHS: list[str] | None = None
+
+
+def python_paths() -> list[str]:
+    """Folders the sandbox needs to run this Python and apexrl (read-only)."""
+    global _PY_PATHS
+    if _PY_PATHS is None:
+        import apexrl
+
+        cands = {
+            sys.prefix,
+            sys.base_prefix,
+            os.path.dirname(os.path.abspath(apexrl.__file__)),  # the package only
+        }
+        exe = os.path.realpath(sys.executable)
+        cands.add(os.path.dirname(os.path.dirname(exe)))
+        # site folders a .pth file adds (a venv sharing another venv's packages)
+        cands.update(p for p in sys.path if p and os.path.isabs(p) and "site-packages" in p)
+        out = []
+        for c in sorted(cands, key=len):
+            if c.startswith(("/usr", "/bin", "/lib")) or not os.path.isdir(c):
+                continue
+            if any(c == o or c.startswith(o.rstrip("/") + "/") for o in out):
+                continue
+            out.append(c)
+        _PY_PATHS = out
+    return _PY_PATHS
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def pass_env_from_environment() -> set[str]:
+    raw = os.environ.get("APEXRL_PASS_ENV", "")
+    return {n.strip() for n in raw.replace(",", " ").split() if n.strip()}
+
+
+def resolve_allowed(env: dict[str, str], allowed: set[str]) -> tuple[dict[str, str], list[str]]:
+    """Interpolate `${NAME}` / `${NAME:-default}` from the host for allowed names only.
+    Returns (values, names refused); a key whose variable is refused with no default
+    is left out."""
+    out: dict[str, str] = {}
+    refused: list[str] = []
+    for key, template in env.items():
+        missing = False
+
+        def sub(m: re.Match) -> str:
+            nonlocal missing
+            name, default = m.group(1), m.group(2)
+            if name in allowed and name in os.environ:
+                return os.environ[name]
+            if name not in allowed:
+                refused.append(name)
+            if default is not None:
+                return default
+            missing = True
+            return ""
+
+        value = _VAR.sub(sub, str(template))
+        if not missing:
+            out[key] = value
+    return out, sorted(set(refused))
