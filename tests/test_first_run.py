@@ -46,7 +46,10 @@ def fresh_venv(venv: Path, project: Path) -> Path:
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next(venv.glob("lib/python3.*/site-packages"))
-    (site / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # every site folder this interpreter sees (a venv may reach its packages through a .pth)
+    dirs = [sysconfig.get_paths()["purelib"]]
+    dirs += [p for p in sys.path if p.endswith("-packages") and os.path.isdir(p)]
+    (site / "zz_deps.pth").write_text("".join(f"{d}\n" for d in dict.fromkeys(dirs)))
     subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps"]
         + ["--no-build-isolation", "-e", str(project)],

@@ -191,7 +191,10 @@ def test_convert_refuses_a_linked_task_files_folder(tmp_path):
     host = tmp_path / "host-dir"
     host.mkdir()
     (host / "id_rsa").write_text("HOST-PRIVATE")
-    task_id = json.loads((ex / "tasks_and_rubrics.json").read_text())[0]["task_id"]
+    records = json.loads((ex / "tasks_and_rubrics.json").read_text())
+    task_id = records[0]["task_id"]
+    records[0]["task_input_files"] = "snap_" + "0" * 32  # the published shape: files are used
+    (ex / "tasks_and_rubrics.json").write_text(json.dumps(records))
     tf = ex / "task_files" / task_id
     if tf.exists():
         import shutil

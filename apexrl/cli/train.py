@@ -84,6 +84,16 @@ def command(
     check_recipe_judge(
         [spec.data_train, spec.data_val], ag.judge, ag.judge_api_base, agent=ag.agent
     )
+    if ray_address is None and ag.environment == "local":
+        # trials will run on this machine (a local Ray): the sandbox must work here
+        # (apexrl.eval.preflight; with --ray-address the workers' machines matter instead)
+        import os
+
+        from apexrl.eval.preflight import PreflightError, check_environment
+
+        problems = check_environment(ag.environment, dict(os.environ))
+        if problems:
+            raise PreflightError(problems)
     for line in R.plan_lines(spec, loaded, check):
         output.info(line)
     output.info(f"start        {resume_line}")

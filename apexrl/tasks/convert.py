@@ -302,7 +302,11 @@ def _write_json(path: Path, obj: object) -> None:
 
 def _copy_world_layout(src: Path, dst: Path) -> None:
     """A task's files folder, laid out like a world: filesystem/ and .apps_data/ are
-    copied as they are; anything else at its top goes under filesystem/."""
+    copied as they are; anything else at its top goes under filesystem/. A linked
+    task_files/<id> (or task_files/ itself) is refused: it would copy a host folder."""
+    for p in (src, src.parent):
+        if p.is_symlink():
+            raise BadRecordError(str(p), "links and special files are not allowed in task data")
     for top in sorted(src.iterdir()):
         if top.is_symlink() or not (top.is_file() or top.is_dir()):
             raise BadRecordError(str(top), "links and special files are not allowed in task data")

@@ -149,3 +149,18 @@ def test_a_working_local_setup_passes(example_dirs):
             worlds_dir=expert / "world_files_zipped",
         )
     )
+
+
+def test_train_dry_run_checks_the_local_sandbox(runner, tmp_path):
+    """`train --dry-run` of a recipe whose trials run in the local sandbox on this
+    machine (no --ray-address) stops at the same preflight when bwrap is missing."""
+    args = ["train", "smoke-1gpu", "--dry-run"]
+    r = runner.invoke(app, args, env={"PATH": path_without("bwrap", tmp_path)})
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "preflight failed" in r.output and "bubblewrap (bwrap)" in r.output
+    ok = runner.invoke(app, args)
+    assert "preflight failed" not in ok.output, ok.output
+    remote = runner.invoke(
+        app, [*args, "--ray-address", "http://127.0.0.1:9"], env={"PATH": str(tmp_path)}
+    )
+    assert "preflight failed" not in remote.output  # the workers' machines matter then

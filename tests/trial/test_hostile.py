@@ -202,7 +202,8 @@ def test_gateway_only_for_its_trial_and_code_tool_offline(tmp_path, worlds, task
             await box.connect()
             try:
                 name = next(n for n in box.names if n.startswith("code"))
-                res = await box.call(name, {"command": probe}, timeout_s=30)
+                arg = "code" if name == "code_execution_code_exec" else "command"
+                res = await box.call(name, {arg: probe}, timeout_s=30)
             finally:
                 await box.close()
             return guessed, own, res
