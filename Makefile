@@ -23,7 +23,7 @@ PYTHON311 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.11*/bin/python 2
 APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-utils chromium
 
 # The train tier: SkyRL 0.4.0 (Python 3.12) with the `train` extra, in its own venv (SkyRL pins
-# transformers<=5.16.1 and ray 2.57.0). TORCH_INDEX=https://download.pytorch.org/whl/cpu installs
+# transformers<=5.16.1 and ray 2.57.0). TORCH_INDEX=<PyTorch's CPU wheel index URL> installs
 # a CPU-only torch first (far smaller than PyPI's CUDA build) where that index is reachable.
 TRAIN_VENV  ?= .venv-train
 TORCH_INDEX ?=
