@@ -226,3 +226,41 @@ def test_parquet_compression_bomb_is_refused_naming_the_file(tmp_path):
     res = CliRunner().invoke(app, ["tasks", "unpack", str(f), "-o", str(tmp_path / "o")])
     assert res.exit_code == 1, res.output
     assert "bomb.parquet row group 0" in res.output and "ratio" in res.output
+
+
+def test_strict_convert_writes_nothing_when_a_later_task_fails(tmp_path):
+    """Issue 16: `convert --strict` wrote the good task dirs before the bad one stopped
+    it. Now tasks are staged and moved into place only when every one converted."""
+    from typer.testing import CliRunner
+
+    from apexrl.cli.app import app
+
+    r = CliRunner()
+    ex = tmp_path / "ex"
+    assert r.invoke(app, ["tasks", "example", "-o", str(ex)]).exit_code == 0
+    records = json.loads((ex / "tasks_and_rubrics.json").read_text())
+    last = records[-1]["task_id"]
+    records[-1]["task_input_files"] = "snap_" + "1" * 32
+    (ex / "tasks_and_rubrics.json").write_text(json.dumps(records))
+    tf = ex / "task_files" / last
+    if tf.exists():
+        import shutil
+
+        shutil.rmtree(tf)
+    tf.parent.mkdir(exist_ok=True)
+    host = tmp_path / "host-dir"
+    host.mkdir()
+    tf.symlink_to(host)  # refused at write time, after the other tasks were converted
+    out = tmp_path / "tasks"
+    res = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(out), "--strict"])
+    assert res.exit_code == 1, res.output
+    assert "links and special files" in res.output
+    assert not out.exists()
+    kept = tmp_path / "kept"
+    (kept / "mine").mkdir(parents=True)
+    res = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(kept), "--strict"])
+    assert res.exit_code == 1
+    assert sorted(p.name for p in kept.iterdir()) == ["mine"]  # nothing added, nothing lost
+    ok = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(tmp_path / "ok")])
+    assert ok.exit_code == 5  # without --strict: the good ones written, the bad one reported
+    assert len([p for p in (tmp_path / "ok").iterdir() if not p.name.startswith(".")]) == 13

@@ -58,8 +58,39 @@ def load_images(path: Path) -> dict[str, ImageRecord]:
 def convert_all(
     src: ApexSource, out: Path, images: dict[str, ImageRecord], *, strict: bool
 ) -> Iterator[ConvertOutcome]:
-    """Write one task directory per good task; yield an outcome per task."""
+    """Write one task directory per good task; yield an outcome per task.
+
+    With `strict`, every task is first written into a staging folder inside OUT and
+    moved into place only when all converted: a bad record met half way writes nothing."""
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    if not strict:
+        yield from _convert_each(src, out, images, strict=False)
+        return
+    import tempfile
+
+    stage = Path(tempfile.mkdtemp(prefix=".apexrl-convert-", dir=out))
+    try:
+        outcomes = list(_convert_each(src, stage, images, strict=True))
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if created and not any(out.iterdir()):
+            out.rmdir()  # leave no trace of a folder this run made
+        raise
+    try:
+        for o in outcomes:
+            final = out / o.record.path
+            if final.exists():
+                shutil.rmtree(final)
+            (stage / o.record.path).rename(final)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    yield from outcomes
+
+
+def _convert_each(
+    src: ApexSource, out: Path, images: dict[str, ImageRecord], *, strict: bool
+) -> Iterator[ConvertOutcome]:
     slugs: dict[str, str] = {}
     for where, task in src.tasks:
         slug = slugify(task.task_name, task.task_id)
@@ -75,7 +106,13 @@ def convert_all(
             continue
         slugs[slug] = where
         world = src.worlds.get(task.world_id)
-        record = write_task_dir(src, task, world, images.get(task.world_id), out, slug)
+        try:
+            record = write_task_dir(src, task, world, images.get(task.world_id), out, slug)
+        except BadRecordError as err:  # e.g. a link in its files: this task only
+            if strict:
+                raise
+            yield ConvertOutcome(error=err)
+            continue
         yield ConvertOutcome(record=record)
 
 
