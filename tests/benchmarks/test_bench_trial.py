@@ -133,6 +133,9 @@ def _podman(tmp_path: Path, task: Path, worlds: Path) -> dict:
     shutil.copytree(task, ptask)
     toml = (ptask / "task.toml").read_text()
     toml = re.sub(r"(?m)^\[environment\]$", f'[environment]\ndocker_image = "{REF}"', toml)
+    # Harbor's podman environment refuses convert's default "no-network" (it cannot
+    # enforce it): the peer's copy of the task opts into the network
+    toml = toml.replace('network_mode = "no-network"', 'network_mode = "public"')
     (ptask / "task.toml").write_text(toml)
     runs = []
     for i in range(N_PODMAN):
