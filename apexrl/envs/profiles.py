@@ -17,8 +17,6 @@ data roots and the snapshot endpoint; nothing else depends on the image kind.
 from __future__ import annotations
 
 import asyncio
-import io
-import tarfile
 import time
 from dataclasses import dataclass, field
 
@@ -176,11 +174,16 @@ async def fetch_snapshot(
 def check_snapshot(data: bytes) -> list[str]:
     """Member names of a snapshot tar; ValueError when it is not one (bad tar, members
     outside filesystem/ and .apps_data/, absolute or '..' paths)."""
+    from apexrl.artifacts.archive import gunzip, tar_members
+    from apexrl.errors import BadRecordError
+
+    # sandbox-written bytes: decompressed and parsed by the shared, size-limited reader
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
-            names = [m.name.removeprefix("./") for m in tf.getmembers()]
-    except tarfile.TarError as e:
-        raise ValueError(f"the snapshot is not a tar: {e}") from None
+        raw = gunzip(data, "world snapshot") if data[:2] == b"\x1f\x8b" else data
+        members, bad = tar_members(raw, "world snapshot")
+    except BadRecordError as e:
+        raise ValueError(f"the snapshot is not a tar: {e.detail}") from None
+    names = [m.label.removeprefix("./") for m in members] + [b[0] for b in bad]
     for n in names:
         if n in (".", ""):
             continue

@@ -91,23 +91,26 @@ MAX_RUBRIC_BYTES = 10_000_000
 
 def _rubric_from_blob(blob: bytes, where: str) -> list[dict]:
     """tests/verifiers.json of a packed task (gzip tar), read in memory: nothing extracted."""
-    import io
-    import tarfile
+    from apexrl.artifacts.archive import gunzip, tar_members
 
+    # dataset bytes: the shared reader (size and ratio limits), as `tasks unpack` uses
     try:
-        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tf:
-            for m in tf:
-                parts = m.name.strip("/").split("/")
-                if parts[-2:] == ["tests", "verifiers.json"] and len(parts) <= 3 and m.isfile():
-                    if m.size > MAX_RUBRIC_BYTES:
-                        raise BadRecordError(where, "tests/verifiers.json is too large")
-                    f = tf.extractfile(m)
-                    data = json.loads(f.read() if f else b"[]")
-                    if isinstance(data, list) and all(isinstance(c, dict) for c in data):
-                        return data
-                    raise BadRecordError(where, "tests/verifiers.json is not a list of criteria")
-    except (tarfile.TarError, OSError, EOFError, ValueError) as e:
-        raise BadRecordError(where, f"task_binary is not a readable gzip tar: {e}") from None
+        members, _ = tar_members(gunzip(blob, where), where)
+    except BadRecordError as e:
+        raise BadRecordError(where, f"task_binary is not a readable gzip tar: {e.detail}") from None
+    for m in members:
+        parts = m.name.strip("/").split("/")
+        if parts[-2:] == ["tests", "verifiers.json"] and len(parts) <= 3 and m.kind == "file":
+            if m.size > MAX_RUBRIC_BYTES:
+                raise BadRecordError(where, "tests/verifiers.json is too large")
+            try:
+                with m.read() as fh:  # type: ignore[misc]
+                    data = json.loads(fh.read())
+            except ValueError as e:
+                raise BadRecordError(where, f"tests/verifiers.json is not JSON: {e}") from None
+            if isinstance(data, list) and all(isinstance(c, dict) for c in data):
+                return data
+            raise BadRecordError(where, "tests/verifiers.json is not a list of criteria")
     return []  # no rubric: the dataset's own validation reports it
 
 
