@@ -72,9 +72,9 @@ def push(
     """
     from apexrl.artifacts.models import ImageRecord
     from apexrl.errors import ApexError, UsageError
-    from apexrl.registry.client import client_for, push_error_code, push_image
-    from apexrl.registry.refs import check_tag, parse_reference
-    from apexrl.worlds import oci
+    from apexrl.images import oci
+    from apexrl.images.refs import check_tag, parse_reference
+    from apexrl.images.registry import client_for, push_error_code, push_image
 
     dest = parse_reference(to, require_repo_only=True)
     items = _archives(archives)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.world_pack import pack
 
 app = typer.Typer(
     help="Serve a world's MCP tool servers, snapshot and diff world state, pack world images.",
@@ -151,15 +152,4 @@ def diff_cmd(
     )
 
 
-def _load_extensions() -> None:
-    """Other modules add commands to this app (e.g. `world pack`)."""
-    import importlib
-
-    try:
-        importlib.import_module("apexrl.cli.world_pack")
-    except ModuleNotFoundError as e:  # pragma: no cover - until that module lands
-        if e.name != "apexrl.cli.world_pack":
-            raise
-
-
-_load_extensions()
+app.command("pack")(pack)

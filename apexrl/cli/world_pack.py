@@ -1,4 +1,6 @@
-"""`apexrl world pack`: build reproducible OCI image archives of worlds, no daemon."""
+"""`apexrl world pack`: build reproducible OCI image archives of worlds, no daemon.
+
+Registered on the `world` group by `apexrl.cli.world` (this module imports nothing of it)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,8 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
-from apexrl.cli.world import app
 
 
-@app.command("pack")
 def pack(
     srcs: list[Path] = typer.Argument(
         ..., help="World folders, world zips, or APEX dataset dirs (world_descriptions.json)."
@@ -52,7 +52,8 @@ def pack(
     """
     from apexrl.artifacts.models import PackedImageRecord
     from apexrl.errors import ApexError, ExitCode
-    from apexrl.worlds.pack import Packer, PackOptions, resolve_sources
+    from apexrl.images.pack import Packer, PackOptions
+    from apexrl.worlds.sources import resolve_sources
 
     worlds = resolve_sources(srcs)
     if base == "scratch":

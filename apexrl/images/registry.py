@@ -32,9 +32,8 @@ from typing import IO, Any
 from urllib.parse import urljoin
 
 from apexrl.errors import ApexError, AuthError, ExitCode, RemoteError, UsageError
-from apexrl.registry import auth
-from apexrl.registry.refs import Reference, default_scheme, parse_reference
-from apexrl.worlds import oci
+from apexrl.images import auth, oci
+from apexrl.images.refs import Reference, default_scheme, parse_reference
 
 ENV_ENDPOINT = "APEXRL_REGISTRY_ENDPOINT"
 ENV_RETRIES = "APEXRL_REGISTRY_RETRIES"

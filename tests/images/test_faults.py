@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from apexrl.errors import ExitCode, RemoteError
-from apexrl.registry.client import RegistryClient, RetryPolicy, push_image
-from apexrl.registry.refs import parse_reference
-from apexrl.worlds import oci
+from apexrl.images import oci
+from apexrl.images.refs import parse_reference
+from apexrl.images.registry import RegistryClient, RetryPolicy, push_image
 from tests.images.conftest import apexrl, free_port, make_world, records, run
+
+pytestmark = pytest.mark.integration  # a real registry, skopeo/umoci or podman
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.images.conftest import apexrl, free_port, records, run
+
+pytestmark = pytest.mark.integration  # a real registry, skopeo/umoci or podman
 
 
 def test_unpacked_image_entrypoint_serves_the_world(base_layout, runtime_pkg, tmp_path):

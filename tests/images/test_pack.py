@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.worlds import oci
+from apexrl.images import oci
 from tests.images.conftest import apexrl, make_world, records, run, zip_dir
+
+pytestmark = pytest.mark.integration  # a real registry, skopeo/umoci or podman
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.registry.client import RegistryClient, push_image
-from apexrl.registry.refs import parse_reference
-from apexrl.worlds import oci
+from apexrl.images import oci
+from apexrl.images.refs import parse_reference
+from apexrl.images.registry import RegistryClient, push_image
 from tests.images.conftest import ECR_HOST, apexrl, make_world, records, run
+
+pytestmark = pytest.mark.integration  # a real registry, skopeo/umoci or podman
 
 
 @pytest.fixture(scope="module")

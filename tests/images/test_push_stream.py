@@ -16,8 +16,8 @@ import threading
 
 import pytest
 
-from apexrl.registry.client import CHUNK, CorruptBlobError, RegistryClient, RetryPolicy
-from apexrl.registry.refs import parse_reference
+from apexrl.images.refs import parse_reference
+from apexrl.images.registry import CHUNK, CorruptBlobError, RegistryClient, RetryPolicy
 
 SIZE = 5 * CHUNK + 12345  # several chunks, the last one partial
 

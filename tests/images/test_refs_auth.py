@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from apexrl.errors import UsageError
-from apexrl.registry import auth
-from apexrl.registry.client import RegistryClient, RetryPolicy
-from apexrl.registry.refs import parse_reference
+from apexrl.images import auth
+from apexrl.images.refs import parse_reference
+from apexrl.images.registry import RegistryClient, RetryPolicy
 
 
 @pytest.mark.parametrize(
