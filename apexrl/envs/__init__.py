@@ -5,6 +5,6 @@ local  `apexrl.envs.local:LocalEnvironment`: bubblewrap over a private copy of t
 modal  `apexrl.envs.modal:ModalEnvironment`: Modal sandboxes from the world's ECR image.
 
 Harbor's own `podman`/`docker` environments run apexrl world images as they are
-(the task's [environment] docker_image). `apexrl.envs.worlds` resolves a task's world
+(the task's [environment] docker_image). `apexrl.worlds.store` resolves a task's world
 from a world store (`--worlds DIR`).
 """

@@ -53,8 +53,15 @@ from harbor.models.task.config import NetworkMode
 from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
 from apexrl.envs import sandbox
 from apexrl.envs.sandbox import base_env, chown_tree, pass_env_from_environment, resolve_allowed
-from apexrl.envs.worlds import TaskWorld, WorldStore, overlay_sources, task_world
-from apexrl.grading.evidence import WorldState, stats_of, walk_files
+from apexrl.worlds.store import (
+    TaskWorld,
+    WorldState,
+    WorldStore,
+    overlay_sources,
+    stats_of,
+    task_world,
+    walk_files,
+)
 
 ENV_TYPE = "apexrl-local"
 DIR_PREFIX = "apexrl-trial-"

@@ -184,7 +184,7 @@ def _probe(argv: list[str], env: dict[str, str]) -> str | None:
 
 
 def check_worlds(tasks: list[TaskNeeds], worlds_dir: Path | None) -> list[Problem]:
-    from apexrl.envs.worlds import WorldStore
+    from apexrl.worlds.store import WorldStore
 
     if worlds_dir is None:
         return [

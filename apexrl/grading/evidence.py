@@ -2,76 +2,32 @@
 
 The before-state is the pristine world (the world store's copy plus the task's
 input files), which lives outside the sandbox; the after-state is the trial's
-private copy (or a download of the container's /world). Unchanged files are
-recognised by (size, mtime) against the stats taken when the copy was made, so a
-diff costs one stat per file plus a byte comparison of the files that changed.
+private copy (or a download of the container's /world). The state and the diff are
+`apexrl.worlds.store` (WorldState, diff_state); this module turns them into what the
+judge reads.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from apexrl.artifacts.nofollow import RefusedPath, open_regular, pinned
+from apexrl.artifacts.nofollow import RefusedPath, pinned
 from apexrl.grading.models import FileChangeSummary
+from apexrl.worlds.store import WorldState, diff_state
 
-TOPS = ("filesystem", ".apps_data")
 MAX_FILE_CHARS = 20_000  # of one file's text shown to the judge (stated in its prompt)
 MAX_TOTAL_CHARS = 60_000  # of all files' text in one judge prompt
 
 
-@dataclass
-class WorldState:
-    after_root: Path  # the world root after the run (filesystem/, .apps_data/)
-    before: dict[str, Path] | None = None  # 'filesystem/x' -> pristine file; None: unknown
-    before_stats: dict[str, tuple[int, int]] | None = None  # rel -> (size, mtime_ns) at start
-
-
-def walk_files(root: Path) -> dict[str, Path]:
-    """'filesystem/a/b.txt' -> path, for every regular file under the world's top folders."""
-    out: dict[str, Path] = {}
-    for top in TOPS:
-        base = root / top
-        if not base.is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames.sort()
-            for name in filenames:
-                p = Path(dirpath) / name
-                if p.is_symlink() or not p.is_file():
-                    continue
-                out[p.relative_to(root).as_posix()] = p
-    return out
-
-
-def stats_of(files: dict[str, Path]) -> dict[str, tuple[int, int]]:
-    out = {}
-    for rel, p in files.items():
-        st = p.stat()
-        out[rel] = (st.st_size, st.st_mtime_ns)
-    return out
-
-
 def diff_world(state: WorldState) -> FileChangeSummary | None:
-    if state.before is None:
+    """What the trial changed (apexrl.worlds.store.diff_state); None: before-state unknown."""
+    changes = diff_state(state)
+    if changes is None:
         return None
-    after = walk_files(state.after_root)
-    stats = state.before_stats or {}
-    summary = FileChangeSummary()
-    for rel in sorted(after):
-        p = after[rel]
-        src = state.before.get(rel)
-        if src is None:
-            summary.created.append(rel)
-            continue
-        st = p.stat()
-        if stats.get(rel) == (st.st_size, st.st_mtime_ns):
-            continue
-        if not _same_bytes(src, p):
-            summary.modified.append(rel)
-    summary.deleted = sorted(rel for rel in state.before if rel not in after)
-    return summary
+    return FileChangeSummary(
+        created=changes.created, modified=changes.modified, deleted=changes.deleted
+    )
 
 
 @dataclass
@@ -153,19 +109,6 @@ class _SuffixedPath(type(Path())):  # type: ignore[misc]
     @property
     def suffix(self) -> str:
         return self._real_suffix
-
-
-def _same_bytes(trusted: Path, untrusted: Path) -> bool:
-    try:
-        with open(trusted, "rb") as a, open(open_regular(untrusted), "rb", closefd=True) as b:
-            while True:
-                x, y = a.read(1 << 20), b.read(1 << 20)
-                if x != y:
-                    return False
-                if not x:
-                    return True
-    except OSError:
-        return False
 
 
 def _shown(rel: str) -> str:

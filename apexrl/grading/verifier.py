@@ -27,11 +27,12 @@ from harbor.models.verifier.result import VerifierResult
 from harbor.verifier.base import BaseVerifier
 
 from apexrl.artifacts.atomic import atomic_path
-from apexrl.grading.evidence import WorldState, collect_files, diff_world
+from apexrl.grading.evidence import collect_files, diff_world
 from apexrl.grading.grader import grade
 from apexrl.grading.judge import JudgeSettings
 from apexrl.grading.requirements import judge_model
 from apexrl.tasks.convert import ANSWER_FILE, gold_file_hashes
+from apexrl.worlds.store import WorldState
 
 OUT_NAMES = ("reward.json", "reward.txt", "verdicts.json", "grading.json")
 MAX_ANSWER_BYTES = 2_000_000
@@ -139,11 +140,11 @@ class ApexVerifier(BaseVerifier):
         before = None
         start = getattr(self.environment, "world_before_dir", None)
         if isinstance(start, Path) and start.is_dir():  # the image's own snapshot at start
-            from apexrl.grading.evidence import walk_files
+            from apexrl.worlds.store import walk_files
 
             before = walk_files(start)
         elif self.worlds_dir is not None:
-            from apexrl.envs.worlds import WorldStore, overlay_sources, task_world
+            from apexrl.worlds.store import WorldStore, overlay_sources, task_world
 
             tw = task_world(self.task.task_dir)
             before = overlay_sources(

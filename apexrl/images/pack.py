@@ -20,7 +20,8 @@ from typing import Any
 from apexrl.artifacts.atomic import atomic_path
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.images import oci
-from apexrl.worlds.sources import SKIP_NAMES, WORLD_META, WorldSource, walk_entries
+from apexrl.worlds.sources import SKIP_NAMES, WorldSource, walk_entries
+from apexrl.worlds.store import WORLD_META
 
 WORLD_DIR = "world"  # -> /world in the image
 RUNTIME_DIR = "opt/apexrl"

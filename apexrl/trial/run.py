@@ -188,7 +188,7 @@ def outcome_from(
     hr: Any, task_dir: Path, config: TrialConfig, started: datetime, wall_s: float
 ) -> TrialOutcome:
     from apexrl.artifacts.nofollow import is_regular, read_regular, scrub
-    from apexrl.envs.worlds import task_world
+    from apexrl.worlds.store import task_world
 
     status, error_class, message = classify(hr)
     if status == "length" and error_class == "max_steps" and _graded_at_max_steps(hr, config):

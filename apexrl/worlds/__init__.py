@@ -3,6 +3,7 @@
 Heavy libraries (mcp, uvicorn, python-docx, openpyxl, ...) load inside functions.
 """
 
-from apexrl.worlds.world import SERVERS, World, extract_zip_safely, open_world
+from apexrl.worlds.store import extract_zip_safely
+from apexrl.worlds.world import SERVERS, World, open_world
 
 __all__ = ["SERVERS", "World", "extract_zip_safely", "open_world"]

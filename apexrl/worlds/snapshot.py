@@ -18,9 +18,9 @@ from apexrl.artifacts.archive import Entry, PipelinedGzip, open_nofollow, write_
 from apexrl.artifacts.atomic import atomic_path
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.worlds.models import FileChange, SnapshotFile, SnapshotRecord, WorldDiff
-from apexrl.worlds.world import APPS_DIR, FS_DIR, World
+from apexrl.worlds.store import APPS_DIR, FS_DIR, TOPS, changed_paths
+from apexrl.worlds.world import World
 
-TOP = (FS_DIR, APPS_DIR)
 _CHUNK = 1 << 20
 
 
@@ -35,7 +35,7 @@ def _sha256_file(p: Path) -> str:
 def _walk(root: Path) -> list[tuple[str, Path]]:
     """(archive name, path) of every file and folder under the world's top folders, sorted."""
     out: list[tuple[str, Path]] = []
-    for top in TOP:
+    for top in TOPS:
         base = root / top
         if not base.is_dir():
             continue
@@ -91,7 +91,7 @@ def snapshot(world: World | Path, out: Path) -> SnapshotRecord:
     """Write a tar (gzip when `out` ends in .gz/.tgz) of the world's state."""
     root = world.root if isinstance(world, World) else Path(world)
     wid = world.world_id if isinstance(world, World) else root.name
-    if not any((root / t).is_dir() for t in TOP):
+    if not any((root / t).is_dir() for t in TOPS):
         raise UsageError(f"{root} is not a world folder (no {FS_DIR}/ or {APPS_DIR}/)")
     out = Path(out)
     gz = out.name.endswith((".gz", ".tgz"))
@@ -165,25 +165,27 @@ def diff(before: World | Path, after: World | Path) -> WorldDiff:
     d = WorldDiff(
         before=str(getattr(before, "root", before)), after=str(getattr(after, "root", after))
     )
-    for name in sorted(set(a) | set(b)):
-        x, y = a.get(name), b.get(name)
-        if x is None and y is not None:
-            d.created.append(
-                FileChange(path=name, change="created", size_after=y.size, sha256_after=y.sha256)
+    changes = changed_paths(a, b, lambda name: a[name].sha256 == b[name].sha256)
+    for name in changes.created:
+        y = b[name]
+        d.created.append(
+            FileChange(path=name, change="created", size_after=y.size, sha256_after=y.sha256)
+        )
+    for name in changes.deleted:
+        x = a[name]
+        d.deleted.append(
+            FileChange(path=name, change="deleted", size_before=x.size, sha256_before=x.sha256)
+        )
+    for name in changes.modified:
+        x, y = a[name], b[name]
+        d.modified.append(
+            FileChange(
+                path=name,
+                change="modified",
+                size_before=x.size,
+                size_after=y.size,
+                sha256_before=x.sha256,
+                sha256_after=y.sha256,
             )
-        elif y is None and x is not None:
-            d.deleted.append(
-                FileChange(path=name, change="deleted", size_before=x.size, sha256_before=x.sha256)
-            )
-        elif x is not None and y is not None and x.sha256 != y.sha256:
-            d.modified.append(
-                FileChange(
-                    path=name,
-                    change="modified",
-                    size_before=x.size,
-                    size_after=y.size,
-                    sha256_before=x.sha256,
-                    sha256_after=y.sha256,
-                )
-            )
+        )
     return d

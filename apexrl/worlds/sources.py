@@ -21,9 +21,8 @@ from typing import Any
 
 from apexrl.artifacts.archive import Entry, file_entry
 from apexrl.errors import ApexError, BadRecordError, UsageError
+from apexrl.worlds.store import TOPS, WORLD_META
 
-WORLD_TOPS = ("filesystem", ".apps_data")
-WORLD_META = "world.json"
 SKIP_NAMES = {"__pycache__", ".DS_Store", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
 
@@ -129,7 +128,7 @@ def _dataset_worlds(root: Path) -> list[WorldSource]:
 
 
 def _folder_world(root: Path, world_id: str | None = None) -> WorldSource:
-    tops = [t for t in WORLD_TOPS if (root / t).is_dir()]
+    tops = [t for t in TOPS if (root / t).is_dir()]
     if not tops:
         raise UsageError(
             f"{root}: not a world folder (no filesystem/ or .apps_data/)",
@@ -233,7 +232,7 @@ def _zip_world(path: Path, world_id: str, meta: dict[str, Any] | None = None) ->
     # Accept worlds zipped with one enclosing folder (<id>/filesystem/...).
     names = [n for n, _ in members]
     prefix = ""
-    if not any(n.split("/")[0] in WORLD_TOPS for n in names):
+    if not any(n.split("/")[0] in TOPS for n in names):
         firsts = {n.split("/")[0] for n in names}
         if len(firsts) == 1:
             prefix = firsts.pop() + "/"
@@ -245,7 +244,7 @@ def _zip_world(path: Path, world_id: str, meta: dict[str, Any] | None = None) ->
                 continue
             n = n[len(prefix) :]
         top = n.split("/")[0]
-        if top in WORLD_TOPS:
+        if top in TOPS:
             kept.append((n, info))
         elif n == WORLD_META and not info.is_dir():
             with zipfile.ZipFile(path) as z2:

@@ -1,9 +1,20 @@
-"""The world store (`--worlds DIR`): pristine worlds by id, and a task's world.
+"""The world on disk: its layout, safe extraction, the world store, a task's world,
+and what changed in a world (one diff for grading, snapshots and `world diff`).
 
-DIR holds `<world_id>/` folders (filesystem/, .apps_data/) or `<world_id>.zip`
-files (also APEX's `world_files_zipped/<world_id>.zip` one level down). A zip is
-extracted once, safely, into a cache keyed by its size and mtime; trials copy
-from the pristine folder and never write to it.
+A world root holds `filesystem/` (the company's files) and `.apps_data/` (mail, chat,
+calendar), optionally `world.json`. A zip is extracted with apexrl.artifacts.archive
+(size, member and link limits); its root may sit under up to 3 wrapping folders.
+
+The world store (`--worlds DIR`): DIR holds `<world_id>/` folders (filesystem/,
+.apps_data/) or `<world_id>.zip` files (also APEX's `world_files_zipped/<world_id>.zip`
+one level down). A zip is extracted once, safely, into a cache keyed by its size and
+mtime; trials copy from the pristine folder and never write to it.
+
+A trial's world state (`WorldState`) is the after-root plus the before-state: the
+pristine world (the store's copy plus the task's input files), which lives outside the
+sandbox. Unchanged files are recognised by (size, mtime) against the stats taken when
+the copy was made, so a diff costs one stat per file plus a byte comparison of the
+files that changed.
 """
 
 from __future__ import annotations
@@ -11,13 +22,62 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from apexrl.artifacts.models import check_safe_id
+from apexrl.artifacts.nofollow import open_regular
 from apexrl.errors import BadRecordError, UsageError
 
-TOPS = ("filesystem", ".apps_data")
+# --- layout -------------------------------------------------------------------------------
+
+FS_DIR = "filesystem"
+APPS_DIR = ".apps_data"
+TOPS = (FS_DIR, APPS_DIR)  # the world's top folders; nothing else is world state
+WORLD_META = "world.json"  # optional: world_id, apps, ... (APEX world_descriptions row)
+
+
+def is_world_root(d: Path) -> bool:
+    return any((d / t).is_dir() for t in TOPS)
+
+
+# --- extraction ---------------------------------------------------------------------------
+
+
+def extract_zip_safely(zpath: Path, dest: Path, *, max_bytes: int | None = None) -> int:
+    """Extract `zpath` under `dest` with apexrl.artifacts.archive: no absolute paths,
+    '..', devices, or links whose real resolved path leaves `dest`; size, member and
+    ratio limits. Returns the number of files."""
+    from apexrl.artifacts.archive import Limits, extract_zip
+
+    cap = max_bytes or 50 * 2**30  # worlds are bigger than tasks
+    limits = Limits.from_env(max_total_bytes=cap, max_member_bytes=min(cap, 8 * 2**30))
+    res = extract_zip(Path(zpath), Path(dest), where=str(zpath), links="in_tree", limits=limits)
+    return res.n_files
+
+
+def find_root(d: Path, src: Path) -> Path:
+    """The folder holding filesystem/ and .apps_data/: `d`, or down a chain of up to 3
+    single wrapping folders (zips of real worlds wrap them: world_x/, data/world_x/)."""
+    for _ in range(4):
+        if is_world_root(d):
+            return d
+        kids = [
+            k
+            for k in d.iterdir()
+            if not k.name.startswith(("__MACOSX", ".DS_Store")) and not k.is_symlink()
+        ]
+        if len(kids) != 1 or not kids[0].is_dir():
+            break
+        d = kids[0]
+    raise BadRecordError(
+        str(src),
+        f"not a world: no {FS_DIR}/ or {APPS_DIR}/ at the top",
+        hint="a world has top folders filesystem/ and .apps_data/",
+    )
+
+
+# --- the world store ----------------------------------------------------------------------
 
 
 def default_cache_dir() -> Path:
@@ -40,6 +100,7 @@ class TaskWorld:
 
 
 def task_world(task_dir: Path) -> TaskWorld:
+    from apexrl.artifacts.models import check_safe_id
     from apexrl.tasks.meta import read_task_meta
 
     task_dir = Path(task_dir)
@@ -70,9 +131,11 @@ class WorldStore:
 
     def _find(self, world_id: str) -> tuple[Path | None, Path | None]:
         """(world folder, world zip) for WORLD_ID, either None where the store has none."""
+        from apexrl.artifacts.models import check_safe_id
+
         check_safe_id(world_id, "world_id")
         for cand in (self.root / world_id, self.root / "worlds" / world_id):
-            if cand.is_dir() and any((cand / t).is_dir() for t in TOPS):
+            if cand.is_dir() and is_world_root(cand):
                 return cand, None
         for z in (
             self.root / f"{world_id}.zip",
@@ -99,17 +162,15 @@ class WorldStore:
         )
 
     def _extracted(self, zpath: Path, world_id: str) -> Path:
-        from apexrl.worlds.world import _find_root, extract_zip_safely
-
         st = zpath.stat()
         dest = self.cache_dir / f"{world_id}-{st.st_size}-{st.st_mtime_ns}"
         if dest.is_dir():
-            return _find_root(dest, zpath)
+            return find_root(dest, zpath)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{world_id}-", dir=self.cache_dir))
         try:
             extract_zip_safely(zpath, tmp)
-            _find_root(tmp, zpath)
+            find_root(tmp, zpath)
             try:
                 tmp.rename(dest)
             except OSError:  # another trial extracted it first
@@ -117,15 +178,104 @@ class WorldStore:
                     raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return _find_root(dest, zpath)
+        return find_root(dest, zpath)
 
 
 def overlay_sources(pristine: Path, task_files: Path | None) -> dict[str, Path]:
     """'filesystem/x' -> the file a trial's copy starts from (task files win)."""
-    from apexrl.grading.evidence import walk_files
-
     sources = walk_files(pristine)
     if task_files is not None:
         for rel, p in walk_files(task_files).items():
             sources[rel] = p
     return sources
+
+
+# --- state and diff -----------------------------------------------------------------------
+
+
+@dataclass
+class WorldState:
+    after_root: Path  # the world root after the run (filesystem/, .apps_data/)
+    before: dict[str, Path] | None = None  # 'filesystem/x' -> pristine file; None: unknown
+    before_stats: dict[str, tuple[int, int]] | None = None  # rel -> (size, mtime_ns) at start
+
+
+def walk_files(root: Path) -> dict[str, Path]:
+    """'filesystem/a/b.txt' -> path, for every regular file under the world's top folders."""
+    out: dict[str, Path] = {}
+    for top in TOPS:
+        base = root / top
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames.sort()
+            for name in filenames:
+                p = Path(dirpath) / name
+                if p.is_symlink() or not p.is_file():
+                    continue
+                out[p.relative_to(root).as_posix()] = p
+    return out
+
+
+def stats_of(files: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    out = {}
+    for rel, p in files.items():
+        st = p.stat()
+        out[rel] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+@dataclass
+class Changes:
+    """Paths created, modified and deleted between two states of a world, each sorted."""
+
+    created: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+
+def changed_paths(
+    before: Collection[str], after: Collection[str], same: Callable[[str], bool]
+) -> Changes:
+    """The one world diff: a path only in `after` is created, only in `before` deleted,
+    in both and not `same(path)` modified. `same` decides how content is compared
+    (stats then bytes for a trial's copy, sha256 for snapshots)."""
+    out = Changes()
+    for rel in sorted(after):
+        if rel not in before:
+            out.created.append(rel)
+        elif not same(rel):
+            out.modified.append(rel)
+    out.deleted = sorted(rel for rel in before if rel not in after)
+    return out
+
+
+def diff_state(state: WorldState) -> Changes | None:
+    """What a trial changed in its world copy; None when the before-state is unknown."""
+    if state.before is None:
+        return None
+    before = state.before
+    after = walk_files(state.after_root)
+    stats = state.before_stats or {}
+
+    def same(rel: str) -> bool:
+        st = after[rel].stat()
+        if stats.get(rel) == (st.st_size, st.st_mtime_ns):
+            return True
+        return same_bytes(before[rel], after[rel])
+
+    return changed_paths(before, after, same)
+
+
+def same_bytes(trusted: Path, untrusted: Path) -> bool:
+    """Byte equality; the untrusted (sandbox-written) side is opened without following links."""
+    try:
+        with open(trusted, "rb") as a, open(open_regular(untrusted), "rb", closefd=True) as b:
+            while True:
+                x, y = a.read(1 << 20), b.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except OSError:
+        return False

@@ -1,5 +1,6 @@
-"""A world on disk: `filesystem/` (the company's files) and `.apps_data/` (mail,
-chat, calendar), from a folder or a zip extracted safely.
+"""An open world: `filesystem/` (the company's files) and `.apps_data/` (mail,
+chat, calendar), from a folder or a zip extracted safely (layout and extraction:
+`apexrl.worlds.store`), and the apps (servers) it mounts.
 
 Every path a tool receives goes through `World.fs_path` / `World.apps_path`, which
 refuse anything that resolves outside the world (`..`, absolute escapes, symlinks
@@ -15,10 +16,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from apexrl.errors import ApexError, BadRecordError, UsageError
-
-FS_DIR = "filesystem"
-APPS_DIR = ".apps_data"
+from apexrl.errors import ApexError, UsageError
+from apexrl.worlds.store import APPS_DIR, FS_DIR, extract_zip_safely, find_root
 
 # Server names, in the order the gateway mounts them.
 SERVERS: tuple[str, ...] = (
@@ -165,36 +164,15 @@ def open_world(
             dest = Path(workdir)
             dest.mkdir(parents=True, exist_ok=True)
         extract_zip_safely(src, dest)
-        root = _find_root(dest, src)
+        root = find_root(dest, src)
         wid = world_id or src.stem
     else:
-        root = _find_root(src, src)
+        root = find_root(src, src)
         wid = world_id or src.name
     resolved_apps = chosen_apps if chosen_apps else _apps_from_descriptions(src, wid)
     w = World(root=root.resolve(), world_id=wid, apps=resolved_apps, _tmp=tmp)
     w.fs_root.mkdir(exist_ok=True)
     return w
-
-
-def _find_root(d: Path, src: Path) -> Path:
-    """The folder holding filesystem/ and .apps_data/: `d`, or down a chain of up to 3
-    single wrapping folders (zips of real worlds wrap them: world_x/, data/world_x/)."""
-    for _ in range(4):
-        if (d / FS_DIR).is_dir() or (d / APPS_DIR).is_dir():
-            return d
-        kids = [
-            k
-            for k in d.iterdir()
-            if not k.name.startswith(("__MACOSX", ".DS_Store")) and not k.is_symlink()
-        ]
-        if len(kids) != 1 or not kids[0].is_dir():
-            break
-        d = kids[0]
-    raise BadRecordError(
-        str(src),
-        f"not a world: no {FS_DIR}/ or {APPS_DIR}/ at the top",
-        hint="a world has top folders filesystem/ and .apps_data/",
-    )
 
 
 def resolve_apps(apps: list[str]) -> list[str]:
@@ -234,18 +212,3 @@ def _apps_from_descriptions(src: Path, world_id: str) -> list[str]:
                 known = {n for n in names if n}
                 return [s for s in SERVERS if s in known]
     return []
-
-
-# --- safe zip extraction --------------------------------------------------------------
-
-
-def extract_zip_safely(zpath: Path, dest: Path, *, max_bytes: int | None = None) -> int:
-    """Extract `zpath` under `dest` with apexrl.artifacts.archive: no absolute paths,
-    '..', devices, or links whose real resolved path leaves `dest`; size, member and
-    ratio limits. Returns the number of files."""
-    from apexrl.artifacts.archive import Limits, extract_zip
-
-    cap = max_bytes or 50 * 2**30  # worlds are bigger than tasks
-    limits = Limits.from_env(max_total_bytes=cap, max_member_bytes=min(cap, 8 * 2**30))
-    res = extract_zip(Path(zpath), Path(dest), where=str(zpath), links="in_tree", limits=limits)
-    return res.n_files

@@ -9,12 +9,9 @@ import json
 from apexrl.grading.evidence import (
     MAX_FILE_CHARS,
     MAX_TOTAL_CHARS,
-    WorldState,
     collect_files,
     diff_world,
     render_files,
-    stats_of,
-    walk_files,
 )
 from apexrl.grading.grader import grade
 from apexrl.grading.judge import (
@@ -26,6 +23,7 @@ from apexrl.grading.judge import (
     user_prompt,
 )
 from apexrl.grading.readers import file_text
+from apexrl.worlds.store import WorldState, stats_of, walk_files
 
 
 def _pdf(path, lines):

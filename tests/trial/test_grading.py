@@ -11,10 +11,11 @@ import openpyxl
 import pytest
 
 from apexrl.artifacts.models import DeterministicCheck
-from apexrl.grading.evidence import WorldState, changes_text, diff_world, stats_of, walk_files
+from apexrl.grading.evidence import changes_text, diff_world
 from apexrl.grading.grader import grade, host_cell_reader
 from apexrl.grading.judge import JudgeError, JudgeSettings, parse_verdict
 from apexrl.tasks.vendored import grade as runner
+from apexrl.worlds.store import WorldState, stats_of, walk_files
 from tests.trial.fake_judge import BAD, GOOD_FALSE, GOOD_TRUE, fake_judge
 
 

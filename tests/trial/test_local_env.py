@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from apexrl.envs.local import LocalEnvironment, SandboxError, sweep_stale
-from apexrl.envs.worlds import WorldStore, task_world
+from apexrl.worlds.store import WorldStore, task_world
 from tests.trial.conftest import task_named
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from apexrl.errors import ApexError, BadRecordError, UsageError
-from apexrl.worlds.world import extract_zip_safely, open_world, resolve_apps
+from apexrl.worlds.store import extract_zip_safely
+from apexrl.worlds.world import open_world, resolve_apps
 
 
 def _zip(path: Path, members: dict[str, bytes], links: dict[str, str] | None = None) -> Path:
