@@ -140,7 +140,7 @@ def model(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Check a checkpoint, write its model card, upload it and verify what landed."""
-    from apexrl.publish.stage import stage_model
+    from apexrl.publish.stage_model import stage_model
 
     _check_repo(repo)
     _run(
@@ -178,7 +178,7 @@ def traces(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Publish an eval run's trajectories as a Parquet dataset (one row per trial)."""
-    from apexrl.publish.stage import stage_traces
+    from apexrl.publish.stage_traces import stage_traces
 
     _check_repo(repo)
     _run(
@@ -211,7 +211,7 @@ def dataset(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Publish a packed task dataset with its card (counts per domain and world, schema)."""
-    from apexrl.publish.stage import stage_dataset
+    from apexrl.publish.stage_dataset import stage_dataset
 
     _check_repo(repo)
     _run(

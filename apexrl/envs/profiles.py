@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from apexrl.errors import UsageError
+from apexrl.worlds.store import TOPS
 
 WORLD_ROOT = "/world"  # where apexrl's agents, oracle and verifier address the world
 
@@ -64,7 +65,7 @@ class ImageProfile:
     @property
     def world_is_split(self) -> bool:
         """The image keeps filesystem/ and .apps_data/ somewhere else than /world."""
-        return self.roots() != {t: f"{WORLD_ROOT}/{t}" for t in ("filesystem", ".apps_data")}
+        return self.roots() != {t: f"{WORLD_ROOT}/{t}" for t in TOPS}
 
     def link_world_command(self) -> list[str] | None:
         """A command making /world/filesystem and /world/.apps_data point at this image's
@@ -188,7 +189,7 @@ def check_snapshot(data: bytes) -> list[str]:
         if n in (".", ""):
             continue
         top = n.split("/", 1)[0]
-        if n.startswith("/") or ".." in n.split("/") or top not in ("filesystem", ".apps_data"):
+        if n.startswith("/") or ".." in n.split("/") or top not in TOPS:
             raise ValueError(f"the snapshot has a member outside the world: {n!r}")
     return names
 

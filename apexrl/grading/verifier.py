@@ -32,7 +32,7 @@ from apexrl.grading.grader import grade
 from apexrl.grading.judge import JudgeSettings
 from apexrl.grading.requirements import judge_model
 from apexrl.tasks.convert import ANSWER_FILE, gold_file_hashes
-from apexrl.worlds.store import WorldState
+from apexrl.worlds.store import FS_DIR, WorldState
 
 OUT_NAMES = ("reward.json", "reward.txt", "verdicts.json", "grading.json")
 MAX_ANSWER_BYTES = 2_000_000
@@ -82,7 +82,7 @@ class ApexVerifier(BaseVerifier):
             result = await grade(
                 criteria,
                 answer=answer,
-                fs_root=state.after_root / "filesystem",
+                fs_root=state.after_root / FS_DIR,
                 gold=gold,
                 task_prompt=self.task.instruction,
                 judge=self.judge,

@@ -252,7 +252,7 @@ def test_dataset_dry_run_redacts_inside_task_tars(runner, packed_dataset, tmp_pa
 
 def test_clean_dataset_shards_are_not_copied(runner, packed_dataset, tmp_path):
     """Without findings the shard is uploaded from where it is (no second copy of big files)."""
-    from apexrl.publish.stage import stage_dataset
+    from apexrl.publish.stage_dataset import stage_dataset
 
     red = Redactor()
     red._patterns = []  # nothing to find

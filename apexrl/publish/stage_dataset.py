@@ -1,0 +1,122 @@
+"""Stage a packed task dataset for `publish dataset`: shards as they are, or with every
+text member of each task redacted when a finding needs it, the manifest, and the card."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from apexrl.errors import BadRecordError, UsageError
+from apexrl.publish import cards
+from apexrl.publish.redact import Redactor
+from apexrl.publish.stage import Plan, finish, redacted_copy, stage_text
+
+
+def _redact_task_binary(blob: bytes, where: str, red: Redactor) -> bytes | None:
+    """The task tar with every text member redacted; None when nothing changed."""
+    from apexrl.artifacts.archive import Entry, bytes_entry, gunzip, gzip_bytes, tar_bytes
+    from apexrl.artifacts.archive import tar_members as parse
+
+    members, bad = parse(gunzip(blob, where), where)
+    if bad:
+        raise BadRecordError(f"{where} member {bad[0][0]!r}", bad[0][1])
+    changed = False
+    entries: list[Entry] = []
+    for m in members:
+        if m.kind == "file":
+            assert m.read is not None
+            with m.read() as fh:
+                data = fh.read()
+            red_data = red.bytes_text(data, f"{where} {m.name}")
+            if red_data is not None and red_data != data:
+                changed = True
+                data = red_data
+            entries.append(bytes_entry(m.name, data, executable=bool(m.mode & 0o100)))
+        else:
+            entries.append(Entry(m.name, m.kind, linkname=m.linkname))
+    if not changed:
+        return None
+    return gzip_bytes(tar_bytes(entries))
+
+
+def stage_dataset(
+    ds_dir: Path,
+    *,
+    repo: str,
+    stage_dir: Path,
+    private: bool = True,
+    license: str | None = None,
+    redactor: Redactor | None = None,
+) -> Plan:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from apexrl.artifacts.models import DatasetRow
+    from apexrl.tasks.dataset import MANIFEST, dataset_digest
+
+    ds_dir = Path(ds_dir)
+    man_path = ds_dir / MANIFEST
+    if not man_path.is_file():
+        raise UsageError(
+            f"{ds_dir}: no {MANIFEST}", hint="pass a folder written by `apexrl tasks pack`"
+        )
+    manifest = cards.read_json(man_path)
+    if not manifest or not isinstance(manifest.get("shards"), list):
+        raise BadRecordError(str(man_path), "not a dataset manifest (no shards list)")
+    plan = Plan(repo, "dataset", private, "main", "", Path(stage_dir))
+    if redactor is not None:
+        plan.redactor = redactor
+    entries: list[tuple[str, Path]] = []
+    rows_meta: list[DatasetRow] = []
+    any_changed = False
+    for shard in manifest["shards"]:
+        src = ds_dir / shard
+        if "/.." in f"/{shard}" or not src.is_file():
+            raise BadRecordError(str(man_path), f"shard {shard!r} is missing")
+        table = pq.read_table(src)
+        rows = table.to_pylist()
+        changed = False
+        for i, row in enumerate(rows):
+            where = f"{shard} row {i} ({row.get('path')})"
+            new = _redact_task_binary(row["task_binary"], where, plan.redactor)
+            if new is not None:
+                changed = True
+                row["task_binary"] = new
+                row["sha256"] = hashlib.sha256(new).hexdigest()
+                row["size_bytes"] = len(new)
+            rows_meta.append(
+                DatasetRow(
+                    path=row["path"],
+                    task_id=row.get("task_id"),
+                    world_id=row.get("world_id"),
+                    domain=row.get("domain"),
+                    sha256=row.get("sha256"),
+                    size_bytes=row.get("size_bytes") or 0,
+                )
+            )
+        if changed:
+            any_changed = True
+            out = plan.stage_dir / shard
+            out.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out)
+            entries.append((shard, out))
+        else:
+            entries.append((shard, src))
+    if any_changed:
+        manifest = {**manifest, "digest": dataset_digest(rows_meta)}
+        text = json.dumps(manifest, sort_keys=False) + "\n"
+        entries.append((MANIFEST, stage_text(plan, MANIFEST, text.encode())))
+    else:
+        entries.append((MANIFEST, redacted_copy(plan, MANIFEST, man_path)))
+    card = cards.dataset_card(
+        repo=repo,
+        manifest=manifest,
+        license=license,
+        shards=list(manifest["shards"]),
+        n_redactions=plan.redactor.total,
+        scanned=dict(plan.redactor.scanned),
+    )
+    plan.card = plan.redactor.text(card, "README.md")
+    entries.append(("README.md", stage_text(plan, "README.md", plan.card.encode())))
+    return finish(plan, entries)

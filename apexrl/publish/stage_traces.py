@@ -1,0 +1,359 @@
+"""Stage an eval run for `publish traces`: one row per trial (messages, verdicts, log tails,
+optionally tokens) redacted into Parquet shards, the run's records, and the card."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from apexrl.artifacts.nofollow import is_regular, read_regular, read_tail, regular_files
+from apexrl.errors import BadRecordError, UsageError
+from apexrl.publish import cards
+from apexrl.publish.redact import Redactor
+from apexrl.publish.stage import Plan, finish, stage_text
+
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".json", ".jsonl")
+LOG_TAIL = 64 * 1024
+SHARD_BYTES = 256 * 1024 * 1024  # traces: target size of a Parquet shard
+
+
+def _trace_schema(include_tokens: bool):
+    import pyarrow as pa
+
+    msg = pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("reasoning_content", pa.string()),
+            ("tool_calls", pa.string()),
+            ("tool_call_id", pa.string()),
+            ("name", pa.string()),
+        ]
+    )
+    crit = pa.struct(
+        [
+            ("id", pa.string()),
+            ("criterion", pa.string()),
+            ("met", pa.bool_()),
+            ("score", pa.float64()),
+            ("reason", pa.string()),
+            ("source", pa.string()),
+        ]
+    )
+    log = pa.struct([("name", pa.string()), ("text", pa.string())])
+    fields = [
+        ("trial_id", pa.string()),
+        ("task_id", pa.string()),
+        ("domain", pa.string()),
+        ("world_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("status", pa.string()),
+        ("error_class", pa.string()),
+        ("reward", pa.float64()),
+        ("criteria_met", pa.int32()),
+        ("criteria_total", pa.int32()),
+        ("criteria", pa.list_(crit)),
+        ("messages", pa.list_(msg)),
+        ("turns", pa.int32()),
+        ("tool_calls", pa.int32()),
+        ("tokens_in", pa.int64()),
+        ("tokens_out", pa.int64()),
+        ("duration_s", pa.float64()),
+        ("logs", pa.list_(log)),
+    ]
+    if include_tokens:
+        fields += [("token_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.int8()))]
+    return pa.schema(fields)
+
+
+def _text(v) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):  # content parts
+        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in v]
+        return "".join(parts)
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _messages(atif: dict) -> list[dict]:
+    tito = (atif.get("extra") or {}).get("tito") or {}
+    msgs = tito.get("messages")
+    if not isinstance(msgs, list):
+        from apexrl.tito.trajectory import _messages_from_atif
+
+        msgs = _messages_from_atif(atif)
+    out = []
+    for m in msgs:
+        if not isinstance(m, dict):
+            continue
+        calls = m.get("tool_calls")
+        out.append(
+            {
+                "role": str(m.get("role") or ""),
+                "content": _text(m.get("content")),
+                "reasoning_content": _text(m.get("reasoning_content")),
+                "tool_calls": json.dumps(calls, ensure_ascii=False) if calls else None,
+                "tool_call_id": m.get("tool_call_id"),
+                "name": m.get("name"),
+            }
+        )
+    return out
+
+
+def _tokens(path: Path) -> tuple[list[int], list[int]]:
+    """Token ids and loss mask from tokens.jsonl: a TITO trajectory (one JSON document,
+    possibly pretty-printed), or JSON lines of per-turn records {kind, token_ids}."""
+    ids: list[int] = []
+    mask: list[int] = []
+    text = read_regular(path).decode("utf-8", "replace")
+    try:
+        whole = json.loads(text)
+        records = [whole] if isinstance(whole, dict) else []
+    except json.JSONDecodeError:
+        try:
+            records = [json.loads(x) for x in text.splitlines() if x.strip()]
+        except json.JSONDecodeError as e:
+            raise BadRecordError(str(path), f"not JSON lines: {e}") from None
+    for rec in records:
+        if not isinstance(rec, dict):
+            continue
+        if "prompt_ids" in rec:  # a whole TITO trajectory
+            ids += rec["prompt_ids"]
+            mask += [0] * len(rec["prompt_ids"])
+            for t in rec.get("turns") or []:
+                ids += t["token_ids"]
+                mask += [1 if t.get("kind") == "sampled" else 0] * len(t["token_ids"])
+        elif "token_ids" in rec:
+            ids += rec["token_ids"]
+            sampled = rec.get("kind") == "sampled" or "logprobs" in rec and rec["logprobs"]
+            mask += [1 if sampled else 0] * len(rec["token_ids"])
+    return ids, mask
+
+
+_VERDICT_FILES = (
+    "verifier/grading.json",
+    "grading.json",
+    "verdicts.json",
+    "verifier/verdicts.json",
+)
+
+
+def _verdicts(row: dict, dirs: list[Path]) -> list[dict]:
+    raw = row.get("verdicts")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            raw = None
+    if not isinstance(raw, list):
+        raw = None
+        found = [d / n for d in dirs for n in _VERDICT_FILES if is_regular(d / n)]
+        if found:
+            try:
+                data = json.loads(read_regular(found[0]))
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise BadRecordError(str(found[0]), f"not readable JSON: {e}") from None
+            raw = data.get("verdicts") if isinstance(data, dict) else data
+    out = []
+    for v in raw or []:
+        if not isinstance(v, dict):
+            continue
+        met = v.get("met", v.get("passed"))
+        score = v.get("score")
+        out.append(
+            {
+                "id": _text(v.get("verifier_id") or v.get("id") or v.get("criterion_id")),
+                "criterion": _text(v.get("criteria") or v.get("criterion")),
+                "met": bool(met) if met is not None else None,
+                "score": float(score) if isinstance(score, int | float) else None,
+                "reason": _text(v.get("rationale") or v.get("reason") or v.get("explanation")),
+                "source": _text(v.get("source")),
+            }
+        )
+    return out
+
+
+# published in their own columns (or too big for a log column)
+_TRIAL_FILES = {
+    "trajectory.json", "atif.json", "tokens.jsonl", "tito.json", "verdicts.json", "grading.json",
+}  # fmt: skip
+
+
+def _logs(dirs: list[Path]) -> list[dict]:
+    out = []
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for p in regular_files(d):  # never a link the sandbox planted (/etc/shadow)
+            if p.name in _TRIAL_FILES or not p.name.endswith(LOG_SUFFIXES):
+                continue
+            try:
+                data = read_tail(p, LOG_TAIL)
+            except OSError:  # swapped for a link since the walk: refused
+                continue
+            out.append(
+                {
+                    "name": p.relative_to(d).as_posix(),
+                    "text": data.decode("utf-8", errors="replace"),
+                }
+            )
+    return out
+
+
+def _trial_id(row: dict, traj_root: Path) -> str:
+    if row.get("trial_id"):
+        return str(row["trial_id"])
+    task, attempt = row.get("task_id"), row.get("attempt", 0)
+    for cand in (f"{task}.a{attempt}", f"{task}__{attempt}", f"{task}.{attempt}"):
+        if (traj_root / cand).is_dir():
+            return cand
+    return f"{task}.a{attempt}"
+
+
+def _result_rows(run_dir: Path) -> list[dict]:
+    """results.parquet; for a run killed before compaction, the results.jsonl journal
+    (last row of a trial wins)."""
+    import pyarrow.parquet as pq
+
+    results = run_dir / "results.parquet"
+    if results.is_file():
+        return pq.read_table(results).to_pylist()
+    journal = run_dir / "results.jsonl"
+    if journal.is_file():
+        rows: dict[str, dict] = {}
+        for k, line in enumerate(journal.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line torn by a kill: the trial reruns on resume
+            rows[str(row.get("trial_id") or k)] = row
+        return list(rows.values())
+    raise UsageError(
+        f"{run_dir}: no results.parquet", hint="pass the folder written by `apexrl eval run`"
+    )
+
+
+def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[dict]:
+    traj_root = run_dir / "trajectories"
+    for n, row in enumerate(_result_rows(run_dir)):
+        tid = _trial_id(row, traj_root)
+        where = f"data row {n} (trial {tid})"
+        tdir = traj_root / tid
+        messages: list[dict] = []
+        tj = tdir / "trajectory.json"
+        if is_regular(tj):
+            try:
+                messages = _messages(json.loads(read_regular(tj)))
+            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+                raise BadRecordError(str(tj), f"not a readable ATIF trajectory: {e}") from None
+        out = {
+            "trial_id": tid,
+            "task_id": row.get("task_id"),
+            "domain": row.get("domain"),
+            "world_id": row.get("world_id"),
+            "attempt": row.get("attempt"),
+            "status": row.get("status"),
+            "error_class": row.get("error_class"),
+            "reward": row.get("reward"),
+            "criteria_met": row.get("criteria_met"),
+            "criteria_total": row.get("criteria_total"),
+            "criteria": _verdicts(row, [tdir, run_dir / "logs" / tid]),
+            "messages": messages,
+            "turns": row.get("turns"),
+            "tool_calls": row.get("tool_calls"),
+            "tokens_in": row.get("tokens_in"),
+            "tokens_out": row.get("tokens_out"),
+            "duration_s": row.get("duration_s"),
+            "logs": _logs([tdir, run_dir / "logs" / tid]),
+        }
+        out = red.obj(out, where)
+        if include_tokens:
+            tok = tdir / "tokens.jsonl"
+            ids, mask = _tokens(tok) if is_regular(tok) else ([], [])
+            out["token_ids"], out["loss_mask"] = ids, mask
+        yield out
+
+
+def _row_bytes(row: dict) -> int:
+    return (
+        len(json.dumps(row.get("messages")))
+        + sum(len(x["text"]) for x in row.get("logs") or [])
+        + 4 * len(row.get("token_ids") or [])
+    )
+
+
+def stage_traces(
+    run_dir: Path,
+    *,
+    repo: str,
+    stage_dir: Path,
+    include_tokens: bool = False,
+    private: bool = True,
+    license: str | None = None,
+    redactor: Redactor | None = None,
+    shard_bytes: int = SHARD_BYTES,
+) -> Plan:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UsageError(f"run folder {run_dir} does not exist")
+    plan = Plan(repo, "dataset", private, "main", "", Path(stage_dir))
+    if redactor is not None:
+        plan.redactor = redactor
+    schema = _trace_schema(include_tokens)
+    groups: list[list[dict]] = [[]]
+    size = 0
+    tmp_names: list[Path] = []
+    data_dir = plan.stage_dir / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+
+    def flush(group: list[dict]) -> None:
+        path = data_dir / f".part-{len(tmp_names):05d}.parquet"
+        pq.write_table(pa.Table.from_pylist(group, schema=schema), path, compression="zstd")
+        tmp_names.append(path)
+
+    n_rows = 0
+    for row in trace_rows(run_dir, include_tokens, plan.redactor):
+        b = _row_bytes(row)
+        if groups[-1] and size + b > shard_bytes:
+            flush(groups[-1])
+            groups[-1] = []
+            size = 0
+        groups[-1].append(row)
+        size += b
+        n_rows += 1
+    flush(groups[-1])
+    entries: list[tuple[str, Path]] = []
+    shards = []
+    for i, p in enumerate(tmp_names):
+        name = f"data/train-{i:05d}-of-{len(tmp_names):05d}.parquet"
+        final = plan.stage_dir / name
+        p.replace(final)
+        shards.append(name)
+        entries.append((name, final))
+    run = plan.redactor.obj(cards.read_json(run_dir / "run.json"), "run.json")
+    summary = plan.redactor.obj(cards.read_json(run_dir / "summary.json"), "summary.json")
+    for name, obj in (("run.json", run), ("summary.json", summary)):
+        if obj:
+            text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+            entries.append((name, stage_text(plan, name, text.encode())))
+    card = cards.traces_card(
+        repo=repo,
+        run=run,
+        summary=summary,
+        n_rows=n_rows,
+        shards=shards,
+        include_tokens=include_tokens,
+        license=license,
+        n_redactions=plan.redactor.total,
+    )
+    plan.card = plan.redactor.text(card, "README.md")
+    entries.append(("README.md", stage_text(plan, "README.md", plan.card.encode())))
+    return finish(plan, entries)
