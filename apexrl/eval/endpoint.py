@@ -1,4 +1,5 @@
-"""Which engine an eval talks to, and starting/stopping it.
+"""The endpoint an eval talks to: which engine serves MODEL, and starting/stopping it
+(the engines themselves are `apexrl.engine`).
 
 - `--endpoint URL`: a running OpenAI-compatible engine; nothing is started.
 - MODEL a local checkpoint directory or a Hub id (`org/name[@revision]`): vLLM when a

@@ -8,7 +8,7 @@ with one message naming each problem and its fix:
   `docker` with a daemon, the `modal` package and its credentials;
 - the world store: every selected task's world is there (local);
 - the engine: the local CPU engine's libraries when one will be started
-  (an `--endpoint` is probed by `eval.engine.resolve_model`);
+  (an `--endpoint` is probed by `eval.endpoint.resolve_model`);
 - credentials: every env key a selected task declares (`required_env_keys`) is set.
 
 Problems are gathered, not stopped at the first, and raised as one `PreflightError`

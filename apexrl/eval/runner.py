@@ -522,7 +522,7 @@ def run_eval(
     on_result: Callable[[EvalResultRow, Progress], None] | None = None,
     on_bad_task=None,
 ) -> tuple[RunReport, EvalRunConfig]:
-    from apexrl.eval.engine import resolve_model, running_engine
+    from apexrl.eval.endpoint import resolve_model, running_engine
     from apexrl.trial.config import Sampling
 
     if req.attempts < 1:

@@ -33,7 +33,7 @@ def host_cell_reader(path: Path, sheet: str | None, cell: str | None) -> Any:
         return value
     import openpyxl
 
-    from apexrl.worlds.servers.formulas import Evaluator
+    from apexrl.worlds.formulas import Evaluator
 
     wb = openpyxl.load_workbook(str(path), data_only=False)
     ws = wb[sheet] if sheet else wb.worksheets[0]

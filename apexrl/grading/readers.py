@@ -70,7 +70,7 @@ def pdf_text(path: Path, limit: int) -> str:
 def workbook_text(path: Path, limit: int) -> str:
     import openpyxl
 
-    from apexrl.worlds.servers.formulas import Evaluator
+    from apexrl.worlds.formulas import Evaluator
 
     # Loaded from bytes: the path may be a pinned /proc/self/fd/N (no-follow evidence reads),
     # whose name openpyxl would refuse for lacking an .xlsx extension.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import openpyxl
 import pytest
 
-from apexrl.worlds.servers.formulas import Evaluator
+from apexrl.worlds.formulas import Evaluator
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from apexrl.errors import ApexError
-from apexrl.worlds.servers.formulas import Evaluator
+from apexrl.worlds.formulas import Evaluator
 from apexrl.worlds.world import World
 
 MAX_CELLS = 5000

@@ -1,6 +1,6 @@
 """archipelago `excel` server: .xlsx workbooks (openpyxl) addressed by 0-based tab index,
 plus CSV reading. Formula cells show their value: the one the spreadsheet app cached, or
-recomputed (`apexrl.worlds.servers.formulas`) when the file has none."""
+recomputed (`apexrl.worlds.formulas`) when the file has none."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
+from apexrl.worlds.formulas import Evaluator
 from apexrl.worlds.servers import sheets as _sheets
 from apexrl.worlds.servers.archipelago import file_arg, new_file, vpath
-from apexrl.worlds.servers.formulas import Evaluator
 from apexrl.worlds.world import World
 
 _XLSX = (".xlsx", ".xlsm")
