@@ -25,6 +25,20 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def dynamic_import(node: ast.AST) -> str | None:
+    """The module of `importlib.import_module("apexrl....")` with a literal name."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute | ast.Name)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return node.args[0].value
+    return None
+
+
 def imported(path: Path) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
@@ -32,6 +46,8 @@ def imported(path: Path) -> set[str]:
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+        elif dyn := dynamic_import(node):
+            names.add(dyn)
     return {n for n in names if n == "apexrl" or n.startswith("apexrl.")}
 
 
@@ -83,8 +99,9 @@ def cycles_of(graph: dict[str, set[str]]) -> set[frozenset[str]]:
 
 
 def module_graph() -> dict[str, set[str]]:
-    """Module -> the apexrl modules it imports (`from pkg import mod` counts as pkg.mod; a
-    package's own __init__ is left out: importing a submodule always runs it)."""
+    """Module -> the apexrl modules it imports (`from pkg import mod` counts as pkg.mod, and
+    `importlib.import_module("apexrl.x")` as apexrl.x; a package's own __init__ is left
+    out: importing a submodule always runs it)."""
     mods = modules()
     graph: dict[str, set[str]] = {}
     for mod, path in mods.items():
@@ -97,6 +114,8 @@ def module_graph() -> dict[str, set[str]]:
                     f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else node.module
                     for a in node.names
                 ]
+            elif dyn := dynamic_import(node):
+                names = [dyn]
             else:
                 continue
             for name in names:
