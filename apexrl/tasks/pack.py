@@ -133,7 +133,8 @@ def pack_dirs(dirs: list[Path], *, workers: int | None = None, on_done=None):
     """PackedTask per dir, in order, packed in parallel processes."""
     from apexrl.tasks.parallel import ordered_map
 
-    for result in ordered_map(_pack_job, dirs, workers=workers, n_items=len(dirs)):
+    preload = ("apexrl.tasks.meta", "apexrl.tasks.dataset", "apexrl.artifacts.models")
+    for result in ordered_map(_pack_job, dirs, workers=workers, n_items=len(dirs), preload=preload):
         if isinstance(result, tuple):
             raise BadRecordError(*result[:2], hint=result[2])
         if on_done:

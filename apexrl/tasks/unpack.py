@@ -12,14 +12,18 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.artifacts.archive import Limits, dir_lock, extract_targz
-from apexrl.artifacts.models import SAFE_ID
 from apexrl.errors import BadRecordError
+
+# apexrl.artifacts.models.SAFE_ID (a test keeps them equal), compiled here so that
+# unpack's worker processes start without importing pydantic.
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 MAX_MEMBER_BYTES = Limits.max_member_bytes
 MAX_TASK_BYTES = Limits.max_total_bytes
