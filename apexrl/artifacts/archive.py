@@ -565,10 +565,11 @@ def _lean_parse(raw: bytes) -> list[_RawMember]:
         if kind is None:
             raise _NotLean  # devices, fifos, GNU long names, sparse, global headers
         name_b = block[0:100].split(b"\0", 1)[0]
-        if not gnu:
-            prefix_b = block[345:500].split(b"\0", 1)[0]
-            if prefix_b:
-                name_b = prefix_b + b"/" + name_b
+        prefix_b = block[345:500].split(b"\0", 1)[0]
+        if prefix_b:
+            if gnu:
+                raise _NotLean  # GNU keeps times there: tarfile's reading decides
+            name_b = prefix_b + b"/" + name_b
         link_b = block[157:257].split(b"\0", 1)[0]
         name = name_b.decode("utf-8", "surrogateescape")
         link = link_b.decode("utf-8", "surrogateescape")
