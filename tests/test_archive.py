@@ -325,3 +325,104 @@ def test_pool_workers_die_with_their_parent():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+_FORMAT_MEMBERS: list[tuple[str, str, str | bytes]] = [
+    ("a", "dir", ""),
+    ("a/empty.txt", "file", b""),
+    ("a/block.bin", "file", bytes(range(256)) * 2),  # exactly one 512-byte block
+    ("a/" + "long-name-" * 12 + ".md", "file", "a name past 100 bytes"),
+    ("a/" + "d" * 60 + "/" + "e" * 60 + "/f.txt", "file", "prefix + name split"),
+    ("a/café ünïcode.txt", "file", "non-ascii"),
+    ("a/link", "sym", "block.bin"),
+    ("a/hard", "hard", "a/block.bin"),
+    ("a/exec.sh", "file", "#!/bin/sh\n"),
+]
+
+
+def _tar_in_format(fmt: int) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:", format=fmt) as t:
+        for name, kind, payload in _FORMAT_MEMBERS:
+            info = tarfile.TarInfo(name)
+            info.mode = 0o755 if name.endswith(".sh") else 0o644
+            if kind == "file":
+                data = payload if isinstance(payload, bytes) else payload.encode()
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE}[
+                kind
+            ]
+            info.linkname = payload if isinstance(payload, str) else ""
+            t.addfile(info)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "lean"),
+    [(tarfile.PAX_FORMAT, True), (tarfile.USTAR_FORMAT, True), (tarfile.GNU_FORMAT, False)],
+)
+def test_lean_tar_parser_agrees_with_tarfile(fmt, lean):
+    """The lean parser reads what tarfile reads, member for member; GNU long-name
+    records (and anything else it does not know) go to tarfile instead."""
+    if fmt == tarfile.USTAR_FORMAT:  # ustar cannot hold the long or non-ASCII names
+        members = [m for m in _FORMAT_MEMBERS if len(m[0]) < 100 and m[0].isascii()]
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:", format=fmt) as t:
+            for name, kind, payload in members:
+                info = tarfile.TarInfo(name)
+                if kind == "file":
+                    data = payload if isinstance(payload, bytes) else payload.encode()
+                    info.size = len(data)
+                    t.addfile(info, io.BytesIO(data))
+                else:
+                    info.type = {"dir": b"5", "sym": b"2", "hard": b"1"}[kind]
+                    info.linkname = payload if isinstance(payload, str) else ""
+                    t.addfile(info)
+        raw = buf.getvalue()
+    else:
+        raw = _tar_in_format(fmt)
+    fast = archive._lean_tar_members(raw)
+    assert (fast is not None) == (lean is not False)
+    if fast is not None:
+        assert fast == archive._tarfile_members(raw, "x")
+    members, bad = archive.tar_members(raw, "x")
+    assert not bad and {m.name for m in members} >= {"a/link", "a/hard", "a/exec.sh"}
+
+
+def test_lean_tar_parser_reads_our_writer_and_gnu_tar(tmp_path):
+    import subprocess
+
+    entries = [
+        archive.Entry("t", "dir"),
+        archive.bytes_entry("t/" + "x" * 150, b"long"),
+        archive.bytes_entry("t/run.sh", b"#!/bin/sh\n", executable=True),
+        archive.Entry("t/l", "symlink", linkname="run.sh"),
+    ]
+    raw = archive.tar_bytes(entries)
+    fast = archive._lean_tar_members(raw)
+    assert fast is not None and fast == archive._tarfile_members(raw, "x")
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f.txt").write_text("gnu")
+    (src / "d" / "g.bin").write_bytes(os.urandom(3000))
+    subprocess.run(["tar", "cf", str(tmp_path / "g.tar"), "-C", str(src), "."], check=True)
+    raw = (tmp_path / "g.tar").read_bytes()
+    fast = archive._lean_tar_members(raw)
+    assert fast is not None and fast == archive._tarfile_members(raw, "x")
+
+
+def test_lean_tar_parser_checks_every_header():
+    """A corrupt header (bad checksum, non-octal size, truncated data) is never read
+    by the lean parser: tarfile then decides, and a broken tar is refused by name."""
+    raw = bytearray(archive.tar_bytes([archive.bytes_entry("f.txt", b"x" * 1000)]))
+    bad_sum = bytearray(raw)
+    bad_sum[0] ^= 1  # name changed, checksum not
+    assert archive._lean_tar_members(bytes(bad_sum)) is None
+    bad_size = bytearray(raw)
+    bad_size[124:136] = b"00000000x00\0"
+    assert archive._lean_tar_members(bytes(bad_size)) is None
+    with pytest.raises(BadRecordError, match="row 9"):
+        archive.tar_members(bytes(bad_sum), "row 9")
+    assert archive._lean_tar_members(bytes(raw[:700])) is None

@@ -230,3 +230,28 @@ def test_ls_table_and_json(runner, mini_apex, tmp_path):
     rows = ndjson(runner.invoke(app, ["tasks", "ls", str(tmp_path / "ds"), "--json"]).stdout)
     assert len(rows) == 4
     assert all(r["size_bytes"] > 0 and r["domain"] for r in rows)
+
+
+def test_pack_rows_carry_the_metadata_reader_answer(runner, mini_apex, tmp_path):
+    """Pack reads task.toml/archipelago.json once, while tarring; the row's metadata is
+    what the shared reader says, and the binary is a plain gzip tar any tool reads."""
+    import gzip
+    import subprocess
+
+    from apexrl.tasks.meta import find_task_meta
+    from apexrl.tasks.pack import find_task_dirs, packed_task
+
+    tasks = tmp_path / "tasks"
+    assert convert(runner, mini_apex, tasks).exit_code == 0
+    for task_dir in find_task_dirs(tasks):
+        meta = find_task_meta(task_dir, require_world=False)
+        packed = packed_task(task_dir)
+        assert meta is not None and packed.row.task_id == meta.task_id
+        assert (packed.row.world_id, packed.row.domain) == (meta.world_id or None, meta.domain)
+        assert packed_task(task_dir).task_binary == packed.task_binary  # deterministic
+        assert gzip.decompress(packed.task_binary)[-1024:] == bytes(1024)
+        out = tmp_path / "x" / task_dir.name
+        out.mkdir(parents=True)
+        (tmp_path / "t.tgz").write_bytes(packed.task_binary)
+        subprocess.run(["tar", "xzf", str(tmp_path / "t.tgz"), "-C", str(out)], check=True)
+        assert same_tree(task_dir, out)

@@ -122,3 +122,17 @@ def test_unpack_of_pack_reproduces_tree(tmp_path_factory, tree):
         if p.is_file()
     }
     assert got == written
+
+
+def test_unpack_safe_id_is_the_models_one():
+    """unpack compiles its own copy (its workers start without pydantic): same rule."""
+    from apexrl.artifacts import models
+    from apexrl.tasks import unpack
+
+    assert unpack.SAFE_ID.pattern == models.SAFE_ID.pattern
+    code = "import sys, apexrl.tasks.unpack; print('pydantic' in sys.modules)"
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

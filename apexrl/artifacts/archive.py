@@ -112,19 +112,18 @@ def _pax_record(key: str, value: bytes) -> bytes:
 def _ustar_block(
     name: bytes, size: int, mode: int, typeflag: bytes, linkname: bytes, mtime: int
 ) -> bytes:
-    header = bytearray(512)
-    header[0 : len(name)] = name
-    header[100:108] = b"%07o\0" % mode
-    header[108:116] = b"0000000\0"  # uid
-    header[116:124] = b"0000000\0"  # gid
-    header[124:136] = b"%011o\0" % size
-    header[136:148] = b"%011o\0" % mtime
-    header[148:156] = b" " * 8  # checksum placeholder
-    header[156:157] = typeflag
-    header[157 : 157 + len(linkname)] = linkname
-    header[257:265] = b"ustar\x0000"
-    header[148:156] = b"%06o\0 " % sum(header)
-    return bytes(header)
+    # name and linkname are at most 100 bytes (longer ones go in a PAX record).
+    head = b"%s%07o\x000000000\x000000000\x00%011o\x00%011o\x00" % (
+        name.ljust(100, b"\0"),
+        mode,
+        size,
+        mtime,
+    )
+    tail = typeflag + linkname.ljust(100, b"\0") + _USTAR_TAIL
+    return b"%s%06o\x00 %s" % (head, sum(head) + sum(tail) + 256, tail)
+
+
+_USTAR_TAIL = b"ustar\x0000" + bytes(247)  # magic, version, then owner names etc. empty
 
 
 def write_tar(
@@ -174,6 +173,22 @@ def gzip_bytes(data: bytes, level: int = GZIP_LEVEL) -> bytes:
     body = comp.compress(data) + comp.flush()
     trailer = struct.pack("<II", zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
     return _gzip_header(level) + body + trailer
+
+
+# ISA-L's best level: about 9x faster than zlib -6 for a few percent more bytes. Its
+# output is fixed for a given isal version on a given CPU class (the x86-64 kernels
+# agree above SSE4.2), so the version is pinned in pyproject.toml.
+FAST_GZIP_LEVEL = 3
+
+
+def gzip_fast(data: bytes | bytearray | memoryview) -> bytes:
+    """gzip through ISA-L (igzip) with the same fixed header as `gzip_bytes`: the
+    format of task binaries, where packing speed matters more than the last bytes."""
+    from isal import isal_zlib
+
+    body = isal_zlib.compress(data, FAST_GZIP_LEVEL, -isal_zlib.MAX_WBITS)
+    trailer = struct.pack("<II", isal_zlib.crc32(data) & 0xFFFFFFFF, len(data) & 0xFFFFFFFF)
+    return GZIP_HEADER + body + trailer
 
 
 def _gzip_header(level: int) -> bytes:
@@ -382,8 +397,15 @@ class Member:
     size: int = 0
     mode: int = 0o644
     linkname: str = ""
-    read: Callable[[], IO[bytes]] | None = None  # file content
+    read: Callable[[], IO[bytes]] | None = None  # file content (or `data`)
     label: str = ""  # the name as the archive spells it, for errors
+    data: memoryview | bytes | None = None  # file content already in memory
+
+    def open(self) -> IO[bytes]:
+        if self.data is not None:
+            return io.BytesIO(self.data)
+        assert self.read is not None
+        return self.read()
 
 
 @dataclass
@@ -420,7 +442,169 @@ def tar_members(
     """Parse an uncompressed tar held in memory. Returns (members, bad) where bad lists
     (label, reason) for kinds extraction never writes (devices, fifos, unknown).
 
-    With `strip`, a leading `<strip>/` shared by every member is removed."""
+    With `strip`, a leading `<strip>/` shared by every member is removed. The formats
+    apexrl and common tools write (ustar, POSIX/PAX, GNU without long-name records)
+    go through a lean parser that still checks every header's checksum, octal fields
+    and bounds; anything else falls back to the standard library's tarfile."""
+    raw_members = _lean_tar_members(raw)
+    if raw_members is None:
+        raw_members = _tarfile_members(raw, where)
+    prefix = f"{strip}/" if strip else None
+    do_strip = bool(prefix) and all(
+        m[0] == strip or m[0].startswith(prefix)  # type: ignore[arg-type]
+        for m in raw_members
+    )
+    members: list[Member] = []
+    bad: list[tuple[str, str]] = []
+    mv = memoryview(raw)
+    for label, kind, size, mode, link, off in raw_members:
+        name = label
+        if do_strip:
+            if name == strip:
+                continue
+            name = name[len(prefix) :]  # type: ignore[arg-type]
+        if kind == "file":
+            data = mv[off : off + size]
+            members.append(
+                Member(name, "file", size, mode, "", lambda d=data: io.BytesIO(d), label, data)
+            )
+        elif kind == "dir":
+            members.append(Member(name, "dir", 0, mode, label=label))
+        elif kind == "symlink":
+            members.append(Member(name, "symlink", 0, 0o777, link, label=label))
+        elif kind == "hardlink":
+            if do_strip and link.startswith(prefix):  # type: ignore[arg-type]
+                link = link[len(prefix) :]  # type: ignore[arg-type]
+            members.append(Member(name, "hardlink", 0, 0o644, link, label=label))
+        else:
+            bad.append((label, "device or fifo refused"))
+    return members, bad
+
+
+# (name, kind, size, mode, linkname, data offset) per member, names as in the archive.
+_RawMember = tuple[str, str, int, int, str, int]
+_ZERO_BLOCK = bytes(512)
+_LEAN_KINDS = {b"0": "file", b"\0": "file", b"5": "dir", b"2": "symlink", b"1": "hardlink"}
+_PAX_IGNORED = frozenset(
+    (b"mtime", b"atime", b"ctime", b"uid", b"gid", b"uname", b"gname", b"comment")
+)
+
+
+class _NotLean(Exception):
+    """The archive uses a feature the lean parser leaves to tarfile."""
+
+
+def _octal(field: bytes) -> int:
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    if not text:
+        return 0
+    if text.strip(b"01234567"):  # base-256, a sign or garbage: tarfile decides
+        raise _NotLean
+    return int(text, 8)
+
+
+def _pax_records(data: bytes) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    pos = 0
+    while pos < len(data):
+        space = data.find(b" ", pos, pos + 24)
+        if space < 0:
+            raise _NotLean
+        length = int(data[pos:space]) if data[pos:space].isdigit() else 0
+        end = pos + length
+        if length <= space - pos + 1 or end > len(data) or data[end - 1 : end] != b"\n":
+            raise _NotLean
+        key, eq, value = data[space + 1 : end - 1].partition(b"=")
+        if not eq:
+            raise _NotLean
+        out[key] = value
+        pos = end
+    return out
+
+
+def _lean_tar_members(raw: bytes) -> list[_RawMember] | None:
+    """The members of a plain ustar/PAX/GNU tar, or None to let tarfile parse it."""
+    try:
+        return _lean_parse(raw)
+    except (_NotLean, ValueError):
+        return None
+
+
+def _lean_parse(raw: bytes) -> list[_RawMember]:
+    n = len(raw)
+    pos = 0
+    out: list[_RawMember] = []
+    pax: dict[bytes, bytes] | None = None
+    while True:
+        if pos + 512 > n:
+            raise _NotLean  # no end-of-archive block: tarfile's rules for a short tar
+        block = raw[pos : pos + 512]
+        if block == _ZERO_BLOCK:
+            if pax is not None:
+                raise _NotLean
+            return out
+        if _octal(block[148:156]) != sum(block) - sum(block[148:156]) + 256:
+            raise _NotLean  # a bad (or signed) checksum: tarfile reports or accepts it
+        magic = block[257:265]
+        gnu = magic == b"ustar  \0"
+        if not gnu and block[257:263] != b"ustar\0":
+            raise _NotLean  # v7 and other dialects
+        typeflag = block[156:157]
+        size = _octal(block[124:136])
+        data_at = pos + 512
+        end = data_at + size + (-size % 512)
+        if end > n:
+            raise _NotLean  # truncated
+        if typeflag == b"x":
+            if pax is not None:
+                raise _NotLean
+            pax = _pax_records(raw[data_at : data_at + size])
+            pos = end
+            continue
+        kind = _LEAN_KINDS.get(typeflag)
+        if kind is None:
+            raise _NotLean  # devices, fifos, GNU long names, sparse, global headers
+        name_b = block[0:100].split(b"\0", 1)[0]
+        prefix_b = block[345:500].split(b"\0", 1)[0]
+        if prefix_b:
+            if gnu:
+                raise _NotLean  # GNU keeps times there: tarfile's reading decides
+            name_b = prefix_b + b"/" + name_b
+        link_b = block[157:257].split(b"\0", 1)[0]
+        name = name_b.decode("utf-8", "surrogateescape")
+        link = link_b.decode("utf-8", "surrogateescape")
+        if pax is not None:
+            for key, value in pax.items():
+                if key == b"path":
+                    name = value.decode("utf-8")
+                elif key == b"linkpath":
+                    link = value.decode("utf-8")
+                elif key == b"size":
+                    if not value.isdigit():
+                        raise _NotLean
+                    size = int(value)
+                    end = data_at + size + (-size % 512)
+                    if end > n:
+                        raise _NotLean
+                elif key not in _PAX_IGNORED and not key.startswith(b"SCHILY."):
+                    raise _NotLean  # hdrcharset, GNU.sparse.*, ...: tarfile's semantics
+            pax = None
+        if kind == "file" and typeflag == b"\0" and name.endswith("/"):
+            kind = "dir"  # old tars mark folders by a trailing slash only
+        if kind != "file" and size:
+            raise _NotLean  # data on a folder or link: tarfile's rules
+        if kind == "dir":
+            name = name.rstrip("/")
+        if kind == "file":
+            out.append((name, kind, size, _octal(block[100:108]), "", data_at))
+        elif kind == "dir":
+            out.append((name, kind, 0, _octal(block[100:108]), "", 0))
+        else:
+            out.append((name, kind, 0, 0o777 if kind == "symlink" else 0o644, link, 0))
+        pos = end
+
+
+def _tarfile_members(raw: bytes, where: str) -> list[_RawMember]:
     import tarfile
 
     try:
@@ -428,42 +612,19 @@ def tar_members(
             infos = tar.getmembers()
     except (tarfile.TarError, EOFError, ValueError) as e:
         raise BadRecordError(where, f"not a valid tar: {e}") from None
-    prefix = f"{strip}/" if strip else None
-    do_strip = bool(prefix) and all(m.name == strip or m.name.startswith(prefix) for m in infos)
-    members: list[Member] = []
-    bad: list[tuple[str, str]] = []
-    mv = memoryview(raw)
+    out: list[_RawMember] = []
     for m in infos:
-        name = m.name
-        if do_strip:
-            if name == strip:
-                continue
-            name = name[len(prefix) :]  # type: ignore[arg-type]
         if m.isfile():
-            off, size = m.offset_data, m.size
-            members.append(
-                Member(
-                    name,
-                    "file",
-                    size,
-                    m.mode,
-                    "",
-                    lambda o=off, s=size: io.BytesIO(mv[o : o + s]),
-                    m.name,
-                )  # fmt: skip
-            )
+            out.append((m.name, "file", m.size, m.mode, "", m.offset_data))
         elif m.isdir():
-            members.append(Member(name, "dir", 0, m.mode, label=m.name))
+            out.append((m.name, "dir", 0, m.mode, "", 0))
         elif m.issym():
-            members.append(Member(name, "symlink", 0, 0o777, m.linkname, label=m.name))
+            out.append((m.name, "symlink", 0, 0o777, m.linkname, 0))
         elif m.islnk():
-            link = m.linkname
-            if do_strip and link.startswith(prefix):  # type: ignore[arg-type]
-                link = link[len(prefix) :]  # type: ignore[arg-type]
-            members.append(Member(name, "hardlink", 0, 0o644, link, label=m.name))
+            out.append((m.name, "hardlink", 0, 0o644, m.linkname, 0))
         else:
-            bad.append((m.name, "device or fifo refused"))
-    return members, bad
+            out.append((m.name, "other", 0, 0, "", 0))
+    return out
 
 
 def _slice_reader(mv: memoryview, off: int, size: int) -> Callable[[], IO[bytes]]:
@@ -695,6 +856,21 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would, racing threads)."""
+    try:
+        fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            text = os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
+        at = text.index(b"\nUmask:") + 7
+        return int(text[at : text.index(b"\n", at)].strip(), 8)
+    except (OSError, ValueError):
+        pass
+    return 0o777  # unknown: always set the mode explicitly
+
+
 def posixpath_dir(name: str) -> str:
     return str(PurePosixPath(name).parent) if "/" in name else ""
 
@@ -718,6 +894,7 @@ class _Tree:
         self.base = os.fspath(root)
         self.real_dirs: set[str] = {""}
         self.made_links = False
+        self.umask = _umask()
 
     def __enter__(self) -> _Tree:
         try:
@@ -734,7 +911,7 @@ class _Tree:
 
     def dir_path(self, rel: str) -> str:
         """The full path of folder `rel`, created as needed, checked to be no link."""
-        full = os.path.join(self.base, rel) if rel else self.base
+        full = f"{self.base}/{rel}" if rel else self.base
         if rel in self.real_dirs:
             return full
         parent = rel.rpartition("/")[0]
@@ -752,7 +929,7 @@ class _Tree:
 
     def write_file(self, m: Member, limits: Limits) -> int:
         parent, _, leaf = m.name.rpartition("/")
-        full = os.path.join(self.dir_path(parent), leaf)
+        full = f"{self.dir_path(parent)}/{leaf}"
         mode = 0o755 if m.mode & 0o100 else 0o644
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
@@ -764,17 +941,25 @@ class _Tree:
             fd = os.open(full, flags, mode)
         written = 0
         try:
-            assert m.read is not None
-            with m.read() as src:
-                while True:
-                    chunk = src.read(COPY_BUFSIZE)
-                    if not chunk:
-                        break
-                    written += len(chunk)
-                    if written > m.size:  # m.size was checked against the limit
-                        raise _Refusal(f"member is larger than its declared {m.size} bytes")
-                    _write_all(fd, chunk)
-            os.fchmod(fd, mode)
+            if m.data is not None:  # in memory (a tar): one write, no copies
+                written = len(m.data)
+                if written > m.size:
+                    raise _Refusal(f"member is larger than its declared {m.size} bytes")
+                if written:
+                    _write_all(fd, m.data)
+            else:
+                assert m.read is not None
+                with m.read() as src:
+                    while True:
+                        chunk = src.read(COPY_BUFSIZE)
+                        if not chunk:
+                            break
+                        written += len(chunk)
+                        if written > m.size:  # m.size was checked against the limit
+                            raise _Refusal(f"member is larger than its declared {m.size} bytes")
+                        _write_all(fd, chunk)
+            if mode & self.umask:  # the umask took bits off at creation: set them
+                os.fchmod(fd, mode)
         finally:
             os.close(fd)
         return written

@@ -13,12 +13,15 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from apexrl import __version__
 from apexrl.artifacts.atomic import atomic_dir
 from apexrl.artifacts.jsonl import dumps
-from apexrl.artifacts.models import DatasetManifest, DatasetRow
 from apexrl.errors import BadRecordError, RemoteError, UsageError
+
+if TYPE_CHECKING:  # pydantic loads only where rows are built (unpack's readers skip it)
+    from apexrl.artifacts.models import DatasetManifest, DatasetRow
 
 MANIFEST = "_dataset.json"  # "_" so pyarrow and datasets readers skip it
 SHARD_DIR = "data"
@@ -82,6 +85,8 @@ def write_dataset(
 
 
 def make_manifest(rows: list[DatasetRow], shards: list[str]) -> DatasetManifest:
+    from apexrl.artifacts.models import DatasetManifest
+
     return DatasetManifest(
         n_tasks=len(rows),
         shards=shards,
@@ -262,6 +267,8 @@ def _check_sizes(pf, file: Path) -> None:
 
 def row_metadata(row: dict) -> DatasetRow:
     """A DatasetRow from a row; fills missing metadata from the tar's task.toml."""
+    from apexrl.artifacts.models import DatasetRow
+
     have = {k: row.get(k) for k in META_COLUMNS if row.get(k) is not None}
     if "task_id" not in have and row.get("task_binary") is not None:
         have.update(_metadata_from_binary(row["task_binary"]))

@@ -91,9 +91,12 @@ def meta_from_texts(
     where: str,
     n_criteria: int | None = None,
     require_world: bool = True,
+    table: dict[str, Any] | None = None,
 ) -> TaskMetadata:
-    """TaskMetadata from the texts of task.toml and archipelago.json (either may be None)."""
-    table = _table(toml_text, where)
+    """TaskMetadata from the texts of task.toml and archipelago.json (either may be None);
+    `table` is task.toml's [metadata] when the caller already parsed it (`metadata_of`)."""
+    if table is None:
+        table = _table(toml_text, where)
     arch = _archipelago(arch_text, where) if arch_text is not None else None
     if not table and arch is None:
         raise BadRecordError(
@@ -124,6 +127,11 @@ def meta_from_texts(
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "<record>"
         raise BadRecordError(where, f"task metadata field {loc!r}: {err['msg']}") from None
+
+
+def metadata_of(toml_text: str | None, where: str) -> dict[str, Any]:
+    """task.toml's [metadata] table ({} when there is none); BadRecordError if not TOML."""
+    return _table(toml_text, where)
 
 
 def _table(toml_text: str | None, where: str) -> dict[str, Any]:

@@ -2,36 +2,42 @@
 
 The same tree always gives the same bytes: entries sorted, uid/gid 0, no
 owner names, mtime 0, modes normalised to 0755/0644, gzip header with mtime 0
-and no file name, compression level pinned.
+and no file name, compressed by ISA-L at a pinned level (isal pinned too).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
-from apexrl.artifacts.archive import GZIP_LEVEL, gzip_bytes, tar_header, walk_sorted
+from apexrl.artifacts.archive import GZIP_LEVEL, gzip_bytes, gzip_fast, tar_header, walk_sorted
 from apexrl.errors import BadRecordError
 
 __all__ = ["GZIP_LEVEL", "gzip_bytes", "pack_task_dir", "tar_task_dir"]
 
 
-def tar_task_dir(task_dir: Path) -> bytes:
+# Top-level files whose bytes the row's metadata comes from (kept while tarring).
+_META_FILES = ("task.toml", "archipelago.json")
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def tar_task_dir(task_dir: Path, *, keep: dict[str, bytes] | None = None) -> bytes:
     """Return the uncompressed, deterministic tar of `task_dir` (members relative to it).
 
     Headers come from apexrl.artifacts.archive (ustar + PAX for long names); files
-    are read whole here, which is what keeps packing near `tar czf`'s speed."""
+    are read whole here, which is what keeps packing near `tar czf`'s speed. With
+    `keep`, the bytes of a top-level task.toml / archipelago.json are put there too."""
     parts: list[bytes] = []
     for rel, full, is_dir in walk_sorted(task_dir):
         if is_dir:
             parts.append(tar_header(rel + "/", 0, 0o755, "dir"))
             continue
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as fh:
-            mode = 0o755 if os.fstat(fd).st_mode & 0o111 else 0o644
-            data = fh.read()
-        parts.append(tar_header(rel, len(data), mode, "file"))
+        data, executable = _read_file(full, rel, task_dir)
+        if keep is not None and rel in _META_FILES:
+            keep[rel] = data
+        parts.append(tar_header(rel, len(data), 0o755 if executable else 0o644, "file"))
         parts.append(data)
         if len(data) % 512:
             parts.append(b"\0" * (512 - len(data) % 512))
@@ -39,9 +45,25 @@ def tar_task_dir(task_dir: Path) -> bytes:
     return b"".join(parts)
 
 
-def pack_task_dir(task_dir: Path) -> tuple[bytes, str]:
+def _read_file(full: str, rel: str, task_dir: Path) -> tuple[bytes, bool]:
+    """A regular file's bytes (never through a link) and whether it is executable."""
+    fd = os.open(full, _READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced since the walk saw it
+            raise BadRecordError(f"{task_dir}/{rel}", "not a regular file: not packed")
+        chunks = [os.read(fd, st.st_size + 1)]
+        while chunks[-1]:  # a file that grew since fstat is read to its end
+            chunks.append(os.read(fd, 1 << 20))
+    finally:
+        os.close(fd)
+    data = chunks[0] if len(chunks) == 2 else b"".join(chunks)
+    return data, bool(st.st_mode & 0o111)
+
+
+def pack_task_dir(task_dir: Path, *, keep: dict[str, bytes] | None = None) -> tuple[bytes, str]:
     """The task's `task_binary` and its sha256 hex."""
-    blob = gzip_bytes(tar_task_dir(task_dir))
+    blob = gzip_fast(tar_task_dir(task_dir, keep=keep))
     return blob, hashlib.sha256(blob).hexdigest()
 
 
@@ -57,10 +79,10 @@ def packed_task(task_dir: Path):
     """A dataset row (metadata from task.toml or archipelago.json) with its task_binary."""
     from apexrl.artifacts.models import DatasetRow
     from apexrl.tasks.dataset import PackedTask
-    from apexrl.tasks.meta import find_task_meta
 
-    meta = find_task_meta(task_dir, require_world=False)
-    blob, sha = pack_task_dir(task_dir)
+    texts: dict[str, bytes] = {}
+    blob, sha = pack_task_dir(task_dir, keep=texts)  # one read of every file
+    meta = _row_meta(task_dir, texts)
     row = DatasetRow(
         path=task_dir.name,
         task_id=meta.task_id if meta else None,
@@ -70,6 +92,33 @@ def packed_task(task_dir: Path):
         size_bytes=len(blob),
     )
     return PackedTask(row=row, task_binary=blob)
+
+
+def _row_meta(task_dir: Path, texts: dict[str, bytes]):
+    """find_task_meta's answer from the bytes read while tarring (the rubric count,
+    which a dataset row does not carry, is left out)."""
+    from apexrl.tasks.meta import ARCHIPELAGO_FILE, TASK_TOML, meta_from_texts, metadata_of
+
+    decoded: dict[str, str | None] = {}
+    for name in (TASK_TOML, ARCHIPELAGO_FILE):
+        raw = texts.get(name)
+        try:  # as Path.read_text does: UTF-8, universal newlines
+            text = raw.decode("utf-8") if raw is not None else None
+        except UnicodeDecodeError:
+            raise BadRecordError(str(task_dir / name), "not UTF-8") from None
+        decoded[name] = text.replace("\r\n", "\n").replace("\r", "\n") if text else text
+    where = str(task_dir)
+    table = metadata_of(decoded[TASK_TOML], where)
+    if decoded[ARCHIPELAGO_FILE] is None and not table:
+        return None
+    return meta_from_texts(
+        task_dir.name,
+        decoded[TASK_TOML],
+        decoded[ARCHIPELAGO_FILE],
+        where=where,
+        require_world=False,
+        table=table,
+    )
 
 
 def _pack_job(task_dir: Path):
@@ -84,7 +133,8 @@ def pack_dirs(dirs: list[Path], *, workers: int | None = None, on_done=None):
     """PackedTask per dir, in order, packed in parallel processes."""
     from apexrl.tasks.parallel import ordered_map
 
-    for result in ordered_map(_pack_job, dirs, workers=workers, n_items=len(dirs)):
+    preload = ("apexrl.tasks.meta", "apexrl.tasks.dataset", "apexrl.artifacts.models")
+    for result in ordered_map(_pack_job, dirs, workers=workers, n_items=len(dirs), preload=preload):
         if isinstance(result, tuple):
             raise BadRecordError(*result[:2], hint=result[2])
         if on_done:

@@ -10,15 +10,20 @@ task dir; an identical existing task dir is skipped (resumable).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.artifacts.archive import Limits, dir_lock, extract_targz
-from apexrl.artifacts.models import SAFE_ID
 from apexrl.errors import BadRecordError
+
+# apexrl.artifacts.models.SAFE_ID (a test keeps them equal), compiled here so that
+# unpack's worker processes start without importing pydantic.
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 MAX_MEMBER_BYTES = Limits.max_member_bytes
 MAX_TASK_BYTES = Limits.max_total_bytes
@@ -60,14 +65,12 @@ def unpack_row(
     if limits is None:
         limits = Limits.from_env(**({"max_member_bytes": max_member} if max_member else {}))
     sha = hashlib.sha256(blob).hexdigest()
-    out = Path(out)
-    final = out / path
-    stamp = _stamp_path(out, path)
-    if final.is_dir() and stamp.is_file() and stamp.read_text().strip() == sha:
+    base = os.fspath(out)
+    if _read_stamp(base, path) == sha and os.path.isdir(f"{base}/{path}"):
         return UnpackResult(path, "unchanged", sha)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path}.", suffix=".unpack-tmp", dir=out))
+    tmp = _make_tmp(base, path)
     try:
-        extract_targz(blob, tmp, where=where, links="in_tree", limits=limits, strip=path)
+        extract_targz(blob, Path(tmp), where=where, links="in_tree", limits=limits, strip=path)
     except BadRecordError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -75,33 +78,75 @@ def unpack_row(
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadRecordError(where, f"task_binary could not be unpacked: {e}") from None
     if defer:
-        return UnpackResult(path, "written", sha, pending=str(tmp))
-    return finish_row(out, UnpackResult(path, "written", sha, pending=str(tmp)))
+        return UnpackResult(path, "written", sha, pending=tmp)
+    return finish_row(out, UnpackResult(path, "written", sha, pending=tmp))
+
+
+_tmp_serial = itertools.count()
+
+
+def _make_tmp(base: str, path: str) -> str:
+    """A new private folder `out/.<path>.<pid>-<n>.unpack-tmp` (mkdtemp without the
+    random-name cost; a name left by a killed run is skipped, then swept)."""
+    while True:
+        tmp = f"{base}/.{path}.{os.getpid()}-{next(_tmp_serial)}.unpack-tmp"
+        try:
+            os.mkdir(tmp, 0o700)
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def _read_stamp(base: str, path: str) -> str | None:
+    try:
+        fd = os.open(f"{base}/.apexrl/{path}.sha256", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 256).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+
+
+# Stamps live outside the task dirs (out/.apexrl/<path>.sha256) so that
+# unpack(pack(tree)) == tree exactly.
+_STAMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def finish_row(out: Path, res: UnpackResult) -> UnpackResult:
     """Move an extracted row into place and stamp it."""
     assert res.pending is not None
-    path, sha, tmp = res.path, res.sha256, Path(res.pending)
-    final = Path(out) / path
-    stamp = _stamp_path(Path(out), path)
-    if (final.exists() or final.is_symlink()) and not stamp.is_file():
+    path, sha, tmp = res.path, res.sha256, res.pending
+    base = os.fspath(out)
+    final = f"{base}/{path}"
+    stamp = f"{base}/.apexrl/{path}.sha256"
+    final_there = os.path.lexists(final)
+    stamped = os.path.isfile(stamp)
+    if final_there and not stamped:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadRecordError(
-            str(final),
+            final,
             "exists and was not unpacked by apexrl: not replaced",
             hint="move it away or unpack into another folder",
         )
-    stamp.unlink(missing_ok=True)  # a crash from here on leaves no stale stamp
+    if stamped:
+        os.unlink(stamp)  # a crash from here on leaves no stale stamp
     old = None
-    if final.exists() or final.is_symlink():
-        old = Path(tempfile.mkdtemp(prefix=f".{path}.", suffix=".old", dir=out))
-        os.replace(final, old / "x")
+    if final_there:
+        old = tempfile.mkdtemp(prefix=f".{path}.", suffix=".old", dir=base)
+        os.replace(final, f"{old}/x")
     os.replace(tmp, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    stamp.parent.mkdir(exist_ok=True)
-    stamp.write_text(sha + "\n")
+    try:
+        fd = os.open(stamp, _STAMP_FLAGS, 0o644)
+    except FileNotFoundError:
+        os.makedirs(f"{base}/.apexrl", exist_ok=True)
+        fd = os.open(stamp, _STAMP_FLAGS, 0o644)
+    try:
+        os.write(fd, (sha + "\n").encode())
+    finally:
+        os.close(fd)
     return UnpackResult(path, "written", sha)
 
 
@@ -109,11 +154,6 @@ def _discard(results: list[UnpackResult]) -> None:
     for r in results:
         if r.pending:
             shutil.rmtree(r.pending, ignore_errors=True)
-
-
-def _stamp_path(out: Path, path: str) -> Path:
-    # Stamps live outside the task dirs so unpack(pack(tree)) == tree exactly.
-    return out / ".apexrl" / f"{path}.sha256"
 
 
 def _unpack_job(job: tuple[str, object, bytes | None, Path, bool]) -> UnpackResult | tuple:

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.benchmarks.results import RUNS, interleaved, load_average, ratio, record, stats
 from tests.images.conftest import Registry, apexrl, make_world, records
 
@@ -34,6 +36,7 @@ def _ok(p: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return p
 
 
+@pytest.mark.timeout(1800)  # a busy shared disk makes one round take minutes
 def test_bench_images(tmp_path):
     load_at_start = load_average()
     # mostly incompressible, like a world of office documents and PDFs: the image is > 200 MB

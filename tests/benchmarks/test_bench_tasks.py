@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.benchmarks.results import RUNS, interleaved, load_average, ratio, record, stats
 
 N_TASKS = 2000
@@ -33,6 +35,7 @@ def _replicated_tasks(root: Path) -> Path:
     return tree
 
 
+@pytest.mark.timeout(1800)  # a busy shared disk makes one round take minutes
 def test_bench_pack_unpack_vs_tar(tmp_path):
     from apexrl.tasks.dataset import write_dataset
     from apexrl.tasks.pack import find_task_dirs, pack_dirs
