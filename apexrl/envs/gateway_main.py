@@ -73,21 +73,29 @@ def serve(world_dir: str, world_id: str, timeout: float, token: str | None = Non
     asyncio.run(run())
 
 
+def wait_and_serve(world_dir: str, timeout: float) -> int:
+    """Say {"warm": true}, read the trial's world id, token and code network from stdin,
+    serve. The imports are done (`_preload`, or the fork server's)."""
+    _say({"warm": True})
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # released unused
+    told = json.loads(line)
+    world_id, token = told["world_id"], told.get("token")
+    if told.get("code_network") is False:  # the code tool runs with no network
+        import os
+
+        os.environ["APEXRL_CODE_NO_NETWORK"] = "1"
+    serve(world_dir, world_id, timeout, token)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--wait":
         world_dir = argv[1]
         timeout = float(argv[2]) if len(argv) > 2 else 30.0
         _preload()
-        _say({"warm": True})
-        line = sys.stdin.readline()
-        if not line.strip():
-            return 0  # released unused
-        told = json.loads(line)
-        world_id, token = told["world_id"], told.get("token")
-        if told.get("code_network") is False:  # the code tool runs with no network
-            import os
-
-            os.environ["APEXRL_CODE_NO_NETWORK"] = "1"
+        return wait_and_serve(world_dir, timeout)
     else:
         world_dir, world_id, token = argv[0], argv[1], None
         timeout = float(argv[2]) if len(argv) > 2 else 30.0

@@ -51,7 +51,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode
 
 from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
-from apexrl.envs import sandbox
+from apexrl.envs import sandbox, warm
 from apexrl.envs.sandbox import base_env, chown_tree, pass_env_from_environment, resolve_allowed
 from apexrl.envs.worlds import TaskWorld, WorldStore, overlay_sources, task_world
 from apexrl.grading.evidence import WorldState, stats_of, walk_files
@@ -563,6 +563,9 @@ class Slot:
         proc = self.proc
         if proc is None:
             return
+        if isinstance(proc, warm.ForkedGateway):
+            proc.kill()
+            return
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -595,6 +598,18 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
             chown_tree(root / name, uid)
     if not gateway:
         return Slot(root, None, uid)
+    srv = warm.server_for(work_dir, ready_timeout_s) if uid is not None and warm.enabled() else None
+    if srv is not None:
+        for _staged, target in sandbox.zygote_rebinds():  # mount points, as bwrap makes them
+            top, _, rest = target.lstrip("/").partition("/")
+            (root / {"root": "home", "tmp": "tmp", "world": "world"}[top] / rest).mkdir(
+                parents=True, exist_ok=True
+            )
+        try:
+            limits = sandbox.SandboxLimits.from_env().rlimits()
+            return Slot(root, srv.spawn(root, uid, limits), uid)
+        except warm.ForkServerError:
+            pass  # a fresh gateway sandbox below
     rw = [("/world", root / "world"), ("/tmp", root / "tmp"), ("/root", root / "home")]
     cmd = [
         sys.executable,
@@ -719,3 +734,5 @@ def _cleanup_all() -> None:
             env._sync_cleanup()
     with contextlib.suppress(Exception):
         POOL.drain()
+    with contextlib.suppress(Exception):
+        warm.close_all()
