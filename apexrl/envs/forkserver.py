@@ -274,7 +274,7 @@ def main(argv: list[str]) -> int:
     timeout = float(argv[1]) if len(argv) > 1 else 60.0
     from apexrl.envs import gateway_main
 
-    gateway_main._preload()
+    gateway_main._preload(serve_once=True)
     serve(sock, timeout)
     return 0
 

@@ -23,6 +23,7 @@ import select
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -101,7 +102,6 @@ class ForkServer:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
-        self.log = self.work_dir / "forkserver.log"
 
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -113,7 +113,10 @@ class ForkServer:
             str(theirs.fileno()),
             str(self.timeout),
         ]
-        with open(self.log, "ab") as log:
+        # its own errors go to a file that is only read (then removed) when it fails to
+        # start; each trial's gateway writes to the trial's gateway.log
+        fd, log_path = tempfile.mkstemp(prefix="apexrl-forkserver-", suffix=".log")
+        with os.fdopen(fd, "ab") as log:
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -125,10 +128,15 @@ class ForkServer:
             )
         theirs.close()
         self.sock = ours
-        line = self._readline(self.timeout)
-        if not line or not json.loads(line).get("ready"):
-            self.close()
-            raise ForkServerError(f"the gateway fork server did not start: {_tail(self.log)}")
+        try:
+            line = self._readline(self.timeout)
+            if not line or not json.loads(line).get("ready"):
+                self.close()
+                raise ForkServerError(
+                    f"the gateway fork server did not start: {_tail(Path(log_path))}"
+                )
+        finally:
+            os.unlink(log_path)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.sock is not None
