@@ -185,6 +185,8 @@ def become_trial(uid: int, limits: dict[str, int]) -> None:
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"0 {uid} 1")
     _write("/proc/self/gid_map", f"0 {uid} 1")
+    # a change of credentials clears the parent-death signal: set it again, last
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _child(req: dict, fds: list[int], timeout: float) -> int:
@@ -227,7 +229,7 @@ def _child(req: dict, fds: list[int], timeout: float) -> int:
     pidfd = os.pidfd_open(pid)
     ready, _, _ = select.select([life, pidfd], [], [])
     if life in ready:  # closed by the local environment (stop, or its process died)
-        os.kill(pid, signal.SIGKILL)  # PID 1: the whole namespace goes with it
+        os.kill(pid, signal.SIGKILL)  # PID 1: the whole namespace goes with it (CAP_KILL)
     rc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     with contextlib.suppress(OSError):
         os.write(status, f"{rc}\n".encode())

@@ -247,7 +247,7 @@ def bwrap_argv(
 
 
 # what the gateway fork server needs to build each trial's sandbox (forkserver.py)
-ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_KILL")
 
 
 def zygote_argv(trials_dir: Path) -> list[str]:
