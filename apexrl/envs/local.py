@@ -18,6 +18,11 @@ variables (the sandbox starts from an empty environment), its own PID namespace
 (a process left behind by an exec dies with it), and no network for execs when
 the task's policy says so. The gateway's URL is `gateway_url`.
 
+The gateway is forked from a pre-imported fork server (`apexrl.envs.warm`,
+`apexrl.envs.forkserver`) when apexrl runs as root, else (or with
+APEXRL_LOCAL_FORKSERVER=0) started as a fresh Python in its own bubblewrap sandbox;
+either way it runs in the same kind of per-trial sandbox.
+
 Cleanup: stop() kills the gateway and removes the trial folder; the sandbox dies
 with the process that started it (--die-with-parent); trial folders whose owner
 process is gone (a crash, SIGKILL) are removed the next time an environment
