@@ -187,7 +187,8 @@ _TOOL_TEMPLATES: dict[tuple, Any] = {}
 def _add_tool(mcp: Any, fn: Any, tname: str, desc: str | None, flat: bool) -> None:
     import inspect
 
-    key = (tname, fn.__module__, fn.__qualname__, str(inspect.signature(fn)), desc, flat)
+    sig = str(inspect.signature(fn))
+    key = (tname, fn.__module__, fn.__qualname__, sig, inspect.iscoroutinefunction(fn), desc, flat)
     manager = mcp._tool_manager
     tools = getattr(manager, "_tools", None)
     template = _TOOL_TEMPLATES.get(key)
