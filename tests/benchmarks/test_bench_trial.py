@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.benchmarks.results import RUNS, load_average, ratio, record, stats
 
 N_LOCAL = 8
@@ -253,6 +255,7 @@ def _tasks(root: Path, n: int) -> tuple[Path, Path]:
     return tree, root / "ex" / "world_files_zipped"
 
 
+@pytest.mark.timeout(2400)
 def test_bench_local_throughput(tmp_path, monkeypatch):
     from apexrl.envs import local, warm
     from apexrl.eval.runner import EvalRequest, run_eval
