@@ -56,6 +56,19 @@ class SandboxStartError(RuntimeError):
     pass
 
 
+class SandboxError(RuntimeError):
+    """The sandbox could not start, or died. `kind`: start, gateway, died."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class SandboxDiedError(SandboxError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="died")
+
+
 def bwrap_path() -> str:
     found = shutil.which("bwrap")
     if not found:
