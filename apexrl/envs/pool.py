@@ -69,8 +69,10 @@ class Slot:
 
     def go(self, world_id: str, *, token: str | None = None, code_network: bool = True) -> None:
         assert self.proc is not None and self.proc.stdin is not None
-        warm = self.read_json()
-        if not warm or not warm.get("warm"):
+        ready = self.read_json()
+        if not ready or not ready.get("warm"):
+            if isinstance(self.proc, warm.ForkedGateway):  # the next trials start fresh ones
+                warm.disable(self.root.parent, _tail(self.root / GATEWAY_LOG, 300))
             raise SandboxError(
                 f"the gateway sandbox did not start: {_tail(self.root / GATEWAY_LOG)}",
                 kind="gateway",

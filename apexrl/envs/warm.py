@@ -226,10 +226,13 @@ def server_for(work_dir: Path, ready_timeout_s: float) -> ForkServer | None:
     start (the caller then starts a fresh gateway sandbox). Call from the spawner thread."""
     key = str(Path(work_dir).resolve())
     with _LOCK:
+        failed = _FAILED.get(key, -1e9)
+        if failed == float("inf"):
+            return None  # disabled for this process
         srv = _SERVERS.get(key)
         if srv is not None and srv.alive():
             return srv
-        if time.monotonic() - _FAILED.get(key, -1e9) < 60:
+        if time.monotonic() - failed < 60:
             return None  # failed recently: do not pay a start per trial
         srv = ForkServer(Path(key), ready_timeout_s)
         try:
@@ -240,6 +243,15 @@ def server_for(work_dir: Path, ready_timeout_s: float) -> ForkServer | None:
             return None
         _SERVERS[key] = srv
         return srv
+
+
+def disable(work_dir: Path, why: str) -> None:
+    """A forked gateway could not even start: this process starts fresh gateway sandboxes
+    for `work_dir` from now on (its trials retry once: sandbox_gateway is retryable)."""
+    key = str(Path(work_dir).resolve())
+    with _LOCK:  # the server stays up: its other gateways serve running trials
+        _FAILED[key] = float("inf")
+    print(f"apexrl: forked gateway failed ({why}); fresh gateways from now on", file=sys.stderr)
 
 
 def close_all() -> None:

@@ -170,3 +170,45 @@ def test_a_crashed_driver_takes_its_forked_gateways_along(tmp_path, worlds, task
     while (pid_alive(info["outer"]) or pid_alive(info["inner"])) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not pid_alive(info["outer"]) and not pid_alive(info["inner"])
+
+
+def test_a_forked_gateway_that_cannot_start_turns_the_fork_server_off(
+    tmp_path, worlds, task_dirs, monkeypatch
+):
+    """A child that fails before its gateway is warm fails its own start (a retryable
+    sandbox_gateway error, its log in the message); the process then starts fresh
+    gateway sandboxes for that work folder, and they work."""
+    from apexrl.envs import sandbox
+    from apexrl.envs.local import SandboxError
+
+    work = tmp_path / "work"
+    monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(work))
+    monkeypatch.setenv("APEXRL_LOCAL_PREWARM", "0")
+    task = task_named(task_dirs, "steerco-40fc")
+    srv = warm.server_for(work, 60.0)
+    assert srv is not None
+    try:
+        # a request the fork server's child refuses (not one of its staged folders)
+        monkeypatch.setattr(sandbox, "zygote_rebinds", lambda: [("/etc", "/root/x")])
+        env1 = make_env(task, tmp_path / "t1", worlds)
+        with pytest.raises(SandboxError, match="bad rebind"):
+            asyncio.run(env1.start(force_build=False))
+        monkeypatch.undo()
+        monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(work))
+        monkeypatch.setenv("APEXRL_LOCAL_PREWARM", "0")
+        env2 = make_env(task, tmp_path / "t2", worlds)
+
+        async def go():
+            await env2.start(force_build=False)
+            try:
+                return type(env2._slot.proc).__name__, await env2.exec("echo ok", timeout_sec=30)
+            finally:
+                await env2.stop(delete=True)
+
+        kind, res = asyncio.run(go())
+        assert kind == "Popen" and res.stdout.strip() == "ok"
+    finally:
+        warm._FAILED.pop(str(work.resolve()), None)
+        s = warm._SERVERS.pop(str(work.resolve()), None)
+        if s is not None:
+            s.close()
