@@ -56,6 +56,9 @@ class ForkedGateway:
     def poll(self, timeout: float = 0.0) -> int | None:
         if self.returncode is not None:
             return self.returncode
+        if self._status < 0:  # killed and closed without an exit status in time
+            self.returncode = -9
+            return self.returncode
         ready, _, _ = select.select([self._status], [], [], timeout)
         if not ready:
             return None
