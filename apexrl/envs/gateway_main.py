@@ -18,8 +18,38 @@ import json
 import signal
 import sys
 
+WARM_IMPORTS = (
+    "base64",
+    "dateutil.rrule",
+    "dateutil.tz",
+    "docx",
+    "docx.shared",
+    "encodings.utf_8_sig",
+    "fpdf",
+    "fpdf.fonts",
+    "icalendar",
+    "mimetypes",
+    "openpyxl",
+    "openpyxl.chart",
+    "openpyxl.styles",
+    "openpyxl.utils.cell",
+    "pptx",
+    "pptx.chart.data",
+    "pptx.dml.color",
+    "pptx.enum.chart",
+    "pptx.enum.shapes",
+    "pptx.util",
+    "pypdf",
+    "pypdfium2",
+    "zoneinfo",
+)
 
-def _preload() -> None:
+
+def _preload(serve_once: bool = False) -> None:
+    """Import what the gateway needs and warm its code paths on an empty world. With
+    `serve_once` (the fork server) also serve that world once on a loopback port until
+    it answers (uvicorn's and the MCP client's lazy imports, the tool templates), so a
+    forked gateway only builds and serves its own world."""
     import httpx  # noqa: F401  (wait_ready's client)
     import mcp.client  # noqa: F401
     import mcp.server  # noqa: F401
@@ -36,13 +66,31 @@ def _preload() -> None:
     import tempfile
     from pathlib import Path
 
-    from apexrl.worlds.gateway import build_gateway
+    from apexrl.worlds.gateway import build_gateway, ssl_context
+
+    ssl_context()
     from apexrl.worlds.world import open_world
 
     with tempfile.TemporaryDirectory(prefix="warm-") as d:
         (Path(d) / "filesystem").mkdir()
         (Path(d) / ".apps_data").mkdir()
-        build_gateway(open_world(Path(d), world_id="warm"), strict=False)
+        gw = build_gateway(open_world(Path(d), world_id="warm"), strict=False)
+        if serve_once:
+            import importlib
+
+            for mod in WARM_IMPORTS:  # what the tools and probes import on first use
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(mod)
+            from apexrl.worlds.gateway import serve_forever
+
+            async def once() -> None:
+                task = asyncio.current_task()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serve_forever(
+                        gw, host="127.0.0.1", port=0, on_ready=lambda r: task.cancel()
+                    )
+
+            asyncio.run(once())
 
 
 def _say(obj: dict) -> None:
@@ -73,21 +121,29 @@ def serve(world_dir: str, world_id: str, timeout: float, token: str | None = Non
     asyncio.run(run())
 
 
+def wait_and_serve(world_dir: str, timeout: float) -> int:
+    """Say {"warm": true}, read the trial's world id, token and code network from stdin,
+    serve. The imports are done (`_preload`, or the fork server's)."""
+    _say({"warm": True})
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # released unused
+    told = json.loads(line)
+    world_id, token = told["world_id"], told.get("token")
+    if told.get("code_network") is False:  # the code tool runs with no network
+        import os
+
+        os.environ["APEXRL_CODE_NO_NETWORK"] = "1"
+    serve(world_dir, world_id, timeout, token)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--wait":
         world_dir = argv[1]
         timeout = float(argv[2]) if len(argv) > 2 else 30.0
         _preload()
-        _say({"warm": True})
-        line = sys.stdin.readline()
-        if not line.strip():
-            return 0  # released unused
-        told = json.loads(line)
-        world_id, token = told["world_id"], told.get("token")
-        if told.get("code_network") is False:  # the code tool runs with no network
-            import os
-
-            os.environ["APEXRL_CODE_NO_NETWORK"] = "1"
+        return wait_and_serve(world_dir, timeout)
     else:
         world_dir, world_id, token = argv[0], argv[1], None
         timeout = float(argv[2]) if len(argv) > 2 else 30.0

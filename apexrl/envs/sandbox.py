@@ -56,6 +56,19 @@ class SandboxStartError(RuntimeError):
     pass
 
 
+class SandboxError(RuntimeError):
+    """The sandbox could not start, or died. `kind`: start, gateway, died."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class SandboxDiedError(SandboxError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="died")
+
+
 def bwrap_path() -> str:
     found = shutil.which("bwrap")
     if not found:
@@ -97,6 +110,18 @@ class SandboxLimits:
             cpu_seconds=_env_int("APEXRL_SANDBOX_CPU_SECONDS", d.cpu_seconds),
             file_bytes=_env_int("APEXRL_SANDBOX_FILE_BYTES", d.file_bytes),
         )
+
+    def rlimits(self) -> dict[str, int]:
+        """The same limits by resource name (the fork server's setrlimit)."""
+        pairs = {
+            "nproc": self.nproc,
+            "nofile": self.nofile,
+            "as": self.address_space_bytes,
+            "cpu": self.cpu_seconds,
+            "fsize": self.file_bytes,
+            "core": 0,
+        }
+        return {k: v for k, v in pairs.items() if v is not None}
 
     def prlimit_args(self) -> list[str]:
         out = []
@@ -232,6 +257,62 @@ def bwrap_argv(
             "--",
         ]
     return argv
+
+
+# what the gateway fork server needs to build each trial's sandbox (forkserver.py)
+ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_KILL")
+
+
+def zygote_argv(trials_dir: Path) -> list[str]:
+    """bubblewrap's command line for the gateway fork server (apexrl as root only): the
+    read-only system and Python, `trials_dir` at /trials, a private /tmp, mount points
+    /world and /root for its children, and only ZYGOTE_CAPS. It stays in the host's PID
+    namespace (it reports its children's pids); each child gets its own namespaces."""
+    argv = [
+        bwrap_path(),
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--cap-drop",
+        "ALL",
+    ]
+    for cap in ZYGOTE_CAPS:
+        argv += ["--cap-add", cap]
+    argv += ["--hostname", "apexrl-sandbox", "--ro-bind", "/usr", "/usr"]
+    for p in ROOT_LINKS_OR_DIRS:
+        if os.path.islink(p):
+            argv += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            argv += ["--ro-bind", p, p]
+    for p in ETC_FILES:
+        if os.path.exists(p):
+            argv += ["--ro-bind", p, p]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--perms", "0755", "--dir", "/world", "--perms", "0755", "--dir", "/root"]
+    argv += ["--bind", str(trials_dir), "/trials"]
+    made: set[str] = set()
+    for p in python_paths():
+        parts = Path(p).parts[1:]
+        for i in range(1, len(parts) + 1):
+            d = "/" + "/".join(parts[:i])
+            if d not in made and d not in ("/usr", "/tmp", "/world", "/root", "/trials"):
+                made.add(d)
+                argv += ["--perms", "0755", "--dir", d]
+        argv += ["--ro-bind", p, p]
+    for staged, p in zygote_rebinds():  # re-bound by each child over its own /root, /tmp
+        argv += ["--ro-bind", p, staged]
+    return argv + ["--chdir", "/", "--"]
+
+
+def zygote_rebinds() -> list[tuple[str, str]]:
+    """(staged copy in the fork server, target): the Python folders under the trial's own
+    /root, /tmp or /world, which a child binds again over its trial's folders."""
+    out = []
+    for i, p in enumerate(python_paths()):
+        if any(p == t or p.startswith(t + "/") for t in ("/root", "/tmp", "/world")):
+            out.append((f"/.apexrl-py-{i}", p))
+    return out
 
 
 _PY_PATHS: list[str] | None = None

@@ -160,16 +160,9 @@ def build_gateway(
             for base in spec.tools:
                 tname = surf.tool_name(name, base, len(chosen))
                 fn = fns[base]
-                gw.mcp.add_tool(
-                    guard(fn),
-                    name=tname,
-                    # archipelago's surface lists clean descriptions; apexrl's as before
-                    description=(inspect.getdoc(fn) or "") if surf.flat_schemas else None,
-                    structured_output=False,
-                )
-                tool = gw.mcp._tool_manager.get_tool(tname)
-                if surf.flat_schemas and tool is not None and isinstance(tool.parameters, dict):
-                    tool.parameters = inline_refs(tool.parameters)
+                # archipelago's surface lists clean descriptions; apexrl's as before
+                desc = (inspect.getdoc(fn) or "") if surf.flat_schemas else None
+                _add_tool(gw.mcp, fn, tname, desc, surf.flat_schemas)
                 names.append(tname)
             gw.status[name] = ServerStatus(name=name, ok=True, detail=detail, tools=names)
             gw.tool_names.extend(names)
@@ -183,6 +176,31 @@ def build_gateway(
             code=ExitCode.CHECK_FAILED,
         )
     return gw
+
+
+# (tool name, function, signature, description, flat) -> a registered Tool: the argument
+# model and JSON schema depend on the signature only, and cost ~2 ms a tool to build, so a
+# gateway (or a fork server's child) reuses them and swaps in its own world's function.
+_TOOL_TEMPLATES: dict[tuple, Any] = {}
+
+
+def _add_tool(mcp: Any, fn: Any, tname: str, desc: str | None, flat: bool) -> None:
+    import inspect
+
+    sig = str(inspect.signature(fn))
+    key = (tname, fn.__module__, fn.__qualname__, sig, inspect.iscoroutinefunction(fn), desc, flat)
+    manager = mcp._tool_manager
+    tools = getattr(manager, "_tools", None)
+    template = _TOOL_TEMPLATES.get(key)
+    if template is not None and isinstance(tools, dict) and tname not in tools:
+        tools[tname] = template.model_copy(update={"fn": guard(fn)})
+        return
+    mcp.add_tool(guard(fn), name=tname, description=desc, structured_output=False)
+    tool = manager.get_tool(tname)
+    if flat and tool is not None and isinstance(tool.parameters, dict):
+        tool.parameters = inline_refs(tool.parameters)
+    if tool is not None:
+        _TOOL_TEMPLATES[key] = tool
 
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
@@ -242,6 +260,20 @@ def urls(host: str, port: int, token: str | None = None) -> tuple[str, str]:
     return base + MCP_PATH, base + "/health"
 
 
+_SSL: Any = None
+
+
+def ssl_context() -> Any:
+    """One default SSL context per process: the readiness check's HTTP clients need one
+    (even for http://), and loading the CA bundle costs ~60 ms each time."""
+    global _SSL
+    if _SSL is None:
+        import ssl
+
+        _SSL = ssl.create_default_context()
+    return _SSL
+
+
 async def wait_ready(
     url: str, health_url: str, expected_tools: list[str], *, timeout_s: float = 30.0
 ) -> int:
@@ -249,18 +281,22 @@ async def wait_ready(
 
     Returns the number of tools; raises ApexError naming what is missing."""
     import httpx
+    import httpx2
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            async with httpx.AsyncClient(timeout=5) as hc:
+            async with httpx.AsyncClient(timeout=5, verify=ssl_context()) as hc:
                 r = await hc.get(health_url)
             if r.status_code != 200:
                 raise ApexError(f"gateway health check failed ({r.status_code}): {r.text[:500]}")
-            async with asyncio.timeout(max(1.0, deadline - time.monotonic())):
-                async with Client(url) as c:
+            left = max(1.0, deadline - time.monotonic())
+            async with asyncio.timeout(left):
+                http = httpx2.AsyncClient(timeout=left, verify=ssl_context())
+                async with http, Client(streamable_http_client(url, http_client=http)) as c:
                     listed = {t.name for t in (await c.list_tools()).tools}
             missing = [t for t in expected_tools if t not in listed]
             if missing:

@@ -13,6 +13,15 @@ table" (a file output, 4 criteria):
 
 Writes bench/results.json key "trial_overhead". Target (issue 5): local overhead
 <= 2 s median and <= 0.2x the podman trial.
+
+test_bench_local_throughput (issue 20, part B) writes key "local_throughput": N oracle
+trials through `eval run`'s runner at concurrency 1 and 8, in trials per minute, with
+the gateways forked from the pre-imported fork server (ours) and, interleaved in the
+same rounds, with a fresh sandboxed Python per trial's gateway (the peer: the path
+before issue 20, APEXRL_LOCAL_FORKSERVER=0). CPU seconds per trial (the whole process
+tree: driver, sandboxes, gateways) come from a cpuacct cgroup where one can be made.
+Targets: ours >= 5x the peer's trials/min at concurrency 8; ours at concurrency 8 >=
+1.8x ours at concurrency 1.
 """
 
 from __future__ import annotations
@@ -26,7 +35,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.benchmarks.results import record
+import pytest
+
+from tests.benchmarks.results import RUNS, load_average, ratio, record, stats
 
 N_LOCAL = 8
 N_PODMAN = 3
@@ -188,3 +199,145 @@ def _podman(tmp_path: Path, task: Path, worlds: Path) -> dict:
         "peer": "Harbor's podman environment (podman-compose) on the world's OCI image, "
         "same task, same run; harbor_cli = `harbor run -a oracle -e podman` end to end",
     }
+
+
+N_THROUGHPUT = 24  # trials per (mode, concurrency) per round
+CGROUP = Path("/sys/fs/cgroup/cpuacct")
+
+
+class _TreeCpu:
+    """CPU seconds of this process and everything it starts (a cpuacct cgroup of its
+    own, cgroup v1); `None` where no such cgroup can be made."""
+
+    def __init__(self) -> None:
+        self.dir: Path | None = None
+        d = CGROUP / f"apexrl-bench-{os.getpid()}"
+        try:
+            d.mkdir(exist_ok=True)
+            (d / "cgroup.procs").write_text(str(os.getpid()))
+            self.dir = d
+        except OSError:
+            self.dir = None
+
+    def seconds(self) -> float | None:
+        if self.dir is None:
+            return None
+        return int((self.dir / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self) -> None:
+        if self.dir is None:
+            return
+        try:
+            (CGROUP / "cgroup.procs").write_text(str(os.getpid()))
+            for _ in range(50):  # children that are still exiting keep it busy a moment
+                try:
+                    self.dir.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        except OSError:
+            pass
+
+
+def _tasks(root: Path, n: int) -> tuple[Path, Path]:
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all
+    from apexrl.tasks.example import write_example
+
+    write_example(root / "ex", seed=0)
+    list(convert_all(load_source(root / "ex"), root / "converted", {}, strict=True))
+    templates = sorted((root / "converted").iterdir())
+    tree = root / "tasks"
+    tree.mkdir()
+    for i in range(n):
+        src = templates[i % len(templates)]
+        shutil.copytree(src, tree / f"{src.name}-{i:03d}")
+    return tree, root / "ex" / "world_files_zipped"
+
+
+@pytest.mark.timeout(2400)
+def test_bench_local_throughput(tmp_path, monkeypatch):
+    from apexrl.envs import local, warm
+    from apexrl.eval.runner import EvalRequest, run_eval
+
+    monkeypatch.setenv("HARBOR_TELEMETRY", "0")
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setenv("APEXRL_WORLD_CACHE", str(tmp_path / "cache"))
+    load_at_start = load_average()
+    tasks, worlds = _tasks(tmp_path / "data", N_THROUGHPUT)
+    modes = {"forkserver": "1", "fresh_gateway": "0"}
+    cpu = _TreeCpu()
+    counter = iter(range(10_000))
+
+    def run(mode: str, concurrency: int, limit: int) -> tuple[float, float | None]:
+        monkeypatch.setenv("APEXRL_LOCAL_FORKSERVER", modes[mode])
+        monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(tmp_path / f"work-{mode}"))
+        req = EvalRequest(
+            tasks=str(tasks),
+            run_dir=tmp_path / f"run-{next(counter)}",
+            agent="oracle",
+            worlds_dir=worlds,
+            concurrency=concurrency,
+            limit=limit,
+        )
+        c0, t0 = cpu.seconds(), time.perf_counter()
+        report, _ = run_eval(req)
+        wall, c1 = time.perf_counter() - t0, cpu.seconds()
+        assert report.ran == limit and report.summary.pass_at_1.value == 1.0
+        shutil.rmtree(req.run_dir, ignore_errors=True)
+        return wall, (c1 - c0) / limit if c0 is not None and c1 is not None else None
+
+    try:
+        for mode in modes:  # the first trials of a mode start its fork server / warm pool
+            run(mode, 1, 2)
+        walls: dict[str, list[float]] = {}
+        cpus: dict[str, list[float]] = {}
+        for _ in range(RUNS):
+            for mode in modes:
+                for c in (1, 8):
+                    w, per = run(mode, c, N_THROUGHPUT)
+                    walls.setdefault(f"{mode}_c{c}", []).append(w)
+                    if per is not None:
+                        cpus.setdefault(mode, []).append(per)
+    finally:
+        local.POOL.drain()
+        warm.close_all()
+        cpu.close()
+
+    def per_min(key: str) -> float:
+        return round(N_THROUGHPUT * 60 / statistics.median(walls[key]), 1)
+
+    figures: dict = {
+        "command": "make bench (tests/benchmarks/test_bench_trial.py::test_bench_local_throughput)",
+        "n_trials_per_run": N_THROUGHPUT,
+        "rounds": RUNS,
+        "agent": "oracle (solution/solve.sh in the sandbox), example tasks, eval run's runner",
+    }
+    for mode in modes:
+        figures[mode] = {
+            "concurrency_1_trials_per_min": per_min(f"{mode}_c1"),
+            "concurrency_8_trials_per_min": per_min(f"{mode}_c8"),
+            "concurrency_1_wall": stats(walls[f"{mode}_c1"]),
+            "concurrency_8_wall": stats(walls[f"{mode}_c8"]),
+            # trial rate at 8 over the rate at 1 (per-round wall ratio c1 / c8)
+            "concurrency_8_vs_1": ratio(walls[f"{mode}_c1"], walls[f"{mode}_c8"]),
+        }
+        if cpus.get(mode):
+            figures[mode]["cpu_s_per_trial_median"] = round(statistics.median(cpus[mode]), 3)
+    # trials/min of ours over the peer's, same rounds (peer wall / our wall)
+    figures["forkserver_vs_fresh_gateway_concurrency_8"] = ratio(
+        walls["fresh_gateway_c8"], walls["forkserver_c8"]
+    )
+    figures["forkserver_vs_fresh_gateway_concurrency_1"] = ratio(
+        walls["fresh_gateway_c1"], walls["forkserver_c1"]
+    )
+    figures["peer"] = (
+        "fresh_gateway: APEXRL_LOCAL_FORKSERVER=0, a fresh bubblewrap sandbox and Python per "
+        "trial's gateway (warm pool of 2), the path before issue 20; same tasks, same rounds"
+    )
+    figures["target"] = (
+        "forkserver >= 5x fresh_gateway trials/min at concurrency 8; forkserver concurrency 8 "
+        ">= 1.8x its concurrency 1"
+    )
+    record("local_throughput", figures, load_at_start=load_at_start)
+    print(figures)

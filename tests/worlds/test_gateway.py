@@ -281,3 +281,34 @@ def test_listening_socket_is_tcp_so_responses_are_not_delayed():
         assert s.proto == socket.IPPROTO_TCP
     finally:
         s.close()
+
+
+def test_reused_tool_registrations_serve_each_gateways_own_world(tmp_path):
+    """A second gateway in one process reuses the first one's tool registrations (the
+    argument models and schemas), swapping in its own world's functions: each serves
+    its own files, with the same schemas."""
+    import asyncio
+    import json
+
+    from apexrl.worlds.gateway import _TOOL_TEMPLATES
+
+    gws = []
+    for name in ("a", "b"):
+        root = tmp_path / name
+        (root / "filesystem").mkdir(parents=True)
+        (root / ".apps_data").mkdir()
+        (root / "filesystem" / f"only-in-{name}.txt").write_text(name)
+        gws.append(build_gateway(open_world(root, world_id=f"w{name}", apps=["files"])))
+    assert _TOOL_TEMPLATES
+    a, b = gws
+    tname = next(t for t in b.tool_names if t.endswith("list_files") or t.endswith("list"))
+    ta, tb = a.mcp._tool_manager.get_tool(tname), b.mcp._tool_manager.get_tool(tname)
+    assert ta is not tb and ta.fn is not tb.fn and ta.parameters == tb.parameters
+
+    async def listing(gw) -> str:
+        res = await gw.mcp.call_tool(tname, {})
+        return json.dumps(res, default=str)
+
+    out_a, out_b = asyncio.run(listing(a)), asyncio.run(listing(b))
+    assert "only-in-a.txt" in out_a and "only-in-b.txt" not in out_a
+    assert "only-in-b.txt" in out_b and "only-in-a.txt" not in out_b
