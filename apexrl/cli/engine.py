@@ -91,8 +91,10 @@ def serve(
     model = model_arg or model_opt
     if not model:
         raise UsageError("pass MODEL (an HF id or a checkpoint directory)")
-    if engine not in ("auto", "vllm", "local"):
-        raise UsageError(f"--engine {engine!r}: choose auto, vllm or local")
+    from apexrl.engine.registry import engine_choices
+
+    if engine not in engine_choices():
+        raise UsageError(f"--engine {engine!r}: choose {', '.join(engine_choices())}")
     running = start_engine(
         model,
         engine=engine,  # type: ignore[arg-type]

@@ -8,6 +8,9 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.engine.registry import engine_choices
+from apexrl.envs.registry import environment_names
+from apexrl.trial.agents import agent_names
 
 app = typer.Typer(
     help="Evaluate a model on a task dataset (Pass@1, Pass@k, Pass^k) and report runs.",
@@ -15,22 +18,10 @@ app = typer.Typer(
 )
 
 
-class Env(StrEnum):
-    local = "local"
-    modal = "modal"
-    podman = "podman"
-    docker = "docker"
-
-
-class Agent(StrEnum):
-    apexrl = "apexrl"
-    oracle = "oracle"
-
-
-class Engine(StrEnum):
-    auto = "auto"
-    local = "local"
-    vllm = "vllm"
+# choices from the registries (apexrl.envs.registry, apexrl.trial.agents, apexrl.engine.registry)
+Env = StrEnum("Env", {n: n for n in environment_names()})
+Agent = StrEnum("Agent", {n: n for n in agent_names()})
+Engine = StrEnum("Engine", {n: n for n in engine_choices()})
 
 
 class Nudge(StrEnum):
@@ -61,16 +52,16 @@ def run(
     ),
     out: Path = typer.Option(..., "-o", "--out", help="RUN_DIR (rerun the same to resume)."),
     endpoint: str = typer.Option(None, "--endpoint", help="Use a running engine at this URL."),
-    engine: Engine = typer.Option(Engine.auto, "--engine", help="Engine to start for MODEL."),
+    engine: Engine = typer.Option("auto", "--engine", help="Engine to start for MODEL."),
     vllm_python: str = typer.Option(
         None,
         "--vllm-python",
         help="Interpreter with vLLM (e.g. .venv-vllm/bin/python from `make vllm`); "
         "default: APEXRL_VLLM_PYTHON, else this one.",
     ),
-    env: Env = typer.Option(Env.local, "--env", help="Where trials run."),
+    env: Env = typer.Option("local", "--env", help="Where trials run."),
     worlds: Path = typer.Option(None, "--worlds", help="World store: <world_id>/ or .zip files."),
-    agent: Agent = typer.Option(Agent.apexrl, "--agent", help="apexrl (the model) or oracle."),
+    agent: Agent = typer.Option("apexrl", "--agent", help="apexrl (the model) or oracle."),
     attempts: int = typer.Option(1, "-k", "--attempts", help="Attempts per task."),
     concurrency: int = typer.Option(1, "-n", "--concurrency", help="Trials in flight."),
     limit: int = typer.Option(None, "--limit", help="Only the first N tasks."),
@@ -219,7 +210,7 @@ def run(
         from apexrl.eval.report import load_run, print_table
 
         print_table([load_run(out)], Console())
-    if agent is Agent.oracle and s.pass_at_1.value < 1.0:
+    if agent == "oracle" and s.pass_at_1.value < 1.0:
         output.error(
             f"the oracle passed {100 * s.pass_at_1.value:.1f}% of trials, not 100%: "
             "the tasks, worlds or grading are inconsistent (see results.parquet)"

@@ -142,7 +142,10 @@ def _engine_version(kind: str, vllm_python: str | None = None) -> str | None:
         build = probe_vllm(pick_python(vllm_python))
         return build.label if build is not None else None
 
-    pkg = {"vllm": "vllm", "local": "transformers"}.get(kind)
+    from apexrl.engine.registry import ENGINES
+
+    entry = ENGINES.get(kind)
+    pkg = entry.version_package if entry else None
     try:
         return f"{pkg} {version(pkg)}" if pkg else None
     except PackageNotFoundError:

@@ -598,6 +598,7 @@ def run_eval(
 def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:
     """Stop before any trial when the environment, worlds, engine or credentials would
     fail every one of them (apexrl.eval.preflight)."""
+    from apexrl.engine.registry import ENGINES
     from apexrl.eval.preflight import PreflightRequest, TaskNeeds, run_preflight
 
     kind = resolved.engine.kind
@@ -606,7 +607,7 @@ def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:
             environment=req.environment,
             tasks=[TaskNeeds(t.name, t.world_id, t.required_env_keys) for t in tasks],
             worlds_dir=Path(req.worlds_dir) if req.worlds_dir else None,
-            engine_kind=kind if kind in ("local", "vllm") else None,
+            engine_kind=kind if kind in ENGINES else None,  # one this eval starts
         )
     )
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apexrl.errors import BadRecordError, UsageError
+from apexrl.trial.config import AgentName, EnvironmentName
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -152,8 +153,8 @@ class AsyncSection(_S):
 
 
 class AgentSection(_S):
-    agent: Literal["apexrl", "oracle"] = "apexrl"
-    environment: Literal["local", "modal", "podman", "docker"] = "local"
+    agent: AgentName = "apexrl"
+    environment: EnvironmentName = "local"
     max_steps: int = 100
     eval_max_steps: int = 250
     agent_timeout_s: float = 3600.0

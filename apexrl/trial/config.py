@@ -14,6 +14,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.artifacts.models import TrialResult
+from apexrl.envs.registry import environment_names
+from apexrl.trial.agents import agent_names
+
+# the names the registries hold (apexrl.trial.agents.AGENTS, apexrl.envs.registry.ENVIRONMENTS)
+AgentName = Literal[agent_names()]  # type: ignore[valid-type]
+EnvironmentName = Literal[environment_names()]  # type: ignore[valid-type]
 
 
 class AgentBudgets(BaseModel):
@@ -69,8 +75,8 @@ class SandboxSettings(BaseModel):
 
 class TrialConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agent: Literal["apexrl", "oracle"] = "apexrl"
-    environment: Literal["local", "modal", "podman", "docker"] = "local"
+    agent: AgentName = "apexrl"
+    environment: EnvironmentName = "local"
     worlds_dir: Path | None = None  # world store: <world_id>/ folders or <world_id>.zip
     endpoint: str | None = None  # engine base URL (OpenAI-compatible, /v1/completions)
     model: str | None = None  # served model name
