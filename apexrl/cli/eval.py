@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import budget_options
 from apexrl.engine.registry import engine_choices
 from apexrl.envs.registry import environment_names
 from apexrl.trial.agents import agent_names
@@ -24,12 +25,6 @@ Agent = StrEnum("Agent", {n: n for n in agent_names()})
 Engine = StrEnum("Engine", {n: n for n in engine_choices()})
 
 
-class Nudge(StrEnum):
-    off = "off"
-    once = "once"
-    recipe = "recipe"
-
-
 class Reward(StrEnum):
     pass_ = "pass"
     score = "score"
@@ -43,6 +38,7 @@ class Format(StrEnum):
 
 
 @app.command("run")
+@budget_options
 def run(
     model: str = typer.Argument(
         None, help="HF model id (org/name or org/name@rev), local checkpoint dir, or served name."
@@ -83,18 +79,10 @@ def run(
     extra_prompt: Path = typer.Option(
         None, "--extra-prompt", help="File appended to each task's instruction (tool guidance)."
     ),
-    max_steps: int = typer.Option(250, "--max-steps", help="Agent steps per trial."),
-    agent_timeout: float = typer.Option(3600.0, "--agent-timeout", help="Seconds per trial."),
-    tool_timeout: float = typer.Option(600.0, "--tool-timeout", help="Seconds per tool call."),
-    llm_timeout: float = typer.Option(1800.0, "--llm-timeout", help="Seconds per engine call."),
-    nudge_ratio: float = typer.Option(0.2, "--nudge-ratio", help="Wrap-up nudge below this."),
-    nudge: Nudge = typer.Option(
-        Nudge.off, "--nudge", help="Wrap-up nudge: off (the recipe's eval), once, recipe."
-    ),
+    budgets: dict = None,  # one option per flagged budget (apexrl.cli.options)
     reward: Reward = typer.Option(
         Reward.pass_, "--reward", help="Trial reward: pass (0/1) or score (fraction met)."
     ),
-    context_window: int = typer.Option(None, "--context-window", help="Tokens (default: model)."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Tokens per turn."),
@@ -161,15 +149,7 @@ def run(
         chat_template=chat_template,
         system_prompt=read_prompt(system_prompt, "--system-prompt") if system_prompt else None,
         extra_prompt=read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None,
-        budgets=AgentBudgets(
-            max_steps=max_steps,
-            agent_timeout_s=agent_timeout,
-            tool_timeout_s=tool_timeout,
-            llm_timeout_s=llm_timeout,
-            nudge_ratio=nudge_ratio,
-            context_window=context_window,
-            nudge=nudge.value,
-        ),
+        budgets=AgentBudgets(**budgets),
         reward=reward.value,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         ray_address=ray_address,

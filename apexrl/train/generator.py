@@ -54,13 +54,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apexrl.trial.config import (
-    AgentBudgets,
-    Sampling,
-    SandboxSettings,
-    TrialConfig,
-    TrialOutcome,
-)
+from apexrl.trial.config import TrialConfig, TrialOutcome, TrialSpec
 from apexrl.trial.outcomes import OUTCOME_POLICIES, group_masked
 from apexrl.trial.outcomes import outcome_policy as get_policy
 
@@ -80,30 +74,21 @@ OUTCOME_POLICY: dict[str, tuple[bool, bool, str]] = {
 }
 
 
-class GeneratorSettings(BaseModel):
-    """What the generator needs from the recipe (rendered into the run spec)."""
+class GeneratorSettings(TrialSpec):
+    """What the generator needs from the recipe (rendered into the run spec): the
+    trials' TrialSpec (apexrl.trial.config) plus the training-side settings."""
 
     model_config = ConfigDict(extra="forbid")
     tasks_dir: str  # Harbor task dirs (unpacked dataset)
     logs_dir: str  # trial folders go under <logs_dir>/<phase>/step-<n>/<trajectory_id>
-    worlds_dir: str | None = None
-    agent: str = "apexrl"
-    environment: str = "local"
     model: str | None = None  # served model name
-    tokenizer: str | None = None
-    chat_template: str | None = None
     system_prompt: str | None = None  # text (recipe agent.system_prompt file)
     system_prompt_sha256: str | None = None
     extra_prompt: str | None = None  # text appended to each instruction (agent.extra_prompt)
     extra_prompt_sha256: str | None = None
-    judge: str | None = None
-    judge_api_base: str | None = None
     reward: Literal["pass", "score"] = "score"  # the recipe trains on the fraction met
-    budgets: AgentBudgets = Field(default_factory=AgentBudgets)  # nudge/outcome: recipe
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     eval_max_steps: int = 250
     eval_nudge: Literal["off", "once", "recipe"] = "off"  # the recipe's eval: no nudge
-    sampling: Sampling = Field(default_factory=Sampling)
     max_seq_len: int = 32768
     eval_max_seq_len: int | None = None
     max_tokens_per_turn: int | None = None
@@ -455,27 +440,16 @@ class TrialGenerator:
         sampling = s.sampling.model_copy()
         if s.max_tokens_per_turn:
             sampling.max_tokens = s.max_tokens_per_turn
-        fields: dict[str, Any] = {
-            "agent": s.agent,
-            "environment": s.environment,
-            "worlds_dir": s.worlds_dir,
-            "endpoint": endpoint,
-            "model": s.model,
-            "tokenizer": s.tokenizer,
-            "chat_template": s.chat_template,
-            "system_prompt": s.system_prompt,
-            "extra_prompt": s.extra_prompt,
-            "judge": s.judge,
-            "judge_api_base": s.judge_api_base,
-            "reward": s.reward,
-            "budgets": budgets,
-            "sampling": sampling,
-            "sandbox": s.sandbox,
-            "logs_dir": logs_dir,
-        }
-        if "retries" in TrialConfig.model_fields:
-            fields["retries"] = s.trial_retries
-        return TrialConfig(**fields)
+        return s.trial_config(
+            logs_dir=logs_dir,
+            endpoint=endpoint,
+            model=s.model,
+            system_prompt=s.system_prompt,
+            extra_prompt=s.extra_prompt,
+            retries=s.trial_retries,
+            budgets=budgets,
+            sampling=sampling,
+        )
 
     async def run_one(
         self, task_dir: Path, *, session: str, phase: str, step: int, sampling: dict | None

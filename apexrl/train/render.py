@@ -636,7 +636,7 @@ def _settings(
     r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str
 ) -> GeneratorSettings:
     from apexrl.agent.prompts import read_prompt
-    from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
+    from apexrl.trial.config import AgentBudgets, AgentLimits, Sampling, SandboxSettings
 
     ag = r.agent
     sys_p = read_prompt(ag.system_prompt, "agent.system_prompt") if ag.system_prompt else None
@@ -659,16 +659,8 @@ def _settings(
         reward=ag.reward,
         eval_nudge=ag.eval_nudge,
         budgets=AgentBudgets(
-            max_steps=ag.max_steps,
-            agent_timeout_s=ag.agent_timeout_s,
-            tool_timeout_s=ag.tool_timeout_s,
-            llm_timeout_s=ag.llm_timeout_s,
-            tool_result_max_chars=ag.tool_result_max_chars,
-            max_tool_call_repairs=ag.max_tool_call_repairs,
-            nudge_ratio=ag.nudge_ratio,
+            **ag.model_dump(include=set(AgentLimits.model_fields)),
             context_window=r.batch.max_seq_len,
-            nudge=ag.nudge,
-            outcome_policy=ag.outcome_policy,
         ),
         eval_max_steps=ag.eval_max_steps,
         sandbox=SandboxSettings(
