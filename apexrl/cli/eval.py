@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
@@ -30,6 +32,16 @@ class Reward(StrEnum):
     score = "score"
 
 
+@dataclass
+class EvalDeps:
+    """What `apexrl eval run` can be handed instead of its defaults, as click's context
+    object (`app(obj=EvalDeps(...))`, `CliRunner().invoke(app, args, obj=EvalDeps(...))`):
+    trial_fn(task_dir, TrialConfig) -> TrialOutcome runs each trial instead of Harbor's
+    (benchmarks, custom harnesses; no environment preflight then)."""
+
+    trial_fn: Callable | None = None
+
+
 class Format(StrEnum):
     table = "table"
     md = "md"
@@ -40,6 +52,7 @@ class Format(StrEnum):
 @app.command("run")
 @budget_options
 def run(
+    ctx: typer.Context,
     model: str = typer.Argument(
         None, help="HF model id (org/name or org/name@rev), local checkpoint dir, or served name."
     ),
@@ -167,7 +180,7 @@ def run(
     with _live_progress() as (on_start, on_result):
         report, cfg = run_eval(
             req,
-            trial_fn=_trial_fn_override(),
+            trial_fn=ctx.obj.trial_fn if isinstance(ctx.obj, EvalDeps) else None,
             on_start=on_start,
             on_result=on_result,
             on_bad_task=lambda e: output.warn(f"skipped task: {e}"),
@@ -196,11 +209,6 @@ def run(
             "the tasks, worlds or grading are inconsistent (see results.parquet)"
         )
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
-
-
-def _trial_fn_override():
-    """Tests and benchmarks swap the trial function here (monkeypatch)."""
-    return None
 
 
 class _live_progress:  # noqa: N801 - used as a context manager

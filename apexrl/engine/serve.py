@@ -6,8 +6,8 @@ choose_engine("auto")      "vllm" with CUDA GPUs and vLLM installed, else "local
                            APEXRL_VLLM_PYTHON)
 start_engine(model, ...)   a RunningEngine (url, model, max_model_len, stop())
 probe_endpoint(url)        EndpointInfo from GET /v1/models (bounded, classified)
-open_engine(endpoint=..., model=...)   context manager for runners: use the
-                           endpoint when given, else start an engine and stop it after
+open_engine(endpoint=..., model=...)   context manager (eval's running_engine): use
+                           the endpoint when given, else start an engine, stop it after
 """
 
 from __future__ import annotations
@@ -226,7 +226,8 @@ def start_engine(
 def open_engine(
     *, endpoint: str | None = None, model: str | None = None, **start_kw: Any
 ) -> Iterator[RunningEngine]:
-    """For runners: `endpoint` (a server that already runs) or start `model` and stop it after."""
+    """`endpoint` (a server that already runs), or start `model` (start_engine's keywords)
+    and stop it when the block ends (eval starts its engine here)."""
     if endpoint:
         info = probe_endpoint(endpoint, model=model)
         yield RunningEngine("endpoint", info.url, info.model, info.max_model_len)

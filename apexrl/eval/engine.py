@@ -171,18 +171,15 @@ def running_engine(res: ResolvedModel, *, log_path: Path | None = None) -> Itera
     if kind in ("none", "endpoint"):
         yield res.engine.endpoint
         return
-    from apexrl.engine.serve import start_engine
+    from apexrl.engine.serve import open_engine
 
-    running = start_engine(
-        res.model.path,
-        engine=kind,  # type: ignore[arg-type]
+    with open_engine(
+        model=res.model.path,
+        engine=kind,
         served_model_name=res.model.served_name,
         log_path=log_path,
         vllm_python=res.vllm_python,
-    )
-    try:
+    ) as running:
         res.engine.endpoint = running.url
         res.model.served_name = running.model
         yield running.url
-    finally:
-        running.stop()

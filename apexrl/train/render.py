@@ -45,7 +45,10 @@ class RecipeRuleError(ApexError):
         self.violations = violations
 
 
-class Plan(BaseModel):
+class RunPlan(BaseModel):
+    """A training run's plan: GPUs, engines, concurrency, checkpoints, warnings (publish's
+    upload `Plan` is another thing)."""
+
     model_config = ConfigDict(extra="forbid")
     inference_gpus: int
     training_gpus: int
@@ -78,7 +81,7 @@ class RunSpec(BaseModel):
     data_train: str | None = None
     data_val: str | None = None
     resume: bool = False
-    plan: Plan
+    plan: RunPlan
 
 
 # --- rules --------------------------------------------------------------------------------
@@ -776,7 +779,7 @@ def render(
     cl = r.cluster
     inf_gpus = 0 if r.training.colocate else cl.inference_nodes * cl.gpus_per_node
     train_gpus = cl.training_nodes * cl.gpus_per_node
-    plan = Plan(
+    plan = RunPlan(
         inference_gpus=r.inference.engines * r.inference.tensor_parallel,
         training_gpus=train_gpus,
         total_gpus=inf_gpus + train_gpus,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from apexrl.errors import ExitCode, RemoteError
-from apexrl.registry.client import RegistryClient, RetryPolicy, push_image
+from apexrl.registry.client import RegistryClient, RegistryRetry, push_image
 from apexrl.registry.refs import parse_reference
 from apexrl.worlds import oci
 from tests.images.conftest import apexrl, free_port, make_world, records, run
@@ -85,7 +85,7 @@ def test_registry_restarted_mid_push_then_rerun_completes(big_archive, registry)
     errors: list[BaseException] = []
 
     def push() -> None:
-        with RegistryClient(ref, retry=RetryPolicy(attempts=2, base_delay=0.05)) as c:
+        with RegistryClient(ref, retry=RegistryRetry(attempts=2, base_delay=0.05)) as c:
             try:
                 push_image(c, src, "bigw", concurrency=2)
             except BaseException as e:  # noqa: BLE001
@@ -186,7 +186,7 @@ def test_retry_on_5xx_429_not_on_other_4xx(plan, n_requests, retryable):
     th.start()
     try:
         ref = parse_reference(f"127.0.0.1:{srv.server_port}/w")
-        with RegistryClient(ref, retry=RetryPolicy(attempts=4, base_delay=0.01)) as c:
+        with RegistryClient(ref, retry=RegistryRetry(attempts=4, base_delay=0.01)) as c:
             if retryable is None:
                 assert c.blob_exists("sha256:" + "a" * 64) is False
             else:

@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from apexrl.registry.client import CHUNK, CorruptBlobError, RegistryClient, RetryPolicy
+from apexrl.registry.client import CHUNK, CorruptBlobError, RegistryClient, RegistryRetry
 from apexrl.registry.refs import parse_reference
 
 SIZE = 5 * CHUNK + 12345  # several chunks, the last one partial
@@ -86,7 +86,7 @@ def stub():
 
 
 def _client(ref, attempts: int) -> RegistryClient:
-    return RegistryClient(ref, retry=RetryPolicy(attempts=attempts, base_delay=0.01))
+    return RegistryClient(ref, retry=RegistryRetry(attempts=attempts, base_delay=0.01))
 
 
 def _payload(seed: int = 1) -> tuple[bytes, str]:
