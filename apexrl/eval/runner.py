@@ -477,7 +477,7 @@ class EvalRequest(TrialSpec):
     budgets by default: 250 steps, no wrap-up nudge), the model and engine, the
     selection and how to run."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid")
     tasks: str
     run_dir: Path
     model: str | None = None
