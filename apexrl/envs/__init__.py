@@ -6,6 +6,6 @@ modal  `apexrl.envs.modal:ModalEnvironment`: Modal sandboxes from the world's EC
 
 `apexrl.envs.registry.ENVIRONMENTS` names them all (CLI choices, recipe validation,
 trial dispatch, preflight, doctor). Harbor's own `podman`/`docker` environments run
-apexrl world images as they are (the task's [environment] docker_image). `apexrl.envs.worlds` resolves a task's world
-from a world store (`--worlds DIR`).
+apexrl world images as they are (the task's [environment] docker_image).
+`apexrl.envs.worlds` resolves a task's world from a world store (`--worlds DIR`).
 """
