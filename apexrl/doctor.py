@@ -9,10 +9,13 @@ import subprocess
 import sys
 
 from apexrl import __version__, secrets
+from apexrl.engine.registry import ENGINES
+from apexrl.envs.registry import ENVIRONMENTS
 
 # What each extra must make importable: the modules apexrl's own code paths import (the
 # train extra: `train --dry-run` with SkyRL's validate_cfg, `--check-only`, the job
 # entrypoint). Checked by importing them in a child interpreter, not by package presence.
+# The engines' extras come from the engine registry (apexrl.engine.registry.ENGINES).
 EXTRAS = {
     "train": (
         "skyrl.train.config",
@@ -24,15 +27,21 @@ EXTRAS = {
         "skyrl.train.generators.base",
         "ray.job_submission",
     ),
-    "serve": ("vllm",),
-    "local": ("torch", "transformers"),
+    **{e.extra: e.modules for e in ENGINES.values() if e.extra},
     "dev": ("pytest", "hypothesis", "moto"),
 }
 IMPORT_TIMEOUT_S = 180.0
-TOOLS = ("bwrap", "skopeo", "umoci", "podman", "docker-registry", "harbor", "git")
+# host tools: what each environment runs (apexrl.envs.registry.ENVIRONMENTS), then the
+# image and Harbor tooling
+TOOLS = tuple(
+    dict.fromkeys(
+        [t for e in ENVIRONMENTS.values() for t in e.tools]
+        + ["skopeo", "umoci", "podman", "docker-registry", "harbor", "git"]
+    )
+)
 CREDENTIALS = {
     "aws": secrets.AWS_KEYS[:2],
-    "modal": secrets.MODAL_KEYS,
+    **{e.name: e.credentials for e in ENVIRONMENTS.values() if e.credentials},
     "hf": ("HF_TOKEN",),
 }
 

@@ -49,7 +49,7 @@ _apexrl() {
         "engine serve") words="--model --engine --host --port --served-model-name --max-model-len --tensor-parallel-size --tp --threads --vllm-python --log-file --ready-timeout --help" ;;
         "eval") words="report run --help" ;;
         "eval report") words="--format --out --help" ;;
-        "eval run") words="--tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --no-judge --judge-api-base --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --nudge --reward --context-window --temperature --top-p --max-tokens --seed --ray-address --retry-errors --pass-env --force --json --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile --help" ;;
+        "eval run") words="--tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --no-judge --judge-api-base --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --nudge --reward --temperature --top-p --max-tokens --seed --ray-address --retry-errors --pass-env --force --json --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile --help" ;;
         "image") words="push --help" ;;
         "image push") words="--to --tag --concurrency --retries --timeout --registry-endpoint --dry-run --json --help" ;;
         "plan") words="concurrency --help" ;;

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.engine.registry import engine_choices
 
 app = typer.Typer(
     help="Inference engines: vLLM (GPU, or its CPU build from `make vllm`), a local CPU "
@@ -52,7 +53,11 @@ def serve(
     ),
     model_opt: str = typer.Option(None, "--model", "-m", help="Same as MODEL."),
     engine: str = typer.Option(
-        "auto", "--engine", help="auto (vLLM with CUDA + the serve extra, else local), vllm, local."
+        "auto",
+        "--engine",
+        help="auto (vLLM with CUDA + the serve extra, else local), "
+        + ", ".join(engine_choices()[1:])
+        + ".",
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8000, "--port", "-p", help="Port (0 picks a free one)."),
@@ -91,8 +96,8 @@ def serve(
     model = model_arg or model_opt
     if not model:
         raise UsageError("pass MODEL (an HF id or a checkpoint directory)")
-    if engine not in ("auto", "vllm", "local"):
-        raise UsageError(f"--engine {engine!r}: choose auto, vllm or local")
+    if engine not in engine_choices():
+        raise UsageError(f"--engine {engine!r}: choose {', '.join(engine_choices())}")
     running = start_engine(
         model,
         engine=engine,  # type: ignore[arg-type]

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import budget_options
+from apexrl.engine.registry import engine_choices
+from apexrl.envs.registry import environment_names
+from apexrl.trial.agents import agent_names
 
 app = typer.Typer(
     help="Evaluate a model on a task dataset (Pass@1, Pass@k, Pass^k) and report runs.",
@@ -15,33 +21,25 @@ app = typer.Typer(
 )
 
 
-class Env(StrEnum):
-    local = "local"
-    modal = "modal"
-    podman = "podman"
-    docker = "docker"
-
-
-class Agent(StrEnum):
-    apexrl = "apexrl"
-    oracle = "oracle"
-
-
-class Engine(StrEnum):
-    auto = "auto"
-    local = "local"
-    vllm = "vllm"
-
-
-class Nudge(StrEnum):
-    off = "off"
-    once = "once"
-    recipe = "recipe"
+# choices from the registries (apexrl.envs.registry, apexrl.trial.agents, apexrl.engine.registry)
+Env = StrEnum("Env", {n: n for n in environment_names()})
+Agent = StrEnum("Agent", {n: n for n in agent_names()})
+Engine = StrEnum("Engine", {n: n for n in engine_choices()})
 
 
 class Reward(StrEnum):
     pass_ = "pass"
     score = "score"
+
+
+@dataclass
+class EvalDeps:
+    """What `apexrl eval run` can be handed instead of its defaults, as click's context
+    object (`app(obj=EvalDeps(...))`, `CliRunner().invoke(app, args, obj=EvalDeps(...))`):
+    trial_fn(task_dir, TrialConfig) -> TrialOutcome runs each trial instead of Harbor's
+    (benchmarks, custom harnesses; no environment preflight then)."""
+
+    trial_fn: Callable | None = None
 
 
 class Format(StrEnum):
@@ -52,7 +50,9 @@ class Format(StrEnum):
 
 
 @app.command("run")
+@budget_options
 def run(
+    ctx: typer.Context,
     model: str = typer.Argument(
         None, help="HF model id (org/name or org/name@rev), local checkpoint dir, or served name."
     ),
@@ -61,16 +61,16 @@ def run(
     ),
     out: Path = typer.Option(..., "-o", "--out", help="RUN_DIR (rerun the same to resume)."),
     endpoint: str = typer.Option(None, "--endpoint", help="Use a running engine at this URL."),
-    engine: Engine = typer.Option(Engine.auto, "--engine", help="Engine to start for MODEL."),
+    engine: Engine = typer.Option("auto", "--engine", help="Engine to start for MODEL."),
     vllm_python: str = typer.Option(
         None,
         "--vllm-python",
         help="Interpreter with vLLM (e.g. .venv-vllm/bin/python from `make vllm`); "
         "default: APEXRL_VLLM_PYTHON, else this one.",
     ),
-    env: Env = typer.Option(Env.local, "--env", help="Where trials run."),
+    env: Env = typer.Option("local", "--env", help="Where trials run."),
     worlds: Path = typer.Option(None, "--worlds", help="World store: <world_id>/ or .zip files."),
-    agent: Agent = typer.Option(Agent.apexrl, "--agent", help="apexrl (the model) or oracle."),
+    agent: Agent = typer.Option("apexrl", "--agent", help="apexrl (the model) or oracle."),
     attempts: int = typer.Option(1, "-k", "--attempts", help="Attempts per task."),
     concurrency: int = typer.Option(1, "-n", "--concurrency", help="Trials in flight."),
     limit: int = typer.Option(None, "--limit", help="Only the first N tasks."),
@@ -92,18 +92,10 @@ def run(
     extra_prompt: Path = typer.Option(
         None, "--extra-prompt", help="File appended to each task's instruction (tool guidance)."
     ),
-    max_steps: int = typer.Option(250, "--max-steps", help="Agent steps per trial."),
-    agent_timeout: float = typer.Option(3600.0, "--agent-timeout", help="Seconds per trial."),
-    tool_timeout: float = typer.Option(600.0, "--tool-timeout", help="Seconds per tool call."),
-    llm_timeout: float = typer.Option(1800.0, "--llm-timeout", help="Seconds per engine call."),
-    nudge_ratio: float = typer.Option(0.2, "--nudge-ratio", help="Wrap-up nudge below this."),
-    nudge: Nudge = typer.Option(
-        Nudge.off, "--nudge", help="Wrap-up nudge: off (the recipe's eval), once, recipe."
-    ),
+    budgets: dict = None,  # one option per flagged budget (apexrl.cli.options)
     reward: Reward = typer.Option(
         Reward.pass_, "--reward", help="Trial reward: pass (0/1) or score (fraction met)."
     ),
-    context_window: int = typer.Option(None, "--context-window", help="Tokens (default: model)."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Tokens per turn."),
@@ -170,15 +162,7 @@ def run(
         chat_template=chat_template,
         system_prompt=read_prompt(system_prompt, "--system-prompt") if system_prompt else None,
         extra_prompt=read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None,
-        budgets=AgentBudgets(
-            max_steps=max_steps,
-            agent_timeout_s=agent_timeout,
-            tool_timeout_s=tool_timeout,
-            llm_timeout_s=llm_timeout,
-            nudge_ratio=nudge_ratio,
-            context_window=context_window,
-            nudge=nudge.value,
-        ),
+        budgets=AgentBudgets(**budgets),
         reward=reward.value,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         ray_address=ray_address,
@@ -196,7 +180,7 @@ def run(
     with _live_progress() as (on_start, on_result):
         report, cfg = run_eval(
             req,
-            trial_fn=_trial_fn_override(),
+            trial_fn=ctx.obj.trial_fn if isinstance(ctx.obj, EvalDeps) else None,
             on_start=on_start,
             on_result=on_result,
             on_bad_task=lambda e: output.warn(f"skipped task: {e}"),
@@ -219,17 +203,12 @@ def run(
         from apexrl.eval.report import load_run, print_table
 
         print_table([load_run(out)], Console())
-    if agent is Agent.oracle and s.pass_at_1.value < 1.0:
+    if agent == "oracle" and s.pass_at_1.value < 1.0:
         output.error(
             f"the oracle passed {100 * s.pass_at_1.value:.1f}% of trials, not 100%: "
             "the tasks, worlds or grading are inconsistent (see results.parquet)"
         )
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
-
-
-def _trial_fn_override():
-    """Tests and benchmarks swap the trial function here (monkeypatch)."""
-    return None
 
 
 class _live_progress:  # noqa: N801 - used as a context manager

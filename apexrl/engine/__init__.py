@@ -6,5 +6,8 @@ local     a CPU engine for small Hugging Face checkpoints (transformers on torch
           extra `local`), used by tests and laptop runs; same HTTP contract as vLLM
 scripted  fixed completions tokenized with a real tokenizer, plus faults (tests)
 serve     choose/start an engine (`apexrl engine serve`), probe a running one
-          (`--endpoint URL`), `open_engine` for runners
+          (`--endpoint URL`), `open_engine` (eval starts its engine there)
+registry  ENGINES: name -> launch function and needs (CLI choices, doctor, preflight)
+protocol  the Engine interface (start, stop, endpoint, health, capabilities) and
+          StartOptions
 """

@@ -604,3 +604,33 @@ class EngineServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    # apexrl.engine.protocol.Engine
+    kind = "local"
+
+    @property
+    def endpoint(self) -> str:
+        return self.url
+
+    def health(self) -> bool:
+        from apexrl.engine.protocol import http_health
+
+        return http_health(self.url)
+
+    def capabilities(self):
+        from apexrl.engine.protocol import EngineCapabilities
+
+        return EngineCapabilities(model=self.engine.name, max_model_len=self.engine.max_model_len)
+
+
+def launch(opts) -> EngineServer:
+    """The local engine for `opts.model` (apexrl.engine.protocol.StartOptions), started."""
+    from apexrl.engine.serve import resolve_local_model
+
+    eng = LocalEngine(
+        resolve_local_model(opts.model),
+        served_model_name=opts.served_model_name,
+        max_model_len=opts.max_model_len,
+        threads=opts.threads,
+    )
+    return EngineServer(eng, host=opts.host, port=opts.port).start()

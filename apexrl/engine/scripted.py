@@ -241,6 +241,34 @@ class ScriptedEngine:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    # apexrl.engine.protocol.Engine
+    kind = "scripted"
+
+    @property
+    def endpoint(self) -> str:
+        return self.url
+
+    def health(self) -> bool:
+        from apexrl.engine.protocol import http_health
+
+        return http_health(self.url)
+
+    def capabilities(self):
+        from apexrl.engine.protocol import EngineCapabilities
+
+        return EngineCapabilities(model=self.model, max_model_len=self.max_model_len)
+
+
+def launch(opts) -> ScriptedEngine:
+    """A scripted engine with an empty script (push() steps before use), started."""
+    return ScriptedEngine(
+        [],
+        model=opts.served_model_name or "scripted",
+        max_model_len=opts.max_model_len or 32768,
+        host=opts.host,
+        port=opts.port,
+    ).start()
+
 
 def tool_call_text(name: str, arguments: dict, *, think: str | None = None) -> str:
     """A Qwen3 (Hermes JSON) tool call as the model would write it."""

@@ -6,8 +6,8 @@ choose_engine("auto")      "vllm" with CUDA GPUs and vLLM installed, else "local
                            APEXRL_VLLM_PYTHON)
 start_engine(model, ...)   a RunningEngine (url, model, max_model_len, stop())
 probe_endpoint(url)        EndpointInfo from GET /v1/models (bounded, classified)
-open_engine(endpoint=..., model=...)   context manager for runners: use the
-                           endpoint when given, else start an engine and stop it after
+open_engine(endpoint=..., model=...)   context manager (eval's running_engine): use
+                           the endpoint when given, else start an engine, stop it after
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from apexrl.errors import AuthError, RemoteError, UsageError
 
-EngineKind = Literal["auto", "vllm", "local"]
+EngineKind = str  # "auto" or an ENGINES name (apexrl.engine.registry.engine_choices)
 
 
 def cuda_available() -> bool:
@@ -29,9 +29,7 @@ def cuda_available() -> bool:
     return visible_gpu_count() > 0
 
 
-def choose_engine(
-    kind: EngineKind = "auto", *, vllm_python: str | None = None
-) -> Literal["vllm", "local"]:
+def choose_engine(kind: EngineKind = "auto", *, vllm_python: str | None = None) -> str:
     from apexrl.engine.vllm import probe_vllm, vllm_available
     from apexrl.engine.vllm import vllm_python as pick_python
 
@@ -61,8 +59,10 @@ def choose_engine(
                 hint="use --engine local, or vLLM's CPU build (`make vllm`, --vllm-python)",
             )
         return "vllm"
-    if kind == "local":
-        return "local"
+    if kind != "auto":
+        from apexrl.engine.registry import get_engine
+
+        return get_engine(kind).name  # type: ignore[return-value]
     return "vllm" if vllm_available(vllm_python) and cuda_available() else "local"
 
 
@@ -137,7 +137,7 @@ def probe_endpoint(
 
 @dataclass
 class RunningEngine:
-    kind: Literal["vllm", "local", "endpoint"]
+    kind: str  # an ENGINES name, or "endpoint" (a server that already runs)
     url: str
     model: str
     max_model_len: int | None
@@ -197,57 +197,37 @@ def start_engine(
     extra_args: list[str] | None = None,
     vllm_python: str | None = None,
 ) -> RunningEngine:
+    """Start the engine `engine` names (auto: choose_engine) through its registry entry
+    (apexrl.engine.registry.ENGINES): its `launch` returns a started Engine."""
+    from apexrl.engine.protocol import StartOptions
+    from apexrl.engine.registry import get_engine, load
+
     kind = choose_engine(engine, vllm_python=vllm_python)
-    if kind == "vllm":
-        import os
-        import socket
-
-        from apexrl.engine.vllm import VllmOptions, VllmServer, probe_vllm, served_name_for
-        from apexrl.engine.vllm import vllm_python as pick_python
-
-        python = pick_python(vllm_python)
-        build = probe_vllm(python)
-
-        if port == 0:  # vLLM needs a concrete port: take a free one
-            with socket.socket() as s:
-                s.bind((host if host != "0.0.0.0" else "127.0.0.1", 0))
-                port = s.getsockname()[1]
-        opts = VllmOptions(
-            model=model,
-            host=host,
-            port=port,
-            served_model_name=served_model_name or served_name_for(model),
-            max_model_len=max_model_len,
-            tensor_parallel_size=tensor_parallel_size,
-            api_key=os.environ.get("APEXRL_ENGINE_API_KEY"),
-            extra_args=list(extra_args or []),
-            device=build.device if build is not None else "cuda",
-        )
-        log = log_path or Path("vllm.log")
-        server = VllmServer(
-            opts, log_path=log, ready_timeout_s=ready_timeout_s, python=python
-        ).start()
-        info = probe_endpoint(server.url, model=opts.served_model_name)
-        return RunningEngine("vllm", server.url, info.model, info.max_model_len, log, server.stop)
-    from apexrl.engine.local import EngineServer, LocalEngine
-
-    ckpt = resolve_local_model(model)
-    eng = LocalEngine(
-        ckpt,
+    opts = StartOptions(
+        model=model,
+        host=host,
+        port=port,
         served_model_name=served_model_name,
         max_model_len=max_model_len,
+        tensor_parallel_size=tensor_parallel_size,
         threads=threads,
+        log_path=log_path,
+        ready_timeout_s=ready_timeout_s,
+        extra_args=list(extra_args or []),
+        vllm_python=vllm_python,
     )
-    server = EngineServer(eng, host=host, port=port)
-    server.start()
-    return RunningEngine("local", server.url, eng.name, eng.max_model_len, None, server.stop)
+    running = load(get_engine(kind).launch)(opts)
+    caps = running.capabilities()
+    log = getattr(running, "log_path", None)
+    return RunningEngine(kind, running.endpoint, caps.model, caps.max_model_len, log, running.stop)
 
 
 @contextlib.contextmanager
 def open_engine(
     *, endpoint: str | None = None, model: str | None = None, **start_kw: Any
 ) -> Iterator[RunningEngine]:
-    """For runners: `endpoint` (a server that already runs) or start `model` and stop it after."""
+    """`endpoint` (a server that already runs), or start `model` (start_engine's keywords)
+    and stop it when the block ends (eval starts its engine here)."""
     if endpoint:
         info = probe_endpoint(endpoint, model=model)
         yield RunningEngine("endpoint", info.url, info.model, info.max_model_len)

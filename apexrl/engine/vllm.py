@@ -359,3 +359,62 @@ class VllmServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    # apexrl.engine.protocol.Engine
+    kind = "vllm"
+    max_model_len: int | None = None  # what /v1/models reports once started (launch)
+
+    @property
+    def endpoint(self) -> str:
+        return self.url
+
+    def health(self) -> bool:
+        from apexrl.engine.protocol import http_health
+
+        return self.proc is not None and self.proc.poll() is None and http_health(self.url)
+
+    def capabilities(self):
+        from apexrl.engine.protocol import EngineCapabilities
+
+        return EngineCapabilities(
+            model=self.opts.served_model_name or served_name_for(self.opts.model),
+            max_model_len=self.max_model_len or self.opts.max_model_len,
+            device=self.opts.device,
+        )
+
+
+def launch(opts) -> VllmServer:
+    """vLLM for `opts.model` (apexrl.engine.protocol.StartOptions), started and healthy."""
+    import socket
+
+    from apexrl.engine.serve import probe_endpoint
+
+    python = vllm_python(opts.vllm_python)
+    build = probe_vllm(python)
+    port = opts.port
+    if port == 0:  # vLLM needs a concrete port: take a free one
+        with socket.socket() as s:
+            s.bind((opts.host if opts.host != "0.0.0.0" else "127.0.0.1", 0))
+            port = s.getsockname()[1]
+    vopts = VllmOptions(
+        model=opts.model,
+        host=opts.host,
+        port=port,
+        served_model_name=opts.served_model_name or served_name_for(opts.model),
+        max_model_len=opts.max_model_len,
+        tensor_parallel_size=opts.tensor_parallel_size,
+        api_key=os.environ.get("APEXRL_ENGINE_API_KEY"),
+        extra_args=list(opts.extra_args or []),
+        device=build.device if build is not None else "cuda",
+    )
+    log = opts.log_path or Path("vllm.log")
+    server = VllmServer(vopts, log_path=log, ready_timeout_s=opts.ready_timeout_s, python=python)
+    server.start()
+    try:
+        server.max_model_len = probe_endpoint(
+            server.url, model=vopts.served_model_name
+        ).max_model_len
+    except BaseException:
+        server.stop()
+        raise
+    return server

@@ -143,7 +143,10 @@ def _engine_version(kind: str, vllm_python: str | None = None) -> str | None:
         build = probe_vllm(pick_python(vllm_python))
         return build.label if build is not None else None
 
-    pkg = {"vllm": "vllm", "local": "transformers"}.get(kind)
+    from apexrl.engine.registry import ENGINES
+
+    entry = ENGINES.get(kind)
+    pkg = entry.version_package if entry else None
     try:
         return f"{pkg} {version(pkg)}" if pkg else None
     except PackageNotFoundError:
@@ -169,18 +172,15 @@ def running_engine(res: ResolvedModel, *, log_path: Path | None = None) -> Itera
     if kind in ("none", "endpoint"):
         yield res.engine.endpoint
         return
-    from apexrl.engine.serve import start_engine
+    from apexrl.engine.serve import open_engine
 
-    running = start_engine(
-        res.model.path,
-        engine=kind,  # type: ignore[arg-type]
+    with open_engine(
+        model=res.model.path,
+        engine=kind,
         served_model_name=res.model.served_name,
         log_path=log_path,
         vllm_python=res.vllm_python,
-    )
-    try:
+    ) as running:
         res.engine.endpoint = running.url
         res.model.served_name = running.model
         yield running.url
-    finally:
-        running.stop()

@@ -160,23 +160,68 @@ class TaskTable:
         s = np.bincount(inv, weights=cols.score())
         return cls(ids, cols.domain[first], n, c, s)
 
-    def values(self, ks: list[int]) -> np.ndarray:
-        """(tasks, metrics) matrix: pass@1, mean score, pass@k for ks, pass^k for ks."""
-        t = len(self.n)
-        out = np.empty((t, 2 + 2 * len(ks)))
-        if t == 0:
-            return out
-        out[:, 0] = self.c / self.n
-        out[:, 1] = self.score_sum / self.n
-        for i, k in enumerate(ks):
-            out[:, 2 + i] = pass_at_k(self.n, self.c, k)
-            out[:, 2 + len(ks) + i] = pass_hat_k(self.n, self.c, k)
+    def values(self, metrics: list[Metric]) -> np.ndarray:
+        """(tasks, metrics) matrix: one column per metric, in the order given."""
+        out = np.empty((len(self.n), len(metrics)))
+        for j, m in enumerate(metrics):
+            out[:, j] = m.per_task(self)
         return out
 
     def subset(self, mask: np.ndarray) -> TaskTable:
         return TaskTable(
             self.task_id[mask], self.domain[mask], self.n[mask], self.c[mask], self.score_sum[mask]
         )
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-task metric, averaged over tasks and bootstrapped: Pass@1, mean score,
+    Pass@k or Pass^k for one k. Results are looked up by metric, never by position."""
+
+    kind: str  # pass_at_1 | mean_score | pass_at_k | pass_hat_k
+    k: int | None = None
+
+    @property
+    def name(self) -> str:
+        """pass_at_1, mean_score, pass_at_<k>, pass_hat_<k> (comparison keys)."""
+        if self.k is None:
+            return self.kind
+        return f"{self.kind.removesuffix('_k')}_{self.k}"
+
+    def per_task(self, t: TaskTable) -> np.ndarray:
+        if len(t.n) == 0:
+            return np.zeros(0)
+        if self.kind == "pass_at_1":
+            return t.c / t.n
+        if self.kind == "mean_score":
+            return t.score_sum / t.n
+        fn = {"pass_at_k": pass_at_k, "pass_hat_k": pass_hat_k}[self.kind]
+        return fn(t.n, t.c, int(self.k or 1))
+
+
+PASS_AT_1 = Metric("pass_at_1")
+MEAN_SCORE = Metric("mean_score")
+
+
+def metrics_for(ks: list[int]) -> list[Metric]:
+    """Pass@1, mean score, then Pass@k and Pass^k for each k."""
+    return [
+        PASS_AT_1,
+        MEAN_SCORE,
+        *(Metric("pass_at_k", k) for k in ks),
+        *(Metric("pass_hat_k", k) for k in ks),
+    ]
+
+
+def bootstrap_metrics(
+    tasks: TaskTable, metrics: list[Metric], *, seed: int = SEED
+) -> dict[Metric, MetricCI]:
+    """Each metric's mean over tasks with its bootstrap CI."""
+    point, low, high = bootstrap(tasks.values(metrics), seed=seed)
+    return {
+        m: MetricCI(value=float(point[j]), ci_low=float(low[j]), ci_high=float(high[j]))
+        for j, m in enumerate(metrics)
+    }
 
 
 def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
@@ -234,20 +279,15 @@ def bootstrap(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEE
     return point, low, high
 
 
-def _ci(point, low, high, i: int) -> MetricCI:
-    return MetricCI(value=float(point[i]), ci_low=float(low[i]), ci_high=float(high[i]))
-
-
 def group_metrics(tasks: TaskTable, ks: list[int], n_trials: int, *, seed: int = SEED):
-    point, low, high = bootstrap(tasks.values(ks), seed=seed)
-    nk = len(ks)
+    ci = bootstrap_metrics(tasks, metrics_for(ks), seed=seed)
     return GroupMetrics(
         n_tasks=len(tasks.n),
         n_trials=n_trials,
-        pass_at_1=_ci(point, low, high, 0),
-        mean_score=_ci(point, low, high, 1),
-        pass_at_k={str(k): _ci(point, low, high, 2 + i) for i, k in enumerate(ks)},
-        pass_hat_k={str(k): _ci(point, low, high, 2 + nk + i) for i, k in enumerate(ks)},
+        pass_at_1=ci[PASS_AT_1],
+        mean_score=ci[MEAN_SCORE],
+        pass_at_k={str(m.k): v for m, v in ci.items() if m.kind == "pass_at_k"},
+        pass_hat_k={str(m.k): v for m, v in ci.items() if m.kind == "pass_hat_k"},
     )
 
 
@@ -325,23 +365,16 @@ def compare(a: Columns, b: Columns, *, seed: int = SEED) -> dict:
     return out
 
 
-def _metric_names(ks: list[int]) -> list[str]:
-    return (
-        ["pass_at_1", "mean_score"] + [f"pass_at_{k}" for k in ks] + [f"pass_hat_{k}" for k in ks]
-    )
-
-
 def _compare_group(
     ta: TaskTable, tb: TaskTable, ks: list[int], seed: int, *, need_shared: bool = False
 ) -> dict:
     """Deltas over the shared tasks (paired). Without shared tasks: an unpaired estimate
     when both sides have tasks and `need_shared` is off (the overall row), else no delta
     at all (delta None: "no shared tasks"), never a made-up +0.0."""
-    names = _metric_names(ks)
-    va, vb = ta.values(ks), tb.values(ks)
+    metrics = metrics_for(ks)
+    va, vb = ta.values(metrics), tb.values(metrics)
     shared, ia, ib = np.intersect1d(ta.task_id, tb.task_id, return_indices=True)
     alpha = (1.0 - LEVEL) / 2
-    metrics = {}
     if len(shared) > 0:
         d = vb[ib] - va[ia]
         point, low, high = bootstrap(d, seed=seed)
@@ -353,23 +386,24 @@ def _compare_group(
         low, high = np.quantile(sb - sa, [alpha, 1 - alpha], axis=0)
         paired = False
     else:
-        z = np.zeros(len(names))
+        z = np.zeros(len(metrics))
         point, low, high, paired = z, z, z, False
     comparable = len(shared) > 0 or (not need_shared and len(va) > 0 and len(vb) > 0)
     if paired:  # a, b and delta over the same (shared) tasks: delta == b - a
         ma, mb = va[ia].mean(axis=0), vb[ib].mean(axis=0)
     else:
-        ma = va.mean(axis=0) if len(va) else np.zeros(len(names))
-        mb = vb.mean(axis=0) if len(vb) else np.zeros(len(names))
-    for i, name in enumerate(names):
-        if i >= 2 and name in ("pass_at_1", "pass_hat_1"):  # the same as Pass@1
+        ma = va.mean(axis=0) if len(va) else np.zeros(len(metrics))
+        mb = vb.mean(axis=0) if len(vb) else np.zeros(len(metrics))
+    out = {}
+    for j, m in enumerate(metrics):
+        if m.kind in ("pass_at_k", "pass_hat_k") and m.k == 1:  # the same as Pass@1
             continue
-        metrics[name] = {
-            "a": float(ma[i]) if len(va) else None,
-            "b": float(mb[i]) if len(vb) else None,
-            "delta": float(point[i]) if comparable else None,
-            "ci_low": float(low[i]) if comparable else None,
-            "ci_high": float(high[i]) if comparable else None,
+        out[m.name] = {
+            "a": float(ma[j]) if len(va) else None,
+            "b": float(mb[j]) if len(vb) else None,
+            "delta": float(point[j]) if comparable else None,
+            "ci_low": float(low[j]) if comparable else None,
+            "ci_high": float(high[j]) if comparable else None,
         }
     return {
         "n_shared_tasks": int(len(shared)),
@@ -377,5 +411,5 @@ def _compare_group(
         "n_tasks_b": int(len(vb)),
         "paired": paired,
         "comparable": bool(comparable),
-        "metrics": metrics,
+        "metrics": out,
     }

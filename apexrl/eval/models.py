@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.agent.prompts import PromptInfo
 from apexrl.artifacts.models import Record, TrialResult
-from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
+from apexrl.trial.config import TrialSpec
 
 RUN_FILE = "run.json"
 JOURNAL_FILE = "results.jsonl"
@@ -50,39 +49,29 @@ class DatasetInfo(BaseModel):
     n_tasks: int
 
 
-class EvalRunConfig(Record):
+class EvalRunConfig(Record, TrialSpec):
     """run.json: everything that determines a trial's outcome, plus the selection.
 
-    `identity()` is what must match for a rerun to resume into the same RUN_DIR;
-    the selection (attempts, limit, domains), concurrency, endpoint URL and
-    timestamps may change between reruns."""
+    The trial settings (agent, environment, worlds_dir, tokenizer, chat_template, judge,
+    reward, budgets, sampling, sandbox, pass_env) are apexrl.trial.config.TrialSpec's
+    fields, recorded flat as before. `identity()` is what must match for a rerun to
+    resume into the same RUN_DIR; the selection (attempts, limit, domains), concurrency,
+    endpoint URL, judge_api_base, sandbox resources and timestamps may change between
+    reruns."""
 
     apexrl_version: str
     created_at: str
     model: ModelInfo = Field(default_factory=ModelInfo)
     engine: EngineInfo = Field(default_factory=EngineInfo)
-    tokenizer: str | None = None
-    chat_template: str | None = None
     chat_template_hash: str | None = None
     system_prompt: PromptInfo | None = None  # --system-prompt FILE (text + sha256)
     extra_prompt: PromptInfo | None = None  # --extra-prompt FILE (text + sha256)
-    judge: str | None = None
-    judge_api_base: str | None = None  # where the judge is served (not part of the identity)
-    reward: Literal["pass", "score"] = "pass"  # the trial reward (Pass@k is always pass/fail)
-    agent: str = "apexrl"
-    environment: str = "local"
-    worlds_dir: str | None = None
-    budgets: AgentBudgets = Field(default_factory=AgentBudgets)
-    sampling: Sampling = Field(default_factory=Sampling)
     dataset: DatasetInfo
     attempts: int = 1
     limit: int | None = None
     domains: list[str] = Field(default_factory=list)
     concurrency: int = 1
     ray_address: str | None = None
-    # remote sandbox resources and image profile (not part of the identity)
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
-    pass_env: list[str] = Field(default_factory=list)  # names only, never values
 
     def identity(self) -> dict:
         return {

@@ -68,9 +68,12 @@ class PreflightRequest:
 
 def run_preflight(req: PreflightRequest) -> None:
     """Raise PreflightError listing every problem found; return quietly when none."""
+    from apexrl.envs.registry import ENVIRONMENTS
+
     problems: list[Problem] = []
     problems += check_environment(req.environment, req.env)
-    if req.environment == "local":
+    entry = ENVIRONMENTS.get(req.environment)
+    if entry is not None and entry.world_store:
         problems += check_worlds(req.tasks, req.worlds_dir)
     problems += check_engine(req.engine_kind)
     problems += check_task_env_keys(req.tasks, req.env)
@@ -82,20 +85,22 @@ def run_preflight(req: PreflightRequest) -> None:
 
 
 def check_environment(environment: str, env: dict[str, str]) -> list[Problem]:
-    if environment == "local":
-        return _check_bwrap(env)
-    if environment in ("podman", "docker"):
-        return _check_container_cli(environment, env)
-    if environment == "modal":
-        return _check_modal(env)
-    return [Problem(f"unknown environment {environment!r}", "use --env local|modal|podman|docker")]
+    """The environment's own check, named by its registry entry (apexrl.envs.registry)."""
+    from apexrl.envs.registry import ENVIRONMENTS, load
+
+    entry = ENVIRONMENTS.get(environment)
+    if entry is None:
+        return [
+            Problem(f"unknown environment {environment!r}", f"use --env {'|'.join(ENVIRONMENTS)}")
+        ]
+    return load(entry.preflight)(environment, env) if entry.preflight else []
 
 
 def _which(tool: str, env: dict[str, str]) -> str | None:
     return shutil.which(tool, path=env.get("PATH"))
 
 
-def _check_bwrap(env: dict[str, str]) -> list[Problem]:
+def check_bwrap(name: str, env: dict[str, str]) -> list[Problem]:
     bwrap = _which("bwrap", env)
     if bwrap is None:
         return [
@@ -119,7 +124,7 @@ def _check_bwrap(env: dict[str, str]) -> list[Problem]:
     return []
 
 
-def _check_container_cli(tool: str, env: dict[str, str]) -> list[Problem]:
+def check_container_cli(tool: str, env: dict[str, str]) -> list[Problem]:
     exe = _which(tool, env)
     if exe is None:
         return [
@@ -139,7 +144,7 @@ def _check_container_cli(tool: str, env: dict[str, str]) -> list[Problem]:
     return []
 
 
-def _check_modal(env: dict[str, str]) -> list[Problem]:
+def check_modal(name: str, env: dict[str, str]) -> list[Problem]:
     problems = []
     if importlib.util.find_spec("modal") is None:
         problems.append(
@@ -226,15 +231,21 @@ def _has_world(store, world_id: str) -> bool:
 
 
 def check_engine(engine_kind: str | None) -> list[Problem]:
-    if engine_kind != "local":
+    """The modules an engine apexrl will start needs here (apexrl.engine.registry)."""
+    from apexrl.engine.registry import ENGINES
+
+    entry = ENGINES.get(engine_kind or "")
+    if entry is None:
         return []
-    lacking = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    lacking = [m for m in entry.preflight_modules if importlib.util.find_spec(m) is None]
     if not lacking:
         return []
+    what = "the local CPU engine" if entry.name == "local" else f"the {entry.name} engine"
     return [
         Problem(
-            f"the local CPU engine needs {' and '.join(lacking)}, not installed here",
-            "pip install 'apexrl[local]', or serve the model elsewhere and pass --endpoint URL",
+            f"{what} needs {' and '.join(lacking)}, not installed here",
+            f"pip install 'apexrl[{entry.extra}]', or serve the model elsewhere and pass "
+            "--endpoint URL",
         )
     ]
 

@@ -18,7 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ConfigDict, Field
+
 from apexrl import __version__
+from apexrl.agent.prompts import PromptInfo
 from apexrl.artifacts.models import SAFE_ID, TrialResult
 from apexrl.errors import ApexError, UsageError
 from apexrl.eval import resume
@@ -31,7 +34,13 @@ from apexrl.eval.models import (
     EvalRunConfig,
     EvalSummary,
 )
-from apexrl.trial.config import TrialConfig, TrialOutcome
+from apexrl.trial.config import (
+    AgentBudgets,
+    TrialConfig,
+    TrialOutcome,
+    TrialSpec,
+    eval_budgets,
+)
 
 TrialFn = Callable[[Path, TrialConfig], TrialOutcome]
 COMPACT_EVERY_S = 10.0
@@ -238,28 +247,18 @@ def execute_trial(
 
 
 def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoint: str | None):
+    """The TrialConfig of one planned trial: the run's TrialSpec, this attempt's seed."""
     sampling = run.sampling
     if sampling.seed is not None:
         sampling = sampling.model_copy(update={"seed": sampling.seed + trial.attempt})
-    return TrialConfig(
-        agent=run.agent,
-        environment=run.environment,
-        worlds_dir=Path(run.worlds_dir) if run.worlds_dir else None,
+    return run.trial_config(
+        logs_dir=(run_dir / LOGS_DIR / trial.trial_id).resolve(),
         endpoint=endpoint,
         model=run.model.served_name,
-        tokenizer=run.tokenizer,
-        chat_template=run.chat_template,
         system_prompt=run.system_prompt.text if run.system_prompt else None,
         extra_prompt=run.extra_prompt.text if run.extra_prompt else None,
-        judge=run.judge,
-        judge_api_base=run.judge_api_base,
-        reward=run.reward,
-        budgets=run.budgets,
-        sampling=sampling,
         attempt=trial.attempt,
-        sandbox=run.sandbox,
-        logs_dir=(run_dir / LOGS_DIR / trial.trial_id).resolve(),
-        pass_env=list(run.pass_env),
+        sampling=sampling,
     )
 
 
@@ -434,46 +433,38 @@ def build_run_config(
     *,
     resolved,
     dataset: DatasetInfo,
-    agent: str,
-    environment: str,
-    worlds_dir: Path | None,
-    judge: str | None,
-    budgets,
-    judge_api_base: str | None = None,
-    reward: str = "pass",
-    sampling,
+    spec: TrialSpec,
     attempts: int,
     limit: int | None,
     domains: list[str],
     concurrency: int,
     ray_address: str | None,
-    sandbox=None,
-    pass_env: list[str] | None = None,
+    system_prompt: PromptInfo | None = None,
+    extra_prompt: PromptInfo | None = None,
 ) -> EvalRunConfig:
+    """run.json from the request's TrialSpec, the resolved model and the selection."""
+    trial = {k: getattr(spec, k) for k in TrialSpec.model_fields}
+    trial.update(
+        tokenizer=resolved.tokenizer,
+        chat_template=resolved.chat_template,
+        worlds_dir=Path(spec.worlds_dir).resolve() if spec.worlds_dir else None,
+        pass_env=sorted(set(spec.pass_env)),  # names only, never values
+    )
     return EvalRunConfig(
+        **trial,
         apexrl_version=__version__,
         created_at=now_iso(),
         model=resolved.model,
         engine=resolved.engine,
-        tokenizer=resolved.tokenizer,
-        chat_template=resolved.chat_template,
         chat_template_hash=resolved.chat_template_hash,
-        judge=judge,
-        judge_api_base=judge_api_base,
-        reward=reward,
-        agent=agent,
-        environment=environment,
-        worlds_dir=str(Path(worlds_dir).resolve()) if worlds_dir else None,
-        budgets=budgets,
-        sampling=sampling,
+        system_prompt=system_prompt,
+        extra_prompt=extra_prompt,
         dataset=dataset,
         attempts=attempts,
         limit=limit,
         domains=domains,
         concurrency=concurrency,
         ray_address=ray_address,
-        **({"sandbox": sandbox} if sandbox is not None else {}),
-        pass_env=sorted(set(pass_env or [])),
     )
 
 
@@ -481,37 +472,28 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-@dataclass
-class EvalRequest:
-    """Everything `apexrl eval run` was asked for."""
+class EvalRequest(TrialSpec):
+    """Everything `apexrl eval run` was asked for: the trials' TrialSpec (eval's
+    budgets by default: 250 steps, no wrap-up nudge), the model and engine, the
+    selection and how to run."""
 
+    model_config = ConfigDict(extra="forbid")
     tasks: str
     run_dir: Path
     model: str | None = None
     endpoint: str | None = None
     engine: str = "auto"
-    agent: str = "apexrl"
-    environment: str = "local"
-    worlds_dir: Path | None = None
+    vllm_python: str | None = None  # --engine vllm: the interpreter with vLLM
+    budgets: AgentBudgets = Field(default_factory=eval_budgets)  # type: ignore[valid-type]
+    system_prompt: PromptInfo | None = None
+    extra_prompt: PromptInfo | None = None
     attempts: int = 1
     concurrency: int = 1
     limit: int | None = None
-    domains: list[str] = field(default_factory=list)
-    judge: str | None = None
-    judge_api_base: str | None = None
-    reward: str = "pass"  # trial reward: pass (0/1) or score (fraction met)
-    tokenizer: str | None = None
-    chat_template: str | None = None
-    system_prompt: object = None  # PromptInfo
-    extra_prompt: object = None  # PromptInfo
-    budgets: object = None  # AgentBudgets
-    sampling: object = None  # Sampling
+    domains: list[str] = Field(default_factory=list)
     ray_address: str | None = None
     retry_errors: bool = False
     force: bool = False
-    sandbox: object = None  # SandboxSettings: remote sandbox CPUs, memory, lifetime, profile
-    vllm_python: str | None = None  # --engine vllm: the interpreter with vLLM
-    pass_env: list[str] = field(default_factory=list)
 
 
 def run_eval(
@@ -523,7 +505,6 @@ def run_eval(
     on_bad_task=None,
 ) -> tuple[RunReport, EvalRunConfig]:
     from apexrl.eval.endpoint import resolve_model, running_engine
-    from apexrl.trial.config import Sampling
 
     if req.attempts < 1:
         raise UsageError("--attempts must be at least 1")
@@ -551,23 +532,15 @@ def run_eval(
         run = build_run_config(
             resolved=resolved,
             dataset=dataset,
-            agent=req.agent,
-            environment=req.environment,
-            worlds_dir=req.worlds_dir,
-            judge=req.judge,
-            judge_api_base=req.judge_api_base,
-            reward=req.reward,
-            budgets=req.budgets or eval_budgets(),
-            sampling=req.sampling or Sampling(),
+            spec=req,
             attempts=req.attempts,
             limit=req.limit,
             domains=list(req.domains),
             concurrency=req.concurrency,
             ray_address=req.ray_address,
-            sandbox=req.sandbox,
-            pass_env=req.pass_env,
+            system_prompt=req.system_prompt,
+            extra_prompt=req.extra_prompt,
         )
-        run.system_prompt, run.extra_prompt = req.system_prompt, req.extra_prompt
         if trial_fn is None:  # apexrl's own trials: check their environment up front
             preflight(req, tasks, resolved)
         old = resume.load_config(run_dir)
@@ -598,6 +571,7 @@ def run_eval(
 def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:
     """Stop before any trial when the environment, worlds, engine or credentials would
     fail every one of them (apexrl.eval.preflight)."""
+    from apexrl.engine.registry import ENGINES
     from apexrl.eval.preflight import PreflightRequest, TaskNeeds, run_preflight
 
     kind = resolved.engine.kind
@@ -606,16 +580,9 @@ def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:
             environment=req.environment,
             tasks=[TaskNeeds(t.name, t.world_id, t.required_env_keys) for t in tasks],
             worlds_dir=Path(req.worlds_dir) if req.worlds_dir else None,
-            engine_kind=kind if kind in ("local", "vllm") else None,
+            engine_kind=kind if kind in ENGINES else None,  # one this eval starts
         )
     )
-
-
-def eval_budgets():
-    """The recipe's eval defaults: 250 steps, no wrap-up nudge (training: 100, nudge on)."""
-    from apexrl.trial.config import AgentBudgets
-
-    return AgentBudgets(max_steps=250, nudge="off")
 
 
 def check_judge_setting(tasks: list[TaskRef], req: EvalRequest):

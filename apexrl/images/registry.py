@@ -58,13 +58,15 @@ class _Retryable(Exception):
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class RegistryRetry:
+    """Retries of registry HTTP calls (the engine client's are apexrl.tito.client.RetryPolicy)."""
+
     attempts: int = 5
     base_delay: float = 0.5
     max_delay: float = 8.0
 
     @classmethod
-    def from_env(cls, attempts: int | None = None) -> RetryPolicy:
+    def from_env(cls, attempts: int | None = None) -> RegistryRetry:
         if attempts is None:
             raw = os.environ.get(ENV_RETRIES, "").strip()
             attempts = int(raw) if raw.isdigit() else cls.attempts
@@ -240,7 +242,7 @@ class RegistryClient:
         endpoint: str | None = None,
         credentials: auth.Credentials | None = None,
         preemptive_basic: bool = False,
-        retry: RetryPolicy | None = None,
+        retry: RegistryRetry | None = None,
         timeout: float = 30.0,
         transfer_timeout: float = 600.0,
         concurrency: int = 4,
@@ -252,7 +254,7 @@ class RegistryClient:
         endpoint = endpoint or os.environ.get(ENV_ENDPOINT) or None
         self.base = (endpoint or f"{default_scheme(ref.api_host)}://{ref.api_host}").rstrip("/")
         self.creds = credentials
-        self.retry = retry or RetryPolicy.from_env()
+        self.retry = retry or RegistryRetry.from_env()
         self.actions = actions
         self._auth: str | None = credentials.basic() if (credentials and preemptive_basic) else None
         self._lock = threading.Lock()
@@ -592,7 +594,7 @@ def client_for(
     create_repository: bool = True,
 ) -> RegistryClient:
     """A client with credentials: ECR via boto3 (repository created), else env/Docker config."""
-    retry = RetryPolicy.from_env(retries)
+    retry = RegistryRetry.from_env(retries)
     if ref.ecr:
         account, region = ref.ecr
         creds = auth.ecr_credentials(account, region)

@@ -52,19 +52,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from apexrl.trial.config import (
-    AgentBudgets,
-    Sampling,
-    SandboxSettings,
-    TrialConfig,
-    TrialOutcome,
-)
+from apexrl.trial.config import TrialConfig, TrialOutcome, TrialSpec
 from apexrl.trial.outcomes import OUTCOME_POLICIES, group_masked
 from apexrl.trial.outcomes import outcome_policy as get_policy
 
-DEFAULT_RUNNER = "apexrl.trial.run:run_trial"
+DEFAULT_TRIAL_FN = "apexrl.trial.run:run_trial"
 PLACEHOLDER_TOKEN = 0
 
 
@@ -80,30 +74,21 @@ OUTCOME_POLICY: dict[str, tuple[bool, bool, str]] = {
 }
 
 
-class GeneratorSettings(BaseModel):
-    """What the generator needs from the recipe (rendered into the run spec)."""
+class GeneratorSettings(TrialSpec):
+    """What the generator needs from the recipe (rendered into the run spec): the
+    trials' TrialSpec (apexrl.trial.config) plus the training-side settings."""
 
     model_config = ConfigDict(extra="forbid")
     tasks_dir: str  # Harbor task dirs (unpacked dataset)
     logs_dir: str  # trial folders go under <logs_dir>/<phase>/step-<n>/<trajectory_id>
-    worlds_dir: str | None = None
-    agent: str = "apexrl"
-    environment: str = "local"
     model: str | None = None  # served model name
-    tokenizer: str | None = None
-    chat_template: str | None = None
     system_prompt: str | None = None  # text (recipe agent.system_prompt file)
     system_prompt_sha256: str | None = None
     extra_prompt: str | None = None  # text appended to each instruction (agent.extra_prompt)
     extra_prompt_sha256: str | None = None
-    judge: str | None = None
-    judge_api_base: str | None = None
     reward: Literal["pass", "score"] = "score"  # the recipe trains on the fraction met
-    budgets: AgentBudgets = Field(default_factory=AgentBudgets)  # nudge/outcome: recipe
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     eval_max_steps: int = 250
     eval_nudge: Literal["off", "once", "recipe"] = "off"  # the recipe's eval: no nudge
-    sampling: Sampling = Field(default_factory=Sampling)
     max_seq_len: int = 32768
     eval_max_seq_len: int | None = None
     max_tokens_per_turn: int | None = None
@@ -114,7 +99,9 @@ class GeneratorSettings(BaseModel):
     runner_retries: int = 1
     executor: str = "process"  # process | ray | inline
     trial_cpus: float = 0.5  # Ray CPUs reserved per trial task (the sandbox runs elsewhere)
-    runner: str = DEFAULT_RUNNER
+    # the trial function, "module:function" (task_dir, TrialConfig) -> TrialOutcome; given as
+    # `runner` by specs written before it had this name
+    trial_fn: str = Field(DEFAULT_TRIAL_FN, validation_alias=AliasChoices("trial_fn", "runner"))
     endpoints: list[str] = Field(default_factory=list)  # engine URLs; empty: from SkyRL's client
 
 
@@ -260,22 +247,24 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
 
 
 # --- executors: where a trial runs ---------------------------------------------------------
-def resolve_runner(spec: str) -> Callable[[Path, TrialConfig], TrialOutcome]:
+def resolve_trial_fn(spec: str) -> Callable[[Path, TrialConfig], TrialOutcome]:
     mod, _, fn = spec.partition(":")
     return getattr(importlib.import_module(mod), fn)
 
 
-def _run_in_child(runner: str, task_dir: str, config_json: str) -> str:
+def _run_in_child(trial_fn: str, task_dir: str, config_json: str) -> str:
     """Entry of a trial's own process: returns the outcome as JSON."""
     import os
 
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
-    outcome = resolve_runner(runner)(Path(task_dir), TrialConfig.model_validate_json(config_json))
+    outcome = resolve_trial_fn(trial_fn)(
+        Path(task_dir), TrialConfig.model_validate_json(config_json)
+    )
     return outcome.model_dump_json()
 
 
 class Executor(Protocol):
-    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome: ...
+    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome: ...
 
     def close(self) -> None: ...
 
@@ -283,9 +272,9 @@ class Executor(Protocol):
 class InlineExecutor:
     """Runs the trial in a worker thread of this process (tests, debugging)."""
 
-    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
         out = await asyncio.to_thread(
-            _run_in_child, runner, str(task_dir), config.model_dump_json()
+            _run_in_child, trial_fn, str(task_dir), config.model_dump_json()
         )
         return TrialOutcome.model_validate_json(out)
 
@@ -307,8 +296,8 @@ class ProcessExecutor:
         )
         self._active: set = set()
 
-    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
-        fut = self._pool.submit(_run_in_child, runner, str(task_dir), config.model_dump_json())
+    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+        fut = self._pool.submit(_run_in_child, trial_fn, str(task_dir), config.model_dump_json())
         self._active.add(fut)
         fut.add_done_callback(self._active.discard)
         out = await asyncio.wrap_future(fut)
@@ -336,8 +325,8 @@ class RayExecutor:
 
         self._task = ray.remote(num_cpus=num_cpus, max_calls=1, max_retries=0)(_run_in_child)
 
-    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
-        ref = self._task.remote(runner, str(task_dir), config.model_dump_json())
+    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+        ref = self._task.remote(trial_fn, str(task_dir), config.model_dump_json())
         out = await asyncio.wrap_future(ref.future())
         return TrialOutcome.model_validate_json(out)
 
@@ -455,27 +444,16 @@ class TrialGenerator:
         sampling = s.sampling.model_copy()
         if s.max_tokens_per_turn:
             sampling.max_tokens = s.max_tokens_per_turn
-        fields: dict[str, Any] = {
-            "agent": s.agent,
-            "environment": s.environment,
-            "worlds_dir": s.worlds_dir,
-            "endpoint": endpoint,
-            "model": s.model,
-            "tokenizer": s.tokenizer,
-            "chat_template": s.chat_template,
-            "system_prompt": s.system_prompt,
-            "extra_prompt": s.extra_prompt,
-            "judge": s.judge,
-            "judge_api_base": s.judge_api_base,
-            "reward": s.reward,
-            "budgets": budgets,
-            "sampling": sampling,
-            "sandbox": s.sandbox,
-            "logs_dir": logs_dir,
-        }
-        if "retries" in TrialConfig.model_fields:
-            fields["retries"] = s.trial_retries
-        return TrialConfig(**fields)
+        return s.trial_config(
+            logs_dir=logs_dir,
+            endpoint=endpoint,
+            model=s.model,
+            system_prompt=s.system_prompt,
+            extra_prompt=s.extra_prompt,
+            retries=s.trial_retries,
+            budgets=budgets,
+            sampling=sampling,
+        )
 
     async def run_one(
         self, task_dir: Path, *, session: str, phase: str, step: int, sampling: dict | None
@@ -511,7 +489,7 @@ class TrialGenerator:
         for attempt in range(self.settings.runner_retries + 1):
             try:
                 return await self.executor.run(
-                    self.settings.runner, task_dir, config.model_copy(update={"attempt": attempt})
+                    self.settings.trial_fn, task_dir, config.model_copy(update={"attempt": attempt})
                 )
             except asyncio.CancelledError:
                 raise

@@ -9,7 +9,6 @@ runtime env's env_vars (read at submit time; never written to a file).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import subprocess
@@ -25,8 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl import __version__
 from apexrl.errors import ApexError, RemoteError, UsageError
+from apexrl.tasks.dataset import source_digest
 from apexrl.train.recipe import LoadedRecipe
 from apexrl.train.render import RunSpec
+from apexrl.trial.config import TrialSpec
 
 MANIFEST_NAME = "apexrl_manifest.json"
 SPEC_NAME = "run_spec.json"
@@ -57,6 +58,7 @@ class RunManifest(BaseModel):
     job_id: str | None = None
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
     env_forwarded: list[str] = Field(default_factory=list)  # names present at submit, no values
+    trial: TrialSpec | None = None  # how the rollouts' trials run (the same record as eval's)
 
 
 def git_revision(cwd: Path | None = None) -> tuple[str | None, bool | None]:
@@ -82,31 +84,6 @@ def git_revision(cwd: Path | None = None) -> tuple[str | None, bool | None]:
         return rev.stdout.strip(), bool(dirty.stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
         return None, None
-
-
-def dataset_digest(source: str | None) -> str | None:
-    """The packed dataset's own digest (_dataset.json), else a hash of its files."""
-    if not source:
-        return None
-    if "://" in source:
-        return None  # remote (hf://, s3://): named by its URI and revision
-    p = Path(source).expanduser()
-    if p.is_dir() and (p / "_dataset.json").is_file():
-        import json
-
-        return json.loads((p / "_dataset.json").read_text("utf-8")).get("digest")
-    files = (
-        [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else []
-    )
-    if not files:
-        return None
-    h = hashlib.sha256()
-    for f in files:
-        h.update(str(f.relative_to(p.parent if p.is_file() else p)).encode() + b"\0")
-        with f.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return "sha256:" + h.hexdigest()
 
 
 def world_images(images: str | None) -> dict[str, str]:
@@ -135,7 +112,7 @@ def make_manifest(
         overrides=loaded.overrides,
         model=spec.skyrl["trainer.policy.model.path"],
         dataset=spec.data_train,
-        dataset_digest=dataset_digest(spec.data_train),
+        dataset_digest=source_digest(spec.data_train),
         world_images=world_images(loaded.recipe.data.images),
         git_revision=rev,
         git_dirty=dirty,
@@ -143,6 +120,7 @@ def make_manifest(
         checkpoint_path=spec.plan.checkpoint_path,
         ray_address=ray_address,
         env_forwarded=[k for k in spec.env_forward if environ.get(k)],
+        trial=spec.generator.spec(),
     )
 
 

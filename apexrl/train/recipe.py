@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apexrl.errors import BadRecordError, UsageError
+from apexrl.trial.config import AgentLimits, AgentName, EnvironmentName
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -151,22 +152,16 @@ class AsyncSection(_S):
     sample_full_batch: bool | None = None
 
 
-class AgentSection(_S):
-    agent: Literal["apexrl", "oracle"] = "apexrl"
-    environment: Literal["local", "modal", "podman", "docker"] = "local"
-    max_steps: int = 100
+class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
+    """The trial settings of a recipe. The budgets (max_steps, timeouts, nudge, ...) are
+    AgentLimits' fields, from the one budget table apexrl.trial.budgets.BUDGETS."""
+
+    agent: AgentName = "apexrl"
+    environment: EnvironmentName = "local"
     eval_max_steps: int = 250
-    agent_timeout_s: float = 3600.0
-    tool_timeout_s: float = 600.0
-    llm_timeout_s: float = 1800.0
-    tool_result_max_chars: int = 42_000
-    max_tool_call_repairs: int = 2
-    nudge_ratio: float = 0.2
     judge: str | None = None  # a LiteLLM model, "none" (free-text criteria unjudged), or unset
     judge_api_base: str | None = None  # OpenAI-compatible server for openai/<name>
     reward: Literal["score", "pass"] = "score"  # the recipe trains on the fraction met
-    outcome_policy: Literal["recipe", "strict"] = "recipe"  # apexrl.trial.outcomes
-    nudge: Literal["recipe", "once", "off"] = "recipe"  # training rollouts
     eval_nudge: Literal["recipe", "once", "off"] = "off"  # the recipe's eval: off
     # remote sandboxes (environment = "modal"): None is Modal's default; the recipe
     # ran 2 CPUs, 4096 MB, 6000 s. image_profile: apexrl | mercor (default: per task)

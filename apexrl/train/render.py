@@ -39,7 +39,7 @@ from apexrl.train.skyrl_config import (
 
 # Callers import these from here too (cli/train.py, the train tier's tests).
 __all__ = [
-    "Plan",
+    "RunPlan",
     "RecipeRuleError",
     "RunSpec",
     "Violation",
@@ -58,7 +58,10 @@ __all__ = [
 SPEC_SCHEMA_VERSION = "1"
 
 
-class Plan(BaseModel):
+class RunPlan(BaseModel):
+    """A training run's plan: GPUs, engines, concurrency, checkpoints, warnings (publish's
+    upload `Plan` is another thing)."""
+
     model_config = ConfigDict(extra="forbid")
     inference_gpus: int
     training_gpus: int
@@ -91,7 +94,7 @@ class RunSpec(BaseModel):
     data_train: str | None = None
     data_val: str | None = None
     resume: bool = False
-    plan: Plan
+    plan: RunPlan
 
 
 # --- planning ----------------------------------------------------------------------------
@@ -133,7 +136,7 @@ def _settings(
     r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str
 ) -> GeneratorSettings:
     from apexrl.agent.prompts import read_prompt
-    from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
+    from apexrl.trial.config import AgentBudgets, AgentLimits, Sampling, SandboxSettings
 
     ag = r.agent
     sys_p = read_prompt(ag.system_prompt, "agent.system_prompt") if ag.system_prompt else None
@@ -156,16 +159,8 @@ def _settings(
         reward=ag.reward,
         eval_nudge=ag.eval_nudge,
         budgets=AgentBudgets(
-            max_steps=ag.max_steps,
-            agent_timeout_s=ag.agent_timeout_s,
-            tool_timeout_s=ag.tool_timeout_s,
-            llm_timeout_s=ag.llm_timeout_s,
-            tool_result_max_chars=ag.tool_result_max_chars,
-            max_tool_call_repairs=ag.max_tool_call_repairs,
-            nudge_ratio=ag.nudge_ratio,
+            **ag.model_dump(include=set(AgentLimits.model_fields)),
             context_window=r.batch.max_seq_len,
-            nudge=ag.nudge,
-            outcome_policy=ag.outcome_policy,
         ),
         eval_max_steps=ag.eval_max_steps,
         sandbox=SandboxSettings(
@@ -281,7 +276,7 @@ def render(
     cl = r.cluster
     inf_gpus = 0 if r.training.colocate else cl.inference_nodes * cl.gpus_per_node
     train_gpus = cl.training_nodes * cl.gpus_per_node
-    plan = Plan(
+    plan = RunPlan(
         inference_gpus=r.inference.engines * r.inference.tensor_parallel,
         training_gpus=train_gpus,
         total_gpus=inf_gpus + train_gpus,

@@ -11,28 +11,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from apexrl.artifacts.models import TrialResult
+from apexrl.envs.registry import environment_names
+from apexrl.trial.agents import agent_names
+from apexrl.trial.budgets import BUDGETS, eval_defaults
+
+# the names the registries hold (apexrl.trial.agents.AGENTS, apexrl.envs.registry.ENVIRONMENTS)
+AgentName = Literal[agent_names()]  # type: ignore[valid-type]
+EnvironmentName = Literal[environment_names()]  # type: ignore[valid-type]
 
 
-class AgentBudgets(BaseModel):
-    """Recipe defaults worth keeping (FACTS.md section 5)."""
+def _budget_model(name: str, doc: str, recipe_only: bool) -> type[BaseModel]:
+    fields = {b.name: (b.type, b.default) for b in BUDGETS if b.recipe or not recipe_only}
+    return create_model(  # type: ignore[call-overload]
+        name, __config__=ConfigDict(extra="forbid"), __doc__=doc, __module__=__name__, **fields
+    )
 
-    model_config = ConfigDict(extra="forbid")
-    max_steps: int = 100
-    agent_timeout_s: float = 3600.0
-    tool_timeout_s: float = 600.0
-    llm_timeout_s: float = 1800.0
-    tool_result_max_chars: int = 42_000
-    max_tool_call_repairs: int = 2
-    nudge_ratio: float = 0.2  # tell the model to wrap up below this share of context left
-    context_window: int | None = None  # None: from the model config
-    # nudge: off | once (one user message, never repeated) | recipe (appended to the last
-    # tool result on every step below nudge_ratio; the recipe's training behaviour)
-    nudge: Literal["off", "once", "recipe"] = "recipe"
-    # outcome policy (apexrl.trial.outcomes): recipe (the training default) | strict
-    outcome_policy: Literal["recipe", "strict"] = "recipe"
+
+# Both built from the one budget table, apexrl.trial.budgets.BUDGETS (a new budget is a
+# line there): AgentBudgets holds all of them, AgentLimits those a recipe's [agent] sets.
+AgentBudgets = _budget_model(
+    "AgentBudgets", "Recipe defaults worth keeping (FACTS.md section 5).", recipe_only=False
+)
+AgentLimits = _budget_model(
+    "AgentLimits", "The budgets a recipe's [agent] table sets.", recipe_only=True
+)
+
+
+def eval_budgets() -> AgentBudgets:  # type: ignore[valid-type]
+    """The recipe's eval defaults: 250 steps, no wrap-up nudge (training: 100, nudge on)."""
+    return AgentBudgets(**eval_defaults())
 
 
 class Sampling(BaseModel):
@@ -67,32 +77,74 @@ class SandboxSettings(BaseModel):
         return kw
 
 
-class TrialConfig(BaseModel):
+class TrialSpec(BaseModel):
+    """How trials run, the same for every trial of an eval or a training run: agent,
+    environment, judge, reward, budgets, sampling, sandbox. Defined once here and
+    embedded (as fields) by eval's request and run.json (apexrl.eval.models), the
+    training generator's settings (apexrl.train.generator) and every TrialConfig.
+
+    Prompts are carried by the embedding record: texts in TrialConfig and the
+    generator's settings, PromptInfo (path, sha256, text) in eval's request and run.json."""
+
     model_config = ConfigDict(extra="forbid")
-    agent: Literal["apexrl", "oracle"] = "apexrl"
-    environment: Literal["local", "modal", "podman", "docker"] = "local"
+    agent: AgentName = "apexrl"
+    environment: EnvironmentName = "local"
     worlds_dir: Path | None = None  # world store: <world_id>/ folders or <world_id>.zip
-    endpoint: str | None = None  # engine base URL (OpenAI-compatible, /v1/completions)
-    model: str | None = None  # served model name
     tokenizer: str | None = None  # tokenizer path or id (defaults to the model's)
     chat_template: str | None = None  # file or built-in name
-    system_prompt: str | None = None  # text; None: the agent's default
-    extra_prompt: str | None = None  # text appended to the task instruction
     judge: str | None = (
         None  # LiteLLM model for non-deterministic criteria; None: deterministic only
     )
     judge_api_base: str | None = None  # OpenAI-compatible base URL for the judge (openai/<name>)
     reward: Literal["pass", "score"] = "pass"  # trial reward: all criteria met, or fraction met
-    verifier_timeout_s: float | None = None  # None: the task's [verifier] timeout
-    retries: int = 2  # reruns of a trial whose sandbox failed to start (not of agent failures)
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
     sampling: Sampling = Field(default_factory=Sampling)
-    attempt: int = 0
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
-    logs_dir: Path  # this trial's folder: agent/, verifier/, trajectory files
     # host environment variables a task's [environment.env] `${NAME}` may read (--pass-env);
     # any other `${NAME}` resolves to its default or is dropped
     pass_env: list[str] = Field(default_factory=list)
+
+    def spec(self) -> TrialSpec:
+        """Only the TrialSpec fields of this record (an embedding one has more)."""
+        return TrialSpec.model_validate(self.model_dump(include=set(TrialSpec.model_fields)))
+
+    def trial_config(
+        self,
+        *,
+        logs_dir: Path,
+        endpoint: str | None = None,
+        model: str | None = None,
+        system_prompt: str | None = None,
+        extra_prompt: str | None = None,
+        attempt: int = 0,
+        **more,
+    ) -> TrialConfig:
+        """The config of one trial of this spec (`more`: retries, verifier_timeout_s, or
+        TrialSpec fields to replace)."""
+        fields = {k: getattr(self, k) for k in TrialSpec.model_fields}
+        fields.update(more)
+        return TrialConfig(
+            **fields,
+            logs_dir=logs_dir,
+            endpoint=endpoint,
+            model=model,
+            system_prompt=system_prompt,
+            extra_prompt=extra_prompt,
+            attempt=attempt,
+        )
+
+
+class TrialConfig(TrialSpec):
+    """One trial: the spec plus what differs per trial (engine URL, attempt, folder)."""
+
+    endpoint: str | None = None  # engine base URL (OpenAI-compatible, /v1/completions)
+    model: str | None = None  # served model name
+    system_prompt: str | None = None  # text; None: the agent's default
+    extra_prompt: str | None = None  # text appended to the task instruction
+    verifier_timeout_s: float | None = None  # None: the task's [verifier] timeout
+    retries: int = 2  # reruns of a trial whose sandbox failed to start (not of agent failures)
+    attempt: int = 0
+    logs_dir: Path  # this trial's folder: agent/, verifier/, trajectory files
 
 
 class TrialOutcome(BaseModel):

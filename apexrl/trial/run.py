@@ -27,12 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from apexrl.artifacts.models import TrialResult
+from apexrl.envs.registry import get_environment
+from apexrl.trial.agents import AGENTS
 from apexrl.trial.config import TrialConfig, TrialOutcome
 
-LOCAL_ENV = "apexrl.envs.local:LocalEnvironment"
-MODAL_ENV = "apexrl.envs.modal:ModalEnvironment"
-APEX_AGENT = "apexrl.agent:ApexAgent"
-ORACLE_AGENT = "apexrl.agent.oracle:OracleAgent"
 VERIFIER = "apexrl.grading.verifier:ApexVerifier"
 
 # Harbor exception type -> (status, error_class)
@@ -70,7 +68,6 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
     """The Harbor TrialConfig for one apexrl trial."""
     from harbor.models.trial.config import (
         AgentConfig,
-        EnvironmentConfig,
         TaskConfig,
         VerifierConfig,
     )
@@ -78,15 +75,16 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
 
     logs = Path(config.logs_dir).resolve()
     b = config.budgets
-    if config.agent == "oracle":
+    entry = AGENTS[config.agent]
+    if not entry.uses_model:  # the oracle replays the task's gold output
         agent = AgentConfig(
-            import_path=ORACLE_AGENT,
+            import_path=entry.import_path,
             kwargs={"task_dir": str(Path(task_dir).resolve())},
             override_timeout_sec=b.agent_timeout_s,
         )
     else:
         agent = AgentConfig(
-            import_path=APEX_AGENT,
+            import_path=entry.import_path,
             model_name=config.model,
             kwargs={
                 "endpoint": config.endpoint,
@@ -101,21 +99,7 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
             override_timeout_sec=b.agent_timeout_s,
         )
     worlds = str(Path(config.worlds_dir).resolve()) if config.worlds_dir else None
-    if config.environment == "local":
-        env = EnvironmentConfig(
-            import_path=LOCAL_ENV, kwargs={"worlds_dir": worlds, "pass_env": config.pass_env}
-        )
-    elif config.environment == "modal":
-        env = EnvironmentConfig(
-            import_path=MODAL_ENV,
-            kwargs={
-                "worlds_dir": worlds,
-                "pass_env": config.pass_env,
-                **config.sandbox.modal_kwargs(),
-            },
-        )
-    else:  # Harbor's own podman/docker: keep the world image (shared by many tasks)
-        env = EnvironmentConfig(type=config.environment, delete=False)
+    env = environment_config(config, worlds)
     verifier = VerifierConfig(
         import_path=VERIFIER,
         kwargs={
@@ -134,6 +118,19 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
         environment=env,
         verifier=verifier,
     )
+
+
+def environment_config(config: TrialConfig, worlds: str | None) -> Any:
+    """Harbor's EnvironmentConfig for the trial's environment (apexrl.envs.registry)."""
+    from harbor.models.trial.config import EnvironmentConfig
+
+    entry = get_environment(config.environment)
+    if entry.harbor_owned:  # Harbor's own podman/docker: keep the world image (shared)
+        return EnvironmentConfig(type=entry.name, delete=False)
+    kwargs: dict[str, Any] = {"worlds_dir": worlds, "pass_env": config.pass_env}
+    if entry.remote_sandbox:
+        kwargs.update(config.sandbox.modal_kwargs())
+    return EnvironmentConfig(import_path=entry.import_path, kwargs=kwargs)
 
 
 def agent_meta(hr: Any) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from typer.testing import CliRunner
 
 from apexrl.artifacts.models import TrialResult
 from apexrl.trial.config import TrialConfig, TrialOutcome
@@ -110,3 +111,15 @@ def tiny_model(tmp_path_factory) -> Path:
     return make_tiny_checkpoint(
         tmp_path_factory.mktemp("ckpt") / "tiny-qwen3", max_position_embeddings=32768
     )
+
+
+def eval_runner(trial_fn) -> CliRunner:
+    """A CliRunner whose `apexrl eval run` runs `trial_fn` (apexrl.cli.eval.EvalDeps)."""
+    from apexrl.cli.eval import EvalDeps
+
+    class Runner(CliRunner):
+        def invoke(self, *args, **kwargs):
+            kwargs.setdefault("obj", EvalDeps(trial_fn=trial_fn))
+            return super().invoke(*args, **kwargs)
+
+    return Runner()

@@ -9,16 +9,17 @@ import orjson
 import pytest
 
 from apexrl.cli.app import app
-from tests.eval.conftest import passing_trial, scripted_trial
+from tests.eval.conftest import eval_runner, passing_trial, scripted_trial
 
 
 @pytest.fixture
-def scripted(monkeypatch):
-    import apexrl.cli.eval as cli_eval
+def scripted():
+    return {"fn": scripted_trial}
 
-    box = {"fn": scripted_trial}
-    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: box["fn"])
-    return box
+
+@pytest.fixture
+def runner(scripted):
+    return eval_runner(lambda task_dir, config: scripted["fn"](task_dir, config))
 
 
 def run_args(tasks: Path, run_dir: Path, *extra: str) -> list[str]:

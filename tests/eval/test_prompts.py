@@ -8,11 +8,10 @@ import hashlib
 import orjson
 
 from apexrl.cli.app import app
-from tests.eval.conftest import passing_trial
+from tests.eval.conftest import eval_runner, passing_trial
 
 
 def test_prompts_reach_trials_and_run_json(runner, task_dirs, tmp_path, monkeypatch):
-    import apexrl.cli.eval as cli_eval
 
     seen = []
 
@@ -20,7 +19,7 @@ def test_prompts_reach_trials_and_run_json(runner, task_dirs, tmp_path, monkeypa
         seen.append((config.system_prompt, config.extra_prompt))
         return passing_trial(task_dir, config)
 
-    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: trial)
+    runner = eval_runner(trial)
     sysf, extraf = tmp_path / "system.md", tmp_path / "extra.md"
     sysf.write_text("You are a careful analyst.\n")
     extraf.write_text("Note: you are a text-only agent; use `excel_read_tab`.\n")
@@ -48,10 +47,9 @@ def test_prompts_reach_trials_and_run_json(runner, task_dirs, tmp_path, monkeypa
 
 
 def test_run_json_without_prompts_keeps_its_identity(runner, task_dirs, tmp_path, monkeypatch):
-    import apexrl.cli.eval as cli_eval
     from apexrl.eval.models import EvalRunConfig
 
-    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: passing_trial)
+    runner = eval_runner(passing_trial)
     run_dir = tmp_path / "run"
     res = runner.invoke(
         app,

@@ -83,10 +83,10 @@ def test_bad_rubric_names_the_file(tmp_path):
 
 
 def test_eval_run_refuses_before_any_trial(runner, task_dirs, tmp_path, monkeypatch):
-    import apexrl.cli.eval as cli_eval
+    from tests.eval.conftest import eval_runner
 
     ran = []
-    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: lambda *a: ran.append(a))
+    runner = eval_runner(lambda *a: ran.append(a))
     for k in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.delenv(k, raising=False)
     base = ["eval", "run", "--agent", "oracle", "-t", str(task_dirs)]
@@ -128,12 +128,11 @@ def test_train_refuses_without_a_judge(runner, task_dirs, monkeypatch):
 
 
 def test_eval_defaults_and_unjudged_warning(runner, task_dirs, tmp_path, monkeypatch):
-    import apexrl.cli.eval as cli_eval
     from apexrl.eval.models import EvalRunConfig, EvalSummary
     from apexrl.eval.report import summary_rows
-    from tests.eval.conftest import passing_trial
+    from tests.eval.conftest import eval_runner, passing_trial
 
-    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: passing_trial)
+    runner = eval_runner(passing_trial)
     run = tmp_path / "run"
     args = ["eval", "run", "--agent", "oracle", "-t", str(task_dirs), "-o", str(run)]
     res = runner.invoke(app, [*args, "--limit", "2", "--reward", "score"])

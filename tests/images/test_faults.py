@@ -15,7 +15,7 @@ import pytest
 from apexrl.errors import ExitCode, RemoteError
 from apexrl.images import oci
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry import RegistryClient, RetryPolicy, push_image
+from apexrl.images.registry import RegistryClient, RegistryRetry, push_image
 from tests.images.conftest import apexrl, free_port, make_world, records, run
 
 pytestmark = pytest.mark.integration  # a real registry, skopeo/umoci or podman
@@ -87,7 +87,7 @@ def test_registry_restarted_mid_push_then_rerun_completes(big_archive, registry)
     errors: list[BaseException] = []
 
     def push() -> None:
-        with RegistryClient(ref, retry=RetryPolicy(attempts=2, base_delay=0.05)) as c:
+        with RegistryClient(ref, retry=RegistryRetry(attempts=2, base_delay=0.05)) as c:
             try:
                 push_image(c, src, "bigw", concurrency=2)
             except BaseException as e:  # noqa: BLE001
@@ -188,7 +188,7 @@ def test_retry_on_5xx_429_not_on_other_4xx(plan, n_requests, retryable):
     th.start()
     try:
         ref = parse_reference(f"127.0.0.1:{srv.server_port}/w")
-        with RegistryClient(ref, retry=RetryPolicy(attempts=4, base_delay=0.01)) as c:
+        with RegistryClient(ref, retry=RegistryRetry(attempts=4, base_delay=0.01)) as c:
             if retryable is None:
                 assert c.blob_exists("sha256:" + "a" * 64) is False
             else:

@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry import CHUNK, CorruptBlobError, RegistryClient, RetryPolicy
+from apexrl.images.registry import CHUNK, CorruptBlobError, RegistryClient, RegistryRetry
 
 SIZE = 5 * CHUNK + 12345  # several chunks, the last one partial
 
@@ -86,7 +86,7 @@ def stub():
 
 
 def _client(ref, attempts: int) -> RegistryClient:
-    return RegistryClient(ref, retry=RetryPolicy(attempts=attempts, base_delay=0.01))
+    return RegistryClient(ref, retry=RegistryRetry(attempts=attempts, base_delay=0.01))
 
 
 def _payload(seed: int = 1) -> tuple[bytes, str]:

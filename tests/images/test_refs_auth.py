@@ -12,7 +12,7 @@ import pytest
 from apexrl.errors import UsageError
 from apexrl.images import auth
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry import RegistryClient, RetryPolicy
+from apexrl.images.registry import RegistryClient, RegistryRetry
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_bearer_token_flow():
     try:
         ref = parse_reference(f"127.0.0.1:{srv.server_port}/team/w")
         creds = auth.Credentials("carol", "pw", "test")
-        with RegistryClient(ref, credentials=creds, retry=RetryPolicy(attempts=1)) as c:
+        with RegistryClient(ref, credentials=creds, retry=RegistryRetry(attempts=1)) as c:
             assert c.blob_exists("sha256:" + "b" * 64) is False
             assert c.blob_exists("sha256:" + "c" * 64) is False  # token reused
         kinds = [(m, p.split("?")[0].rsplit("/", 1)[-1][:6], a) for m, p, a in _TokenRegistry.seen]

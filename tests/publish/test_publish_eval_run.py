@@ -9,6 +9,7 @@ import pytest
 
 from apexrl.cli.app import app
 from apexrl.trial.config import TrialConfig, TrialOutcome
+from tests.eval.conftest import eval_runner
 from tests.publish.conftest import PLANTED, make_checkpoint
 
 
@@ -83,10 +84,9 @@ def agent_like_trial(task_dir, config: TrialConfig) -> TrialOutcome:
 
 @pytest.fixture
 def eval_run(runner, mini_apex, tmp_path, monkeypatch):
-    import apexrl.cli.eval as cli_eval
 
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: agent_like_trial)
+    runner = eval_runner(agent_like_trial)
     tasks = tmp_path / "tasks"
     assert runner.invoke(app, ["tasks", "convert", str(mini_apex), "-o", str(tasks)]).exit_code == 0
     run = tmp_path / "run"
@@ -139,7 +139,6 @@ def test_model_card_from_a_real_eval_run(runner, eval_run, tmp_path):
 def test_links_planted_in_trial_logs_are_never_followed(runner, mini_apex, tmp_path, monkeypatch):
     """Issue 16: `trajectory.json` and `*.log` linked to host files: `eval run` copied the
     host file into the run and `publish traces` staged it. Now both refuse the links."""
-    import apexrl.cli.eval as cli_eval
 
     secret = tmp_path / "host-shadow"
     secret.write_text("root:HOST-ONLY-HASH:19000:0:99999:7:::\n")
@@ -155,7 +154,7 @@ def test_links_planted_in_trial_logs_are_never_followed(runner, mini_apex, tmp_p
         return out
 
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    monkeypatch.setattr(cli_eval, "_trial_fn_override", lambda: hostile_trial)
+    runner = eval_runner(hostile_trial)
     tasks = tmp_path / "tasks"
     assert runner.invoke(app, ["tasks", "convert", str(mini_apex), "-o", str(tasks)]).exit_code == 0
     run = tmp_path / "run"

@@ -1,0 +1,85 @@
+"""ENGINES: inference engines apexrl can start, by name (`--engine`, `apexrl engine serve`).
+
+Each entry names the engine's `launch(opts: StartOptions) -> Engine` function (loaded
+only when an engine starts) and what it needs, so the CLI choices, engine dispatch
+(apexrl.engine.serve.start_engine), run records (eval's engine version), preflight and
+`apexrl doctor` all derive from this one table. "auto" is not an engine: it picks
+vllm or local (apexrl.engine.serve.choose_engine).
+
+Adding an engine: a module with a `launch` function returning an object that
+implements apexrl.engine.protocol.Engine, and one line below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    name: str
+    summary: str
+    launch: str  # "module:function" (StartOptions) -> a started Engine
+    selectable: bool = True  # offered as --engine NAME (scripted engines need a script)
+    extra: str | None = None  # the pip extra that installs it (`apexrl doctor`)
+    modules: tuple[str, ...] = ()  # what that extra must make importable
+    # modules checked before an eval starts it (empty: it may live in another interpreter)
+    preflight_modules: tuple[str, ...] = ()
+    version_package: str | None = None  # distribution whose version the run records
+    gpu: bool = False  # wants CUDA GPUs (its CPU build is chosen explicitly)
+
+
+ENGINES: dict[str, EngineEntry] = {
+    e.name: e
+    for e in (
+        EngineEntry(
+            "vllm",
+            "vLLM's OpenAI-compatible server as a managed subprocess",
+            launch="apexrl.engine.vllm:launch",
+            extra="serve",
+            modules=("vllm",),
+            version_package="vllm",
+            gpu=True,
+        ),
+        EngineEntry(
+            "local",
+            "CPU engine for small Hugging Face checkpoints (transformers on torch)",
+            launch="apexrl.engine.local:launch",
+            extra="local",
+            modules=("torch", "transformers"),
+            preflight_modules=("torch", "transformers"),
+            version_package="transformers",
+        ),
+        EngineEntry(
+            "scripted",
+            "fixed completions from a script, with faults (tests)",
+            launch="apexrl.engine.scripted:launch",
+            selectable=False,
+        ),
+    )
+}
+
+
+def engine_choices() -> tuple[str, ...]:
+    """What `--engine` accepts: auto, then every selectable engine."""
+    return (AUTO, *(n for n, e in ENGINES.items() if e.selectable))
+
+
+def get_engine(name: str) -> EngineEntry:
+    try:
+        return ENGINES[name]
+    except KeyError:
+        from apexrl.errors import UsageError
+
+        raise UsageError(
+            f"unknown engine {name!r}", hint=f"choose one of: {', '.join(engine_choices())}"
+        ) from None
+
+
+def load(import_path: str):
+    import importlib
+
+    module, _, attr = import_path.partition(":")
+    return getattr(importlib.import_module(module), attr)

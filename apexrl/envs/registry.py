@@ -1,0 +1,95 @@
+"""ENVIRONMENTS: where a trial's sandbox runs, by name (`--env`, recipe `agent.environment`).
+
+Each entry says how Harbor builds it and what it needs, so the CLI choices, recipe
+validation, the trial's Harbor config (apexrl.trial.run), preflight
+(apexrl.eval.preflight) and `apexrl doctor` all derive from this one table. Nothing
+here imports the environment itself: `import_path` is loaded only when a trial runs.
+
+Adding an environment: a module with a Harbor `BaseEnvironment` subclass, and one
+line below (optionally a preflight check in apexrl/eval/preflight.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnvironmentEntry:
+    name: str
+    summary: str
+    # "module:Class" of a Harbor BaseEnvironment apexrl provides; None: Harbor's own
+    # environment of type `name` (podman, docker), which runs the world image as it is
+    import_path: str | None = None
+    world_store: bool = False  # reads worlds from --worlds on this host (preflight checks them)
+    remote_sandbox: bool = False  # takes SandboxSettings (CPUs, memory, lifetime, image profile)
+    # "module:function" (name, env) -> list[Problem]: why no trial could start here
+    preflight: str | None = None
+    tools: tuple[str, ...] = ()  # host commands it runs (`apexrl doctor`)
+    credentials: tuple[str, ...] = ()  # env keys it authenticates with (`apexrl doctor`)
+    packages: tuple[str, ...] = ()  # Python modules it imports
+
+    @property
+    def harbor_owned(self) -> bool:
+        return self.import_path is None
+
+
+_PREFLIGHT = "apexrl.eval.preflight"
+
+ENVIRONMENTS: dict[str, EnvironmentEntry] = {
+    e.name: e
+    for e in (
+        EnvironmentEntry(
+            "local",
+            "bubblewrap over a private copy of the world, on this host",
+            import_path="apexrl.envs.local:LocalEnvironment",
+            world_store=True,
+            preflight=f"{_PREFLIGHT}:check_bwrap",
+            tools=("bwrap",),
+        ),
+        EnvironmentEntry(
+            "modal",
+            "Modal sandboxes from the world's image",
+            import_path="apexrl.envs.modal:ModalEnvironment",
+            remote_sandbox=True,
+            preflight=f"{_PREFLIGHT}:check_modal",
+            credentials=("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),
+            packages=("modal",),
+        ),
+        EnvironmentEntry(
+            "podman",
+            "Harbor's podman environment running the world image",
+            preflight=f"{_PREFLIGHT}:check_container_cli",
+            tools=("podman",),
+        ),
+        EnvironmentEntry(
+            "docker",
+            "Harbor's docker environment running the world image",
+            preflight=f"{_PREFLIGHT}:check_container_cli",
+            tools=("docker",),
+        ),
+    )
+}
+
+
+def environment_names() -> tuple[str, ...]:
+    return tuple(ENVIRONMENTS)
+
+
+def get_environment(name: str) -> EnvironmentEntry:
+    try:
+        return ENVIRONMENTS[name]
+    except KeyError:
+        from apexrl.errors import UsageError
+
+        raise UsageError(
+            f"unknown environment {name!r}", hint=f"choose one of: {', '.join(ENVIRONMENTS)}"
+        ) from None
+
+
+def load(import_path: str):
+    """The object a "module:attr" path names (imported now)."""
+    import importlib
+
+    module, _, attr = import_path.partition(":")
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,173 @@
+"""Run a training (or recipe eval) job: `run_train(req)`, beside eval's `run_eval(req)`.
+
+    result = run_train(TrainRequest(recipe="smoke-1gpu", data="tasks/"), on_info=print)
+
+Render the recipe, validate it (SkyRL's own checks where SkyRL is installed), check
+the judge setting and, for trials on this machine, the sandbox; then (unless
+`dry_run`) submit the job to Ray (a local head when no `ray_address`) and follow it.
+`apexrl train` (apexrl/cli/train.py) is a thin wrapper around this.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from apexrl.errors import ApexError, ExitCode
+
+
+@dataclass
+class TrainRequest:
+    """Everything `apexrl train` was asked for."""
+
+    recipe: str  # file or shipped name
+    overrides: list[str] = field(default_factory=list)  # --set key.path=value
+    data: str | None = None
+    val_data: str | None = None
+    model: str | None = None
+    ray_address: str | None = None  # None: a local Ray head on 127.0.0.1
+    dry_run: bool = False  # render, validate, plan; submit nothing
+    resume: bool = False
+    check_only: bool = False  # a preflight job only (manifest, data, env)
+    follow_logs: bool = True
+    ship_code: bool = True
+
+
+@dataclass
+class TrainResult:
+    spec: Any  # apexrl.train.render.RunSpec
+    recipe_sha256: str
+    job_id: str | None = None  # None: dry run
+    status: str | None = None  # Ray's terminal status, SUBMITTED, STOPPED or DETACHED
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("FAILED", "STOPPED")
+
+    def record(self) -> dict:
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "run_name": self.spec.run_name,
+            "checkpoint_path": self.spec.plan.checkpoint_path,
+            "recipe_sha256": self.recipe_sha256,
+        }
+
+
+def _write_stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def run_train(
+    req: TrainRequest,
+    *,
+    on_info: Callable[[str], None] = lambda line: None,
+    on_log: Callable[[str], None] = _write_stderr,
+    on_interrupt: Callable[[str], bool] = lambda job_id: False,
+) -> TrainResult:
+    """Plan (and unless dry_run, submit and follow) a job. on_info: one line per step;
+    on_log: the job's log text; on_interrupt(job_id): Ctrl-C while following; True
+    stops the job, False leaves it running (detached)."""
+    from apexrl.train import launch as L
+    from apexrl.train import render as R
+    from apexrl.train.recipe import load_recipe
+
+    loaded = load_recipe(req.recipe, req.overrides)
+    strict = not req.dry_run
+    data = R.absolute_data_path(req.data, "--data")
+    val_data = R.absolute_data_path(req.val_data, "--val-data")
+    spec = R.render(
+        loaded,
+        data_train=data,
+        data_val=val_data,
+        model=req.model,
+        resume=req.resume,
+        strict=strict,
+    )
+    if R.skyrl_available():
+        ver, notes = R.validate_with_skyrl(spec.skyrl, loaded.source, mode=loaded.recipe.mode)
+        fn = "validate_cfg" if loaded.recipe.mode == "train" else "validate_generator_cfg"
+        check = f"SkyRL {ver} {fn} accepts it"
+        spec.plan.warnings.extend(notes)
+    else:
+        check = "SkyRL not installed here (the train extra): its checks run on the cluster"
+    resume_line = (
+        L.check_resume(spec) if not req.dry_run else ("resume" if req.resume else "fresh run")
+    )
+    from apexrl.grading.requirements import check_recipe_judge
+
+    ag = loaded.recipe.agent  # exit 2 (rubrics need a judge, none set) or 3 (no judge key)
+    check_recipe_judge(
+        [spec.data_train, spec.data_val], ag.judge, ag.judge_api_base, agent=ag.agent
+    )
+    _check_local_sandbox(req, ag.environment)
+    for line in R.plan_lines(spec, loaded, check):
+        on_info(line)
+    on_info(f"start        {resume_line}")
+    result = TrainResult(spec=spec, recipe_sha256=loaded.sha256)
+    if req.dry_run:
+        return result
+    if loaded.recipe.mode == "train" and not spec.data_train:
+        raise ApexError(
+            "no training data", hint="pass --data DATASET or set data.train", code=ExitCode.USAGE
+        )
+    if loaded.recipe.mode == "eval" and not spec.data_val:
+        raise ApexError("no evaluation data", hint="pass --val-data DATASET", code=ExitCode.USAGE)
+
+    job_id = f"apexrl-{spec.run_name}-{uuid.uuid4().hex[:8]}"
+    manifest = L.make_manifest(loaded, spec, ray_address=req.ray_address)
+    manifest.job_id = job_id
+    workdir = L.job_dir(spec, manifest)
+
+    def submit_and_follow(address: str, python: str = "python") -> str:
+        jobs = L.RayJobs(address)
+        env = L.job_runtime_env(spec, workdir, ship_code=req.ship_code)
+        jobs.submit(L.entrypoint_command(req.check_only, python), env, job_id)
+        on_info(f"submitted    job {job_id} to {address}")
+        if not req.follow_logs:
+            return "SUBMITTED"
+        try:
+            return L.follow(
+                jobs, job_id, write=on_log, on_status=lambda s: on_info(f"status       {s}")
+            )
+        except KeyboardInterrupt:
+            if on_interrupt(job_id):
+                jobs.stop(job_id)
+                on_info(f"stopping     {job_id}")
+                return "STOPPED"
+            on_info(f"job continues; stop it with: ray job stop {job_id} --address {address}")
+            return "DETACHED"
+
+    try:
+        if req.ray_address:
+            result.status = submit_and_follow(req.ray_address)
+        else:
+            on_info("ray          no --ray-address: starting a local Ray head on 127.0.0.1")
+            with L.LocalRay() as head:
+                result.status = submit_and_follow(head.address, sys.executable)
+    finally:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)  # Ray uploaded it at submit time
+    result.job_id = job_id
+    return result
+
+
+def _check_local_sandbox(req: TrainRequest, environment: str) -> None:
+    """Trials on this machine (a local Ray) need a working sandbox here
+    (apexrl.eval.preflight); with --ray-address the workers' machines matter instead."""
+    from apexrl.envs.registry import get_environment
+
+    if req.ray_address is not None or not get_environment(environment).world_store:
+        return
+    import os
+
+    from apexrl.eval.preflight import PreflightError, check_environment
+
+    problems = check_environment(environment, dict(os.environ))
+    if problems:
+        raise PreflightError(problems)

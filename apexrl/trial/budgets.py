@@ -1,0 +1,70 @@
+"""The agent's budgets, one line each: type, default, and where they can be set.
+
+This table is the one place a budget is defined. From it come the pydantic models
+(apexrl.trial.config.AgentLimits / AgentBudgets), the recipe's [agent] keys
+(apexrl.train.recipe.AgentSection takes the `recipe` ones), eval's defaults
+(`eval_default`) and the `apexrl eval run` options (`flag`). It imports nothing heavy:
+the CLI builds its options from it while `apexrl --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    type: Any
+    default: Any
+    help: str
+    flag: str | None = None  # the `apexrl eval run` option; None: recipe/library only
+    recipe: bool = True  # a recipe's [agent] table may set it
+    eval_default: Any = _UNSET  # `apexrl eval run`'s default when it differs (the recipe's eval)
+
+    @property
+    def eval_value(self) -> Any:
+        return self.default if self.eval_default is _UNSET else self.eval_default
+
+
+NUDGE = Literal["off", "once", "recipe"]
+
+BUDGETS: tuple[Budget, ...] = (
+    Budget("max_steps", int, 100, "Agent steps per trial.", "--max-steps", eval_default=250),
+    Budget("agent_timeout_s", float, 3600.0, "Seconds per trial.", "--agent-timeout"),
+    Budget("tool_timeout_s", float, 600.0, "Seconds per tool call.", "--tool-timeout"),
+    Budget("llm_timeout_s", float, 1800.0, "Seconds per engine call.", "--llm-timeout"),
+    Budget("tool_result_max_chars", int, 42_000, "Characters of one tool result kept."),
+    Budget("max_tool_call_repairs", int, 2, "Malformed tool calls repaired per step."),
+    # tell the model to wrap up below this share of the context left
+    Budget("nudge_ratio", float, 0.2, "Wrap-up nudge below this.", "--nudge-ratio"),
+    # None: from the model config (training: the recipe's batch.max_seq_len)
+    Budget(
+        "context_window",
+        int | None,
+        None,
+        "Tokens (default: model).",
+        "--context-window",
+        recipe=False,
+    ),
+    # off | once (one user message, never repeated) | recipe (appended to the last tool
+    # result on every step below nudge_ratio; the recipe's training behaviour)
+    Budget(
+        "nudge",
+        NUDGE,
+        "recipe",
+        "Wrap-up nudge: off (the recipe's eval), once, recipe.",
+        "--nudge",
+        eval_default="off",
+    ),
+    # apexrl.trial.outcomes: recipe (the training default) | strict
+    Budget("outcome_policy", Literal["recipe", "strict"], "recipe", "Outcome policy."),
+)
+
+
+def eval_defaults() -> dict[str, Any]:
+    """`apexrl eval run`'s budgets: the recipe's eval (250 steps, no wrap-up nudge)."""
+    return {b.name: b.eval_value for b in BUDGETS}

@@ -1,0 +1,141 @@
+"""The engine and environment registries are the one place a name is added: with one
+more entry (made before apexrl's other modules load, as a line in the registry file
+would), the CLI choices, recipe validation, trial dispatch, preflight and doctor all
+know it, and start_engine starts it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from apexrl.engine.registry import ENGINES, engine_choices
+from apexrl.engine.serve import start_engine
+from apexrl.envs.registry import ENVIRONMENTS, load
+
+
+def test_every_entry_points_at_real_code():
+    import importlib.util
+
+    for e in ENVIRONMENTS.values():
+        if e.import_path:
+            assert importlib.util.find_spec(e.import_path.split(":")[0]) is not None, e
+        if e.preflight:
+            assert callable(load(e.preflight)), e
+    for e in ENGINES.values():
+        assert callable(load(e.launch)), e
+    assert engine_choices() == ("auto", "vllm", "local")  # scripted is not a choice
+
+
+def test_harbor_config_per_environment(tmp_path):
+    from apexrl.trial.config import SandboxSettings, TrialConfig
+    from apexrl.trial.run import harbor_config
+
+    task = tmp_path / "task"
+    task.mkdir()
+    seen = {}
+    for name in ENVIRONMENTS:
+        cfg = TrialConfig(
+            environment=name,
+            worlds_dir=tmp_path,
+            logs_dir=tmp_path / "logs" / name,
+            sandbox=SandboxSettings(cpus=2, memory_mb=4096),
+            pass_env=["X"],
+        )
+        env = harbor_config(task, cfg).environment
+        seen[name] = (env.import_path, env.type, env.kwargs)
+    assert seen["local"][0] == "apexrl.envs.local:LocalEnvironment"
+    assert seen["local"][2] == {"worlds_dir": str(tmp_path.resolve()), "pass_env": ["X"]}
+    assert seen["modal"][0] == "apexrl.envs.modal:ModalEnvironment"
+    assert seen["modal"][2]["cpu"] == 2 and seen["modal"][2]["memory_mb"] == 4096
+    assert str(seen["podman"][1].value if seen["podman"][1] else "") == "podman"
+    assert seen["docker"][0] is None
+
+
+def test_scripted_engine_starts_through_the_registry():
+    running = start_engine("unused", engine="scripted", served_model_name="m9", max_model_len=512)
+    try:
+        assert (running.kind, running.model, running.max_model_len) == ("scripted", "m9", 512)
+        from apexrl.engine.protocol import http_health
+
+        assert http_health(running.url)
+    finally:
+        running.stop()
+
+
+ONE_MORE = textwrap.dedent(
+    """
+    import json, os, sys
+    from apexrl.envs import registry as envs
+    from apexrl.engine import registry as engines
+    envs.ENVIRONMENTS["fakeenv"] = envs.EnvironmentEntry(
+        "fakeenv", "a test environment", import_path="fake_env_mod:FakeEnv",
+        preflight="fake_env_mod:check", tools=("fake-tool",), credentials=("FAKE_KEY",))
+    engines.ENGINES["fakeeng"] = engines.EngineEntry(
+        "fakeeng", "a test engine", launch="fake_env_mod:launch", extra="fake",
+        modules=("json",), preflight_modules=("no_such_module_xyz",))
+    out = {}
+    from typer.testing import CliRunner
+    from apexrl.cli.app import app
+    r = CliRunner()
+    out["eval_help"] = r.invoke(app, ["eval", "run", "--help"]).output
+    out["serve"] = r.invoke(app, ["engine", "serve", "m", "--engine", "nope"]).stderr
+    from apexrl.trial.config import TrialConfig
+    from apexrl.train.recipe import AgentSection
+    from apexrl.trial.run import harbor_config
+    cfg = TrialConfig(environment="fakeenv", logs_dir=sys.argv[1] + "/logs")
+    AgentSection(environment="fakeenv")
+    env = harbor_config(sys.argv[1], cfg).environment
+    out["import_path"] = env.import_path
+    from apexrl.eval.preflight import check_engine, check_environment
+    out["preflight"] = [p.what for p in check_environment("fakeenv", {})]
+    out["engine_preflight"] = [p.what for p in check_engine("fakeeng")]
+    from apexrl import doctor
+    out["doctor"] = ["fake-tool" in doctor.TOOLS, doctor.CREDENTIALS.get("fakeenv"),
+                     doctor.EXTRAS.get("fake")]
+    from apexrl.engine.serve import start_engine
+    running = start_engine("x", engine="fakeeng")
+    out["engine"] = [running.kind, running.model]
+    running.stop()
+    print(json.dumps(out))
+    """
+)
+
+FAKE_MOD = textwrap.dedent(
+    """
+    from apexrl.eval.preflight import Problem
+
+    class FakeEnv:
+        pass
+
+    def check(name, env):
+        return [Problem(f"{name} is checked", "nothing to fix")]
+
+    def launch(opts):
+        from apexrl.engine.scripted import ScriptedEngine
+        return ScriptedEngine([], model="fake-served").start()
+    """
+)
+
+
+def test_one_registry_entry_reaches_every_consumer(tmp_path):
+    (tmp_path / "fake_env_mod.py").write_text(FAKE_MOD)
+    (tmp_path / "one_more.py").write_text(ONE_MORE)
+    p = subprocess.run(
+        [sys.executable, str(tmp_path / "one_more.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200"},
+    )
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert "fakeenv" in out["eval_help"] and "fakeeng" in out["eval_help"]
+    assert "fakeeng" in out["serve"]  # the usage error lists the registry's choices
+    assert out["import_path"] == "fake_env_mod:FakeEnv"
+    assert out["preflight"] == ["fakeenv is checked"]
+    assert out["engine_preflight"] and "no_such_module_xyz" in out["engine_preflight"][0]
+    assert out["doctor"] == [True, ["FAKE_KEY"], ["json"]]
+    assert out["engine"] == ["fakeeng", "fake-served"]
