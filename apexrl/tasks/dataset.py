@@ -120,6 +120,7 @@ def source_digest(source: str | None) -> str | None:
 
         return json.loads((p / MANIFEST).read_text("utf-8")).get("digest")
     if p.is_dir():
+        from apexrl.artifacts.models import DatasetRow
         from apexrl.tasks.pack import find_task_dirs, pack_task_dir
 
         dirs = find_task_dirs(p)
