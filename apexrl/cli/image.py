@@ -13,13 +13,14 @@ app = typer.Typer(help="Push world images to ECR or any OCI registry.", no_args_
 
 def _archives(items: list[str]) -> list[tuple[Path, str | None]]:
     """ARCHIVE paths, or `world pack` record files (.jsonl, `-` for stdin)."""
-    from apexrl.artifacts.jsonl import read_records
-    from apexrl.artifacts.models import PackedImageRecord
     from apexrl.errors import UsageError
 
     out: list[tuple[Path, str | None]] = []
     for item in items:
         if item == "-" or item.endswith((".jsonl", ".ndjson")):
+            from apexrl.artifacts.jsonl import read_records
+            from apexrl.artifacts.models import PackedImageRecord
+
             for rec in read_records(item, PackedImageRecord):
                 out.append((Path(rec.archive), rec.world_id))
         else:
@@ -70,7 +71,6 @@ def push(
     input of `tasks convert`. Re-running finishes an interrupted push; an
     unchanged image uploads nothing.
     """
-    from apexrl.artifacts.models import ImageRecord
     from apexrl.errors import ApexError, UsageError
     from apexrl.registry.client import client_for, push_error_code, push_image
     from apexrl.registry.refs import check_tag, parse_reference
@@ -96,6 +96,14 @@ def push(
                 f"would push {path} -> {dest.with_tag(t)} ({size} bytes, {src.manifest_digest})"
             )
         return
+    from apexrl.cli.image_noop import report_unchanged, unchanged
+
+    done = unchanged(dest, plans, registry_endpoint, timeout)
+    if done is not None:  # an unchanged re-push: one light HEAD per image
+        report_unchanged(dest, plans, done, as_json)
+        return
+    from apexrl.artifacts.models import ImageRecord
+
     records: list[ImageRecord] = []
     errors: list[BaseException] = []
     client = client_for(

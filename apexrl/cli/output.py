@@ -84,7 +84,37 @@ def emit_json(obj: BaseModel | dict) -> None:
     sys.stdout.write(orjson.dumps(_as_dict(obj), option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def stderr_is_plain() -> bool:
+    """stderr is plainly not a terminal, as Rich decides it (no TTY and none of the
+    variables that make Rich treat a pipe as one): Rich would write no styles there."""
+    if os.environ.get("TTY_COMPATIBLE") is not None or os.environ.get("FORCE_COLOR") is not None:
+        return False
+    try:
+        return not sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _is_literal(message: str) -> bool:
+    """True when Rich would print `message` unchanged (no markup, no :emoji: code)."""
+    if "[" in message or not message.isprintable():
+        return False
+    if ":" not in message:
+        return True
+    try:
+        from rich._emoji_replace import _emoji_replace
+    except ImportError:  # pragma: no cover - a Rich without it: let Rich print
+        return False
+    return _emoji_replace(message) == message
+
+
 def info(message: str) -> None:
+    # Rich's Console (and its import) only where it would change something: a terminal,
+    # markup or emoji codes. Piped plain text is written as Rich writes it.
+    if stderr_is_plain() and _is_literal(message):
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+        return
     err_console().print(message)
 
 
