@@ -1,12 +1,13 @@
 """The `apexrl` program's entry point: one fast path, then the Typer app.
 
-An unchanged `image push` (the tag already names the image) is answered before Typer,
-pydantic, Rich and httpx are loaded: with them start-up alone costs several times the
-work. Only a plain command line takes this path (`image push ARCHIVE... --to R` with
+`image push` runs before Typer and pydantic are loaded (and an unchanged re-push before
+httpx and Rich too): loading them costs more than a no-op push and a good part of a big
+one. Only a plain command line takes this path (`image push ARCHIVE... --to R` with
 --tag, -n/--concurrency, --retries, --timeout, --registry-endpoint, --json); anything
-else, and any doubt along the way (a flag it does not know, a record file, an error,
-a registry that does not answer a plain 200 with the same digest), goes to the Typer
-app, which parses and reports as always. The path prints nothing until it is sure.
+else (--help, --dry-run, --debug, an option it does not know, a record file) and any
+input it cannot open goes to the Typer app, which parses and reports as always. The
+push itself is the same code (cli/image_push.py), its failures reported as the app
+reports them (output.report_failure).
 """
 
 from __future__ import annotations
@@ -73,44 +74,57 @@ def parse_image_push(argv: list[str]) -> dict | None:
     return opts
 
 
-def unchanged_push(argv: list[str]) -> bool:
-    """Answer an unchanged re-push; False when it did nothing (the Typer app runs)."""
+def fast_image_push(argv: list[str]) -> int | None:
+    """Run a plain `image push` without Typer: its exit code, or None when the command
+    line or its inputs need the Typer app (nothing has been printed then)."""
     opts = parse_image_push(argv)
     if opts is None:
-        return False
+        return None
     try:
         from pathlib import Path
 
         from apexrl.cli import output
-        from apexrl.cli.image_noop import report_unchanged, unchanged
+        from apexrl.cli.image_push import run_push
         from apexrl.registry.refs import check_tag, parse_reference
         from apexrl.worlds import oci
 
         dest = parse_reference(opts["to"], require_repo_only=True)
         tag = opts["tag"]
         if len(opts["archives"]) > 1 and "{" not in tag:
-            return False
+            return None
         plans = []
         for item in opts["archives"]:
             path = Path(item)
             if not path.exists():
-                return False
+                return None
             src = oci.open_image(path)
             world_id = src.world_id or src.ref_name or path.name.split(".")[0]
             t = check_tag(tag.format(world_id=world_id, digest12=src.manifest_digest[7:19]))
             plans.append((path, src, world_id, t))
-        done = unchanged(dest, plans, opts["registry_endpoint"], opts["timeout"])
-    except Exception:  # any doubt: the Typer app does it and reports
-        return False
-    if done is None:
-        return False
-    report_unchanged(dest, plans, done, opts["json_out"] or not output.stdout_is_terminal())
-    return True
+        as_json = opts["json_out"] or not output.stdout_is_terminal()
+    except Exception:  # bad input: the Typer app says what is wrong, as always
+        return None
+    try:
+        return run_push(
+            dest,
+            plans,
+            endpoint=opts["registry_endpoint"],
+            concurrency=int(opts.get("concurrency", "4")),
+            retries=int(opts["retries"]) if "retries" in opts else None,
+            timeout=opts["timeout"],
+            as_json=as_json,
+        )
+    except BaseException as e:  # reported as the Typer app reports it
+        code = output.report_failure(e, debug=bool(os.environ.get("APEXRL_DEBUG")))
+        if code is None:
+            raise
+        return code
 
 
 def main() -> None:
-    if unchanged_push(sys.argv[1:]):
-        sys.exit(0)
+    code = fast_image_push(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
     from apexrl.cli.app import main as app_main
 
     app_main()

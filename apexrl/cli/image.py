@@ -71,8 +71,7 @@ def push(
     input of `tasks convert`. Re-running finishes an interrupted push; an
     unchanged image uploads nothing.
     """
-    from apexrl.errors import ApexError, UsageError
-    from apexrl.registry.client import client_for, push_error_code, push_image
+    from apexrl.errors import UsageError
     from apexrl.registry.refs import check_tag, parse_reference
     from apexrl.worlds import oci
 
@@ -96,41 +95,16 @@ def push(
                 f"would push {path} -> {dest.with_tag(t)} ({size} bytes, {src.manifest_digest})"
             )
         return
-    from apexrl.cli.image_noop import report_unchanged, unchanged
+    from apexrl.cli.image_push import run_push
 
-    done = unchanged(dest, plans, registry_endpoint, timeout)
-    if done is not None:  # an unchanged re-push: one light HEAD per image
-        report_unchanged(dest, plans, done, as_json)
-        return
-    from apexrl.artifacts.models import ImageRecord
-
-    records: list[ImageRecord] = []
-    errors: list[BaseException] = []
-    client = client_for(
-        dest, endpoint=registry_endpoint, concurrency=concurrency, retries=retries, timeout=timeout
+    code = run_push(
+        dest,
+        plans,
+        endpoint=registry_endpoint,
+        concurrency=concurrency,
+        retries=retries,
+        timeout=timeout,
+        as_json=as_json,
     )
-    with client:
-        for path, src, world_id, t in plans:
-            total = sum(b.size for b in src.blob_refs())
-            try:
-                with output.progress(f"push {world_id}", total=total) as advance:
-                    res = push_image(client, src, t, concurrency=concurrency, on_bytes=advance)
-            except ApexError as e:
-                output.error(f"{path}: {e}")
-                errors.append(e)
-                continue
-            output.info(
-                f"{res.ref}: {res.uploaded_blobs} blobs uploaded ({res.uploaded_bytes} bytes), "
-                f"{res.skipped_blobs} already there"
-            )
-            rec = ImageRecord(
-                world_id=world_id, ref=str(res.ref), digest=res.digest, size_bytes=res.size
-            )
-            records.append(rec)
-            if as_json:
-                output.emit_records([rec], json_out=True)
-    if not as_json:
-        output.emit_records(records, title="pushed images")
-    code = push_error_code(errors, len(records))
     if code:
-        raise typer.Exit(int(code))
+        raise typer.Exit(code)

@@ -133,6 +133,13 @@ def error(message: str) -> None:
 @contextmanager
 def progress(label: str, total: int | None):
     """A Rich progress bar on stderr; yields an `advance(n=1)` callable."""
+    if stderr_is_plain():  # Rich would draw nothing there: skip loading it
+
+        def skip(n: int = 1) -> None:
+            return None
+
+        yield skip
+        return
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -159,3 +166,35 @@ def progress(label: str, total: int | None):
             prog.advance(task, n)
 
         yield advance
+
+
+def report_failure(e: BaseException, *, debug: bool = False) -> int | None:
+    """Print what a command that raised `e` tells the user; its exit code. None for
+    what is not a failure to report (SystemExit and the like: re-raise it).
+    ApexError: its message and code. OSError (unreadable input, unwritable output, disk
+    full): not a bug, exit 1. KeyboardInterrupt: 130. Anything else is a bug: said so,
+    briefly (the traceback only with --debug)."""
+    import traceback
+
+    from apexrl.errors import ApexError, ExitCode
+
+    if isinstance(e, ApexError):
+        if debug:
+            traceback.print_exception(e)
+        error(str(e))
+        return int(e.code)
+    if isinstance(e, OSError):
+        if debug:
+            traceback.print_exception(e)
+        where = f" ({e.filename})" if e.filename else ""
+        error(f"{e.strerror or e}{where}")
+        return int(ExitCode.CHECK_FAILED)
+    if isinstance(e, KeyboardInterrupt):
+        error("interrupted")
+        return 130
+    if isinstance(e, Exception):
+        if debug:
+            traceback.print_exception(e)
+        error(f"internal error: {type(e).__name__}: {e} (rerun with --debug)")
+        return int(ExitCode.CHECK_FAILED)
+    return None

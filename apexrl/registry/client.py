@@ -212,6 +212,58 @@ class _BlobStream:
             self._stop.set()
 
 
+def _httpx():
+    """httpx without its command-line module: httpx/__init__ imports httpx._main, which
+    loads click, rich and pygments when they are installed (a third of httpx's import
+    time). It falls back to a stub `main` when that import fails; nothing here uses it."""
+    import sys
+
+    if "httpx" in sys.modules:
+        return sys.modules["httpx"]
+    block = "httpx._main" not in sys.modules
+    if block:
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]
+    try:
+        import httpx
+    finally:
+        if block and sys.modules.get("httpx._main", 0) is None:
+            del sys.modules["httpx._main"]  # a later `import httpx._main` works as usual
+    return httpx
+
+
+def _transport(limits: Any) -> Any:
+    """One transport for both schemes that builds the TLS one on first https use:
+    loading the CA bundle costs ~60 ms of CPU, wasted on plain-HTTP registries. The
+    plain one carries no verification settings because it never speaks TLS."""
+    httpx = _httpx()
+
+    class _ByScheme(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self._plain: Any = None
+            self._tls: Any = None
+            self._lock = threading.Lock()
+
+        def _get(self, tls: bool) -> Any:
+            with self._lock:
+                if tls:
+                    if self._tls is None:
+                        self._tls = httpx.HTTPTransport(limits=limits)  # verify=True
+                    return self._tls
+                if self._plain is None:
+                    self._plain = httpx.HTTPTransport(limits=limits, verify=False)
+                return self._plain
+
+        def handle_request(self, request: Any) -> Any:
+            return self._get(request.url.scheme == "https").handle_request(request)
+
+        def close(self) -> None:
+            for t in (self._plain, self._tls):
+                if t is not None:
+                    t.close()
+
+    return _ByScheme()
+
+
 def _registry_error(resp: Any) -> str:
     try:
         errs = resp.json().get("errors") or []
@@ -247,7 +299,7 @@ class RegistryClient:
         concurrency: int = 4,
         actions: str = "pull,push",
     ) -> None:
-        import httpx
+        httpx = _httpx()
 
         self.ref = ref
         endpoint = endpoint or os.environ.get(ENV_ENDPOINT) or None
@@ -265,7 +317,7 @@ class RegistryClient:
 
         self._http = httpx.Client(
             timeout=self._timeout,
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            transport=_transport(httpx.Limits(max_connections=n, max_keepalive_connections=n)),
             headers={"User-Agent": f"apexrl/{__version__}"},
         )
 
@@ -296,7 +348,7 @@ class RegistryClient:
     ):
         """One attempt (plus one re-send after an auth challenge). Raises _Retryable for
         5xx/429/connection errors, RemoteError/AuthError for the rest."""
-        import httpx
+        httpx = _httpx()
 
         what = f"{method} {url}"
         for auth_round in range(2):
@@ -369,7 +421,7 @@ class RegistryClient:
         return False
 
     def _fetch_token(self, params: dict[str, str]) -> str:
-        import httpx
+        httpx = _httpx()
 
         query = {"service": params.get("service", "")}
         query["scope"] = params.get("scope") or f"repository:{self.ref.repository}:{self.actions}"
@@ -496,7 +548,7 @@ class RegistryClient:
         from apexrl.artifacts.atomic import atomic_path
 
         def attempt() -> None:
-            import httpx
+            httpx = _httpx()
 
             with atomic_path(dest) as tmp:
                 resp = self._send("GET", self.url(f"blobs/{digest}"), stream=True)

@@ -1,5 +1,6 @@
-"""The unchanged re-push fast path: answered before Typer/pydantic/httpx load, with the
-same output as the full push, and handing over to it whenever it is not sure."""
+"""`image push` from the entry point's fast path (no Typer, no pydantic) and the unchanged
+re-push (no httpx, no Rich either): the same output and exit codes as the Typer command
+with the full client, and the Typer app for anything that is not a plain command line."""
 
 from __future__ import annotations
 
@@ -10,15 +11,19 @@ from pathlib import Path
 import pytest
 
 from apexrl.cli.entry import parse_image_push
-from apexrl.cli.image_noop import image_record
+from apexrl.cli.image_push import image_record
 from apexrl.registry.client import probe_manifest_digests
 from apexrl.registry.refs import parse_reference
 from apexrl.worlds import oci
 from tests.images.conftest import PY, REPO_ROOT, Registry, apexrl, make_world, records
 
-# the full client path, forced: the light probe never answers with a proxy configured,
-# and httpx (trust_env) goes around the dead proxy for loopback
+# the full client, forced: the light probe never answers with a proxy configured, and
+# httpx (trust_env) goes around the dead proxy for loopback; --debug: the Typer app
 FULL_PATH_ENV = {"HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1"}
+
+
+def typer_push(*args: str):
+    return apexrl("--debug", "image", "push", *args, env=FULL_PATH_ENV)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +106,7 @@ def test_unchanged_repush_fast_path_prints_what_the_full_push_prints(archives, r
     first = _push(archives[0], to)
     assert "0 blobs uploaded" not in first.stderr
     fast = _push(archives[0], to)
-    full = _push(archives[0], to, env=FULL_PATH_ENV)
+    full = typer_push(str(archives[0]), "--to", to)
     assert "0 blobs uploaded (0 bytes), 3 already there" in fast.stderr
     assert (fast.stdout, fast.stderr) == (full.stdout, full.stderr)
     assert records(fast.stdout)[0]["digest"] == oci.open_image(archives[0]).manifest_digest
@@ -111,44 +116,59 @@ def test_unchanged_repush_fast_path_prints_what_the_full_push_prints(archives, r
     _push(Path(both[1]), to, "--tag", "{world_id}-{digest12}")
     argv = ["image", "push", *both, "--to", to, "--tag", "{world_id}-{digest12}", "--json"]
     fast = apexrl(*argv)
-    full = apexrl(*argv, env=FULL_PATH_ENV)
+    full = typer_push(*argv[2:])
     assert fast.returncode == full.returncode == 0, fast.stderr + full.stderr
     assert (fast.stdout, fast.stderr) == (full.stdout, full.stderr)
     assert len(records(fast.stdout)) == 2
 
 
-def test_fast_path_loads_no_typer_pydantic_httpx_and_hands_over_when_unsure(archives, registry):
+def test_fast_path_loads_no_typer_pydantic_and_noop_no_httpx(archives, registry):
     to = f"{registry.host}/worlds"
-    _push(archives[0], to, "--tag", "fast")
     code = (
         "import sys\n"
-        "from apexrl.cli.entry import unchanged_push\n"
-        "done = unchanged_push(sys.argv[1:])\n"
+        "from apexrl.cli.entry import fast_image_push\n"
+        "code = fast_image_push(sys.argv[1:])\n"
         "heavy = sorted(m for m in ('typer', 'pydantic', 'httpx', 'rich.console', 'click')"
         " if m in sys.modules)\n"
-        "print('RESULT', done, heavy, file=sys.stderr)\n"
+        "print('RESULT', code, heavy, file=sys.stderr)\n"
     )
 
-    def run(tag: str, archive: Path) -> subprocess.CompletedProcess:
+    def run(*argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [PY, "-c", code, "image", "push", str(archive), "--to", to, "--tag", tag],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO_ROOT,
+            [PY, "-c", code, *argv], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
         )
 
-    p = run("fast", archives[0])
-    assert "RESULT True []" in p.stderr, p.stderr
+    # a new push: the full client (httpx, without its CLI's click), no Typer or pydantic
+    p = run("image", "push", str(archives[0]), "--to", to, "--tag", "fast")
+    assert "RESULT 0 ['httpx']" in p.stderr, p.stderr
+    assert "3 blobs uploaded" in p.stderr
     assert records(p.stdout)[0]["ref"] == f"{to}:fast"
-    # the tag names another image / does not exist: nothing printed, the full push runs
-    for tag, archive in (("fast", archives[1]), ("absent", archives[0])):
-        p = run(tag, archive)
-        assert "RESULT False" in p.stderr and p.stdout == "", p.stderr
-    # and the CLI then pushes as always
-    p = _push(archives[1], to, "--tag", "fast")
-    assert "0 blobs uploaded" not in p.stderr
+    # unchanged: one light HEAD, nothing heavy
+    p = run("image", "push", str(archives[0]), "--to", to, "--tag", "fast")
+    assert "RESULT 0 []" in p.stderr, p.stderr
+    assert "0 blobs uploaded (0 bytes), 3 already there" in p.stderr
+    # the tag moves to another image: pushed as always (the shared runtime layer skipped)
+    p = run("image", "push", str(archives[1]), "--to", to, "--tag", "fast")
+    assert "RESULT 0" in p.stderr and "1 already there" in p.stderr, p.stderr
     assert records(p.stdout)[0]["digest"] == oci.open_image(archives[1]).manifest_digest
+    # not plain, or inputs it cannot open: left to the Typer app, nothing printed
+    for argv in (
+        ["image", "push", str(archives[0]), "--to", to, "--dry-run"],
+        ["image", "push", str(archives[0]) + ".missing", "--to", to],
+        ["image", "push", str(archives[0]), "--to", "bad ref!"],
+    ):
+        p = run(*argv)
+        assert "RESULT None []" in p.stderr and p.stdout == "", p.stderr
+
+
+def test_fast_path_failures_are_reported_as_the_app_reports_them(archives, tmp_path):
+    gone = Registry(tmp_path / "gone")  # never started: connection refused
+    args = (str(archives[0]), "--to", f"{gone.host}/w", "--retries", "1")
+    fast = apexrl("image", "push", *args)
+    full = apexrl("--debug", "image", "push", *args, env={"APEXRL_DEBUG": ""})
+    assert fast.returncode == full.returncode == 4, fast.stderr + full.stderr
+    assert fast.stdout == full.stdout == ""
+    assert fast.stderr.startswith("error: ") and "gave up after 1 attempts" in fast.stderr
 
 
 def test_probe_answers_basic_challenges_and_hands_over_otherwise(archives, tmp_path, monkeypatch):
