@@ -208,3 +208,23 @@ def test_help_still_goes_to_typer():
         cwd=REPO_ROOT,
     )
     assert p.returncode == 0 and "--registry-endpoint" in p.stdout
+
+
+def test_installed_command_starts_at_the_entry_point():
+    import tomllib
+
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["apexrl"] == "apexrl.cli.entry:main"
+    p = subprocess.run(
+        [
+            PY,
+            "-c",
+            "import sys; from apexrl.cli.entry import main; sys.argv[0] = 'apexrl'; main()",
+            "--version",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
+    assert p.returncode == 0 and p.stdout.startswith("apexrl "), p.stderr
