@@ -1,3 +1,3 @@
-from apexrl.cli.app import main
+from apexrl.cli.entry import main
 
 main()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 import typer
 from typer.core import TyperGroup
@@ -12,7 +11,6 @@ from typer.exceptions import TyperException
 
 from apexrl import __version__
 from apexrl.cli import help_style, output
-from apexrl.errors import ApexError, ExitCode
 
 help_style.install()
 
@@ -25,27 +23,13 @@ class ApexGroup(TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except ApexError as e:
-            if _state["debug"]:
-                traceback.print_exc()
-            output.error(str(e))
-            raise typer.Exit(int(e.code)) from None
         except (typer.Exit, typer.Abort, TyperException):
             raise
-        except OSError as e:  # unreadable input, unwritable output, disk full: not a bug
-            if _state["debug"]:
-                traceback.print_exc()
-            where = f" ({e.filename})" if e.filename else ""
-            output.error(f"{e.strerror or e}{where}")
-            raise typer.Exit(int(ExitCode.CHECK_FAILED)) from None
-        except KeyboardInterrupt:
-            output.error("interrupted")
-            raise typer.Exit(130) from None
-        except Exception as e:  # a bug, not a user error: say so, keep it short
-            if _state["debug"]:
-                traceback.print_exc()
-            output.error(f"internal error: {type(e).__name__}: {e} (rerun with --debug)")
-            raise typer.Exit(int(ExitCode.CHECK_FAILED)) from None
+        except BaseException as e:
+            code = output.report_failure(e, debug=_state["debug"])
+            if code is None:
+                raise
+            raise typer.Exit(code) from None
 
 
 app = typer.Typer(

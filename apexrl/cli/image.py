@@ -13,13 +13,14 @@ app = typer.Typer(help="Push world images to ECR or any OCI registry.", no_args_
 
 def _archives(items: list[str]) -> list[tuple[Path, str | None]]:
     """ARCHIVE paths, or `world pack` record files (.jsonl, `-` for stdin)."""
-    from apexrl.artifacts.jsonl import read_records
-    from apexrl.artifacts.models import PackedImageRecord
     from apexrl.errors import UsageError
 
     out: list[tuple[Path, str | None]] = []
     for item in items:
         if item == "-" or item.endswith((".jsonl", ".ndjson")):
+            from apexrl.artifacts.jsonl import read_records
+            from apexrl.artifacts.models import PackedImageRecord
+
             for rec in read_records(item, PackedImageRecord):
                 out.append((Path(rec.archive), rec.world_id))
         else:
@@ -70,11 +71,9 @@ def push(
     input of `tasks convert`. Re-running finishes an interrupted push; an
     unchanged image uploads nothing.
     """
-    from apexrl.artifacts.models import ImageRecord
-    from apexrl.errors import ApexError, UsageError
+    from apexrl.errors import UsageError
     from apexrl.images import oci
     from apexrl.images.refs import check_tag, parse_reference
-    from apexrl.images.registry import client_for, push_error_code, push_image
 
     dest = parse_reference(to, require_repo_only=True)
     items = _archives(archives)
@@ -96,33 +95,16 @@ def push(
                 f"would push {path} -> {dest.with_tag(t)} ({size} bytes, {src.manifest_digest})"
             )
         return
-    records: list[ImageRecord] = []
-    errors: list[BaseException] = []
-    client = client_for(
-        dest, endpoint=registry_endpoint, concurrency=concurrency, retries=retries, timeout=timeout
+    from apexrl.cli.image_push import run_push
+
+    code = run_push(
+        dest,
+        plans,
+        endpoint=registry_endpoint,
+        concurrency=concurrency,
+        retries=retries,
+        timeout=timeout,
+        as_json=as_json,
     )
-    with client:
-        for path, src, world_id, t in plans:
-            total = sum(b.size for b in src.blob_refs())
-            try:
-                with output.progress(f"push {world_id}", total=total) as advance:
-                    res = push_image(client, src, t, concurrency=concurrency, on_bytes=advance)
-            except ApexError as e:
-                output.error(f"{path}: {e}")
-                errors.append(e)
-                continue
-            output.info(
-                f"{res.ref}: {res.uploaded_blobs} blobs uploaded ({res.uploaded_bytes} bytes), "
-                f"{res.skipped_blobs} already there"
-            )
-            rec = ImageRecord(
-                world_id=world_id, ref=str(res.ref), digest=res.digest, size_bytes=res.size
-            )
-            records.append(rec)
-            if as_json:
-                output.emit_records([rec], json_out=True)
-    if not as_json:
-        output.emit_records(records, title="pushed images")
-    code = push_error_code(errors, len(records))
     if code:
-        raise typer.Exit(int(code))
+        raise typer.Exit(code)

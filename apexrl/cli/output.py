@@ -84,7 +84,37 @@ def emit_json(obj: BaseModel | dict) -> None:
     sys.stdout.write(orjson.dumps(_as_dict(obj), option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def stderr_is_plain() -> bool:
+    """stderr is plainly not a terminal, as Rich decides it (no TTY and none of the
+    variables that make Rich treat a pipe as one): Rich would write no styles there."""
+    if os.environ.get("TTY_COMPATIBLE") is not None or os.environ.get("FORCE_COLOR") is not None:
+        return False
+    try:
+        return not sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _is_literal(message: str) -> bool:
+    """True when Rich would print `message` unchanged (no markup, no :emoji: code)."""
+    if "[" in message or not message.isprintable():
+        return False
+    if ":" not in message:
+        return True
+    try:
+        from rich._emoji_replace import _emoji_replace
+    except ImportError:  # pragma: no cover - a Rich without it: let Rich print
+        return False
+    return _emoji_replace(message) == message
+
+
 def info(message: str) -> None:
+    # Rich's Console (and its import) only where it would change something: a terminal,
+    # markup or emoji codes. Piped plain text is written as Rich writes it.
+    if stderr_is_plain() and _is_literal(message):
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+        return
     err_console().print(message)
 
 
@@ -103,6 +133,13 @@ def error(message: str) -> None:
 @contextmanager
 def progress(label: str, total: int | None):
     """A Rich progress bar on stderr; yields an `advance(n=1)` callable."""
+    if stderr_is_plain():  # Rich would draw nothing there: skip loading it
+
+        def skip(n: int = 1) -> None:
+            return None
+
+        yield skip
+        return
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -129,3 +166,35 @@ def progress(label: str, total: int | None):
             prog.advance(task, n)
 
         yield advance
+
+
+def report_failure(e: BaseException, *, debug: bool = False) -> int | None:
+    """Print what a command that raised `e` tells the user; its exit code. None for
+    what is not a failure to report (SystemExit and the like: re-raise it).
+    ApexError: its message and code. OSError (unreadable input, unwritable output, disk
+    full): not a bug, exit 1. KeyboardInterrupt: 130. Anything else is a bug: said so,
+    briefly (the traceback only with --debug)."""
+    import traceback
+
+    from apexrl.errors import ApexError, ExitCode
+
+    if isinstance(e, ApexError):
+        if debug:
+            traceback.print_exception(e)
+        error(str(e))
+        return int(e.code)
+    if isinstance(e, OSError):
+        if debug:
+            traceback.print_exception(e)
+        where = f" ({e.filename})" if e.filename else ""
+        error(f"{e.strerror or e}{where}")
+        return int(ExitCode.CHECK_FAILED)
+    if isinstance(e, KeyboardInterrupt):
+        error("interrupted")
+        return 130
+    if isinstance(e, Exception):
+        if debug:
+            traceback.print_exception(e)
+        error(f"internal error: {type(e).__name__}: {e} (rerun with --debug)")
+        return int(ExitCode.CHECK_FAILED)
+    return None

@@ -213,6 +213,58 @@ class _BlobStream:
             self._stop.set()
 
 
+def _httpx():
+    """httpx without its command-line module: httpx/__init__ imports httpx._main, which
+    loads click, rich and pygments when they are installed (a third of httpx's import
+    time). It falls back to a stub `main` when that import fails; nothing here uses it."""
+    import sys
+
+    if "httpx" in sys.modules:
+        return sys.modules["httpx"]
+    block = "httpx._main" not in sys.modules
+    if block:
+        sys.modules["httpx._main"] = None  # type: ignore[assignment]
+    try:
+        import httpx
+    finally:
+        if block and sys.modules.get("httpx._main", 0) is None:
+            del sys.modules["httpx._main"]  # a later `import httpx._main` works as usual
+    return httpx
+
+
+def _transport(limits: Any) -> Any:
+    """One transport for both schemes that builds the TLS one on first https use:
+    loading the CA bundle costs ~60 ms of CPU, wasted on plain-HTTP registries. The
+    plain one carries no verification settings because it never speaks TLS."""
+    httpx = _httpx()
+
+    class _ByScheme(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self._plain: Any = None
+            self._tls: Any = None
+            self._lock = threading.Lock()
+
+        def _get(self, tls: bool) -> Any:
+            with self._lock:
+                if tls:
+                    if self._tls is None:
+                        self._tls = httpx.HTTPTransport(limits=limits)  # verify=True
+                    return self._tls
+                if self._plain is None:
+                    self._plain = httpx.HTTPTransport(limits=limits, verify=False)
+                return self._plain
+
+        def handle_request(self, request: Any) -> Any:
+            return self._get(request.url.scheme == "https").handle_request(request)
+
+        def close(self) -> None:
+            for t in (self._plain, self._tls):
+                if t is not None:
+                    t.close()
+
+    return _ByScheme()
+
+
 def _registry_error(resp: Any) -> str:
     try:
         errs = resp.json().get("errors") or []
@@ -248,7 +300,7 @@ class RegistryClient:
         concurrency: int = 4,
         actions: str = "pull,push",
     ) -> None:
-        import httpx
+        httpx = _httpx()
 
         self.ref = ref
         endpoint = endpoint or os.environ.get(ENV_ENDPOINT) or None
@@ -266,7 +318,7 @@ class RegistryClient:
 
         self._http = httpx.Client(
             timeout=self._timeout,
-            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            transport=_transport(httpx.Limits(max_connections=n, max_keepalive_connections=n)),
             headers={"User-Agent": f"apexrl/{__version__}"},
         )
 
@@ -297,7 +349,7 @@ class RegistryClient:
     ):
         """One attempt (plus one re-send after an auth challenge). Raises _Retryable for
         5xx/429/connection errors, RemoteError/AuthError for the rest."""
-        import httpx
+        httpx = _httpx()
 
         what = f"{method} {url}"
         for auth_round in range(2):
@@ -370,7 +422,7 @@ class RegistryClient:
         return False
 
     def _fetch_token(self, params: dict[str, str]) -> str:
-        import httpx
+        httpx = _httpx()
 
         query = {"service": params.get("service", "")}
         query["scope"] = params.get("scope") or f"repository:{self.ref.repository}:{self.actions}"
@@ -497,7 +549,7 @@ class RegistryClient:
         from apexrl.artifacts.atomic import atomic_path
 
         def attempt() -> None:
-            import httpx
+            httpx = _httpx()
 
             with atomic_path(dest) as tmp:
                 resp = self._send("GET", self.url(f"blobs/{digest}"), stream=True)
@@ -621,6 +673,23 @@ def client_for(
     )
 
 
+def archive_blobs(src: oci.ImageSource) -> dict[str, oci.BlobRef]:
+    """The image's distinct blobs, each checked present and of its manifest size
+    (a torn archive is a local fault, not a remote one)."""
+    blobs: dict[str, oci.BlobRef] = {}
+    for b in src.blob_refs():
+        blobs.setdefault(b.digest, b)
+    for b in blobs.values():
+        have = src._size(b.digest)
+        if have is None:
+            raise CorruptBlobError(f"{src.where}: blob {b.digest} is missing from the archive")
+        if have != b.size:
+            raise CorruptBlobError(
+                f"{src.where}: blob {b.digest} is {have} bytes, manifest says {b.size}"
+            )
+    return blobs
+
+
 def push_image(
     client: RegistryClient,
     src: oci.ImageSource,
@@ -629,17 +698,7 @@ def push_image(
     concurrency: int = 4,
     on_bytes: Callable[[int], None] | None = None,
 ) -> PushResult:
-    blobs: dict[str, oci.BlobRef] = {}
-    for b in src.blob_refs():
-        blobs.setdefault(b.digest, b)
-    for b in blobs.values():  # a torn archive is a local fault, not a remote one
-        have = src._size(b.digest)
-        if have is None:
-            raise CorruptBlobError(f"{src.where}: blob {b.digest} is missing from the archive")
-        if have != b.size:
-            raise CorruptBlobError(
-                f"{src.where}: blob {b.digest} is {have} bytes, manifest says {b.size}"
-            )
+    blobs = archive_blobs(src)
     digest = src.manifest_digest
     ref = client.ref.with_tag(tag)
     total = sum(b.size for b in blobs.values()) + len(src.manifest_bytes)
@@ -678,6 +737,140 @@ def push_image(
         client.put_manifest(digest, src.manifest_bytes, src.manifest_media_type)
     client.put_manifest(tag, src.manifest_bytes, src.manifest_media_type)
     return PushResult(ref, digest, total, counts["up"], counts["bytes"], counts["skip"])
+
+
+# --- the light probe: is a tag already there? -------------------------------------------
+
+_PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def probe_manifest_digests(
+    ref: Reference,
+    wanted: list[tuple[str, str]],
+    *,
+    endpoint: str | None = None,
+    timeout: float = 30.0,
+) -> list[str | None] | None:
+    """HEAD each (reference, media type) in `wanted` with the standard library only, on
+    one kept-alive connection: the registry's digest for each (None where absent), or
+    None for the whole when this light path cannot answer for sure.
+
+    It lets an unchanged re-push finish without loading the full HTTP client (httpx,
+    its h11/h2/certifi stack): the CLI checks first and falls back to the normal push
+    on None. It answers only plain cases: no proxy in the environment, no redirects,
+    anonymous access or one Basic/Bearer challenge, every answer 200 or 404. Anything
+    else (errors, timeouts, 5xx, 429, other challenges, ECR, which needs boto3 for its
+    token) returns None, and the normal client handles it with its retries and errors.
+    """
+    import http.client
+    from urllib.parse import urlsplit
+
+    if ref.ecr or any(os.environ.get(k) for k in _PROXY_ENV):
+        return None
+    base = (
+        endpoint
+        or os.environ.get(ENV_ENDPOINT)
+        or f"{default_scheme(ref.api_host)}://{ref.api_host}"
+    ).rstrip("/")
+    u = urlsplit(base)
+    if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment:
+        return None
+    t = min(timeout, 10.0)  # a hung registry costs at most this before the normal path
+    try:
+        if u.scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                u.hostname, u.port, timeout=t, context=_ssl_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=t)
+    except Exception:
+        return None
+    from apexrl import __version__
+
+    headers = {"User-Agent": f"apexrl/{__version__}"}
+    out: list[str | None] = []
+    try:
+        for reference, media_type in wanted:
+            path = f"{u.path}/v2/{ref.repository}/manifests/{reference}"
+            h = {**headers, "Accept": media_type}
+            status, resp_headers = _head(conn, path, h)
+            if status == 401 and "Authorization" not in headers:
+                token = _probe_auth(ref, resp_headers.get("WWW-Authenticate", ""), t)
+                if token is None:
+                    return None
+                headers["Authorization"] = token
+                h["Authorization"] = token
+                status, resp_headers = _head(conn, path, h)
+            if status == 404:
+                out.append(None)
+            elif status == 200:
+                got = resp_headers.get("Docker-Content-Digest")
+                if not got:
+                    return None
+                out.append(got)
+            else:
+                return None
+    except Exception:  # any failure: the normal client decides, with its retries
+        return None
+    finally:
+        conn.close()
+    return out
+
+
+def _head(conn: Any, path: str, headers: dict[str, str]) -> tuple[int, Any]:
+    conn.request("HEAD", path, headers=headers)
+    resp = conn.getresponse()
+    resp.read()
+    return resp.status, resp.headers
+
+
+def _ssl_context():
+    """What httpx verifies against: SSL_CERT_FILE / SSL_CERT_DIR, else certifi's bundle."""
+    import ssl
+
+    if os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    if os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def _probe_auth(ref: Reference, challenge: str, timeout: float) -> str | None:
+    """An Authorization value for one Basic or Bearer challenge, or None."""
+    import http.client
+    from urllib.parse import urlencode, urlsplit
+
+    scheme, _, rest = challenge.partition(" ")
+    params = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+    creds = auth.lookup(ref.registry)
+    if scheme.lower() == "basic":
+        return creds.basic() if creds else None
+    if scheme.lower() != "bearer" or not params.get("realm"):
+        return None
+    realm = urlsplit(params["realm"])
+    if realm.scheme != "https" and realm.hostname not in ("localhost", "127.0.0.1", "::1"):
+        return None
+    query = {
+        "service": params.get("service", ""),
+        "scope": params.get("scope") or f"repository:{ref.repository}:pull,push",
+    }
+    path = (realm.path or "/") + "?" + (realm.query + "&" if realm.query else "") + urlencode(query)
+    cls = http.client.HTTPSConnection if realm.scheme == "https" else http.client.HTTPConnection
+    kw = {"context": _ssl_context()} if realm.scheme == "https" else {}
+    conn = cls(realm.hostname, realm.port, timeout=timeout, **kw)
+    try:
+        conn.request("GET", path, headers={"Authorization": creds.basic()} if creds else {})
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            return None
+    finally:
+        conn.close()
+    data = json.loads(body)
+    token = data.get("token") or data.get("access_token")
+    return f"Bearer {token}" if token else None
 
 
 def cache_dir() -> Path:

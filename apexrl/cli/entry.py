@@ -1,0 +1,130 @@
+"""The `apexrl` program's entry point: one fast path, then the Typer app.
+
+`image push` runs before Typer and pydantic are loaded (and an unchanged re-push before
+httpx and Rich too): loading them costs more than a no-op push and a good part of a big
+one. Only a plain command line takes this path (`image push ARCHIVE... --to R` with
+--tag, -n/--concurrency, --retries, --timeout, --registry-endpoint, --json); anything
+else (--help, --dry-run, --debug, an option it does not know, a record file) and any
+input it cannot open goes to the Typer app, which parses and reports as always. The
+push itself is the same code (cli/image_push.py), its failures reported as the app
+reports them (output.report_failure).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_VALUE_OPTIONS = {
+    "--to": "to",
+    "--tag": "tag",
+    "-n": "concurrency",
+    "--concurrency": "concurrency",
+    "--retries": "retries",
+    "--timeout": "timeout",
+    "--registry-endpoint": "registry_endpoint",
+}
+
+
+def parse_image_push(argv: list[str]) -> dict | None:
+    """The options of a plain `image push` command line, or None for anything else."""
+    if len(argv) < 2 or argv[0] != "image" or argv[1] != "push":
+        return None
+    opts: dict = {"archives": [], "json_out": False}
+    i = 2
+    while i < len(argv):
+        a = argv[i]
+        if a == "--json":
+            if opts["json_out"]:
+                return None
+            opts["json_out"] = True
+        elif a.startswith("-"):
+            name, eq, value = a.partition("=")
+            key = _VALUE_OPTIONS.get(name)
+            if key is None or key in opts:
+                return None
+            if not eq:
+                i += 1
+                if i >= len(argv):
+                    return None
+                value = argv[i]
+            opts[key] = value
+        else:
+            if a.endswith((".jsonl", ".ndjson")):
+                return None
+            opts["archives"].append(a)
+        i += 1
+    if not opts["archives"] or not opts.get("to"):
+        return None
+    try:
+        concurrency = int(opts.get("concurrency", "4"))
+        if "retries" in opts and int(opts["retries"]) < 1:
+            return None
+        opts["timeout"] = float(opts.get("timeout", "30"))
+    except ValueError:
+        return None
+    if not 1 <= concurrency <= 64:
+        return None
+    opts.setdefault("tag", "{world_id}")
+    if "registry_endpoint" not in opts:
+        env = os.environ.get("APEXRL_REGISTRY_ENDPOINT")
+        if env == "":
+            return None
+        opts["registry_endpoint"] = env
+    return opts
+
+
+def fast_image_push(argv: list[str]) -> int | None:
+    """Run a plain `image push` without Typer: its exit code, or None when the command
+    line or its inputs need the Typer app (nothing has been printed then)."""
+    opts = parse_image_push(argv)
+    if opts is None:
+        return None
+    try:
+        from pathlib import Path
+
+        from apexrl.cli import output
+        from apexrl.cli.image_push import run_push
+        from apexrl.images import oci
+        from apexrl.images.refs import check_tag, parse_reference
+
+        dest = parse_reference(opts["to"], require_repo_only=True)
+        tag = opts["tag"]
+        if len(opts["archives"]) > 1 and "{" not in tag:
+            return None
+        plans = []
+        for item in opts["archives"]:
+            path = Path(item)
+            if not path.exists():
+                return None
+            src = oci.open_image(path)
+            world_id = src.world_id or src.ref_name or path.name.split(".")[0]
+            t = check_tag(tag.format(world_id=world_id, digest12=src.manifest_digest[7:19]))
+            plans.append((path, src, world_id, t))
+        as_json = opts["json_out"] or not output.stdout_is_terminal()
+    except Exception:  # bad input: the Typer app says what is wrong, as always
+        return None
+    try:
+        return run_push(
+            dest,
+            plans,
+            endpoint=opts["registry_endpoint"],
+            concurrency=int(opts.get("concurrency", "4")),
+            retries=int(opts["retries"]) if "retries" in opts else None,
+            timeout=opts["timeout"],
+            as_json=as_json,
+        )
+    except BaseException as e:  # reported as the Typer app reports it
+        code = output.report_failure(e, debug=bool(os.environ.get("APEXRL_DEBUG")))
+        if code is None:
+            raise
+        return code
+
+
+def main() -> None:
+    code = fast_image_push(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    from apexrl.cli.app import main as app_main
+
+    app_main()

@@ -1,0 +1,114 @@
+"""The body of `image push` once its command line is parsed, without Typer: run by the
+Typer command and by the entry point's fast path (which parses plain command lines
+itself, so a push does not pay for loading Typer and pydantic).
+
+An unchanged re-push is answered by one light HEAD per image (standard library only):
+when every tag already names its image, it reports exactly what the push would have
+(progress on a terminal, the per-image line, the records) without loading httpx.
+Records are written as `image_record` dicts: ImageRecord's dump, without pydantic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apexrl.cli import output
+
+
+def image_record(world_id: str, ref: str, digest: str, size_bytes: int) -> dict[str, Any]:
+    """ImageRecord(...).model_dump(mode="json") without loading pydantic (the same keys
+    in the same order; a test keeps the two equal)."""
+    return {
+        "schema_version": "1",
+        "world_id": world_id,
+        "ref": ref,
+        "digest": digest,
+        "size_bytes": size_bytes,
+        "platform": "linux/amd64",
+        "profile": "apexrl",
+    }
+
+
+def unchanged(dest: Any, plans: list, endpoint: str | None, timeout: float) -> list | None:
+    """Each plan's distinct blobs when every tag already names its image, else None
+    (nothing printed: the normal push then runs). `plans`: (path, source, world_id, tag)."""
+    from apexrl.errors import ApexError
+    from apexrl.images.registry import archive_blobs, probe_manifest_digests
+
+    try:
+        blobs = [archive_blobs(src) for _p, src, _w, _t in plans]
+    except ApexError:  # a torn archive: the normal push reports it
+        return None
+    got = probe_manifest_digests(
+        dest,
+        [(t, src.manifest_media_type) for _p, src, _w, t in plans],
+        endpoint=endpoint,
+        timeout=timeout,
+    )
+    if got is None or any(g != p[1].manifest_digest for g, p in zip(got, plans, strict=True)):
+        return None
+    return blobs
+
+
+def report_unchanged(dest: Any, plans: list, blobs: list, as_json: bool) -> None:
+    """What `image push` prints for images that were all already there."""
+    records = []
+    for (_path, src, world_id, t), bl in zip(plans, blobs, strict=True):
+        there = sum(b.size for b in bl.values())
+        total = sum(b.size for b in src.blob_refs())
+        with output.progress(f"push {world_id}", total=total) as advance:
+            advance(there)
+        ref = dest.with_tag(t)
+        output.info(f"{ref}: 0 blobs uploaded (0 bytes), {len(bl)} already there")
+        rec = image_record(world_id, str(ref), src.manifest_digest, there + len(src.manifest_bytes))
+        records.append(rec)
+        if as_json:
+            output.emit_records([rec], json_out=True)
+    if not as_json:
+        output.emit_records(records, title="pushed images")
+
+
+def run_push(
+    dest: Any,
+    plans: list,
+    *,
+    endpoint: str | None,
+    concurrency: int,
+    retries: int | None,
+    timeout: float,
+    as_json: bool,
+) -> int:
+    """Push every plan (path, source, world_id, tag); print the records; the exit code."""
+    done = unchanged(dest, plans, endpoint, timeout)
+    if done is not None:
+        report_unchanged(dest, plans, done, as_json)
+        return 0
+    from apexrl.errors import ApexError
+    from apexrl.images.registry import client_for, push_error_code, push_image
+
+    records: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+    client = client_for(
+        dest, endpoint=endpoint, concurrency=concurrency, retries=retries, timeout=timeout
+    )
+    with client:
+        for path, src, world_id, t in plans:
+            total = sum(b.size for b in src.blob_refs())
+            try:
+                with output.progress(f"push {world_id}", total=total) as advance:
+                    res = push_image(client, src, t, concurrency=concurrency, on_bytes=advance)
+            except ApexError as e:
+                output.error(f"{path}: {e}")
+                errors.append(e)
+                continue
+            output.info(
+                f"{res.ref}: {res.uploaded_blobs} blobs uploaded ({res.uploaded_bytes} bytes), "
+                f"{res.skipped_blobs} already there"
+            )
+            rec = image_record(world_id, str(res.ref), res.digest, res.size)
+            records.append(rec)
+            if as_json:
+                output.emit_records([rec], json_out=True)
+    if not as_json:
+        output.emit_records(records, title="pushed images")
+    return int(push_error_code(errors, len(records)))
