@@ -47,7 +47,7 @@ from apexrl.agent.records import (
     TITO_FILE,
     AgentRunRecord,
 )
-from apexrl.engine.serve import probe_endpoint
+from apexrl.engine.probe import probe_endpoint
 from apexrl.errors import ApexError, UsageError
 from apexrl.trial.config import AgentBudgets, Sampling
 

@@ -140,7 +140,7 @@ def check(
     Prints one JSON line: url, model, max_model_len, and the sampled ids. Exit 4 when
     unreachable, 1 when it does not honour the TITO contract (return_token_ids, logprobs).
     """
-    from apexrl.engine.serve import probe_endpoint
+    from apexrl.engine.probe import probe_endpoint
     from apexrl.errors import ApexError
     from apexrl.tito.client import EngineClient, RetryPolicy
 

@@ -387,7 +387,7 @@ def launch(opts) -> VllmServer:
     """vLLM for `opts.model` (apexrl.engine.protocol.StartOptions), started and healthy."""
     import socket
 
-    from apexrl.engine.serve import probe_endpoint
+    from apexrl.engine.probe import probe_endpoint
 
     python = vllm_python(opts.vllm_python)
     build = probe_vllm(python)

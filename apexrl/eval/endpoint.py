@@ -48,7 +48,8 @@ def resolve_model(
 ) -> ResolvedModel:
     """Resolve MODEL to a checkpoint and an engine kind without starting anything
     (an --endpoint is probed: it must answer now)."""
-    from apexrl.engine.serve import choose_engine, probe_endpoint
+    from apexrl.engine.probe import probe_endpoint
+    from apexrl.engine.serve import choose_engine
 
     res = ResolvedModel(tokenizer=tokenizer, chat_template=chat_template, vllm_python=vllm_python)
     if agent == "oracle" and not model and not endpoint:

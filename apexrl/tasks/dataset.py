@@ -100,44 +100,11 @@ def make_manifest(rows: list[DatasetRow], shards: list[str]) -> DatasetManifest:
 def dataset_digest(rows: Iterable[DatasetRow]) -> str:
     """The dataset's content digest: sha256 over sorted (task path, packed task sha256).
     What `tasks pack` writes in _dataset.json, eval records in run.json, and a training
-    run's manifest records (source_digest)."""
+    run's manifest records (tasks.pack.source_digest)."""
     h = hashlib.sha256()
     for path, sha in sorted((r.path, r.sha256 or "") for r in rows):
         h.update(f"{path}\0{sha}\n".encode())
     return "sha256:" + h.hexdigest()
-
-
-def source_digest(source: str | None) -> str | None:
-    """dataset_digest of a local dataset source without unpacking it: a packed dataset's
-    _dataset.json digest, or a folder of task dirs packed here (the digest eval records
-    for the same folder). Remote sources (hf://, s3://) are named by their URI: None.
-    Parquet files without a _dataset.json: a hash of their bytes ("files:sha256:...")."""
-    if not source or "://" in source:
-        return None
-    p = Path(source).expanduser()
-    if p.is_dir() and (p / MANIFEST).is_file():
-        import json
-
-        return json.loads((p / MANIFEST).read_text("utf-8")).get("digest")
-    if p.is_dir():
-        from apexrl.artifacts.models import DatasetRow
-        from apexrl.tasks.pack import find_task_dirs, pack_task_dir
-
-        dirs = find_task_dirs(p)
-        if dirs:
-            return dataset_digest(DatasetRow(path=d.name, sha256=pack_task_dir(d)[1]) for d in dirs)
-    files = (
-        [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else []
-    )
-    if not files:
-        return None
-    h = hashlib.sha256()
-    for f in files:
-        h.update(str(f.relative_to(p.parent if p.is_file() else p)).encode() + b"\0")
-        with f.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return "files:sha256:" + h.hexdigest()
 
 
 def _write_shard(tmp: Path, group: list[PackedTask], index: int) -> None:

@@ -140,3 +140,38 @@ def pack_dirs(dirs: list[Path], *, workers: int | None = None, on_done=None):
         if on_done:
             on_done()
         yield result
+
+
+def source_digest(source: str | None) -> str | None:
+    """dataset_digest of a local dataset source without unpacking it: a packed dataset's
+    _dataset.json digest, or a folder of task dirs packed here (the digest eval records
+    for the same folder). Remote sources (hf://, s3://) are named by their URI: None.
+    Parquet files without a _dataset.json: a hash of their bytes ("files:sha256:...")."""
+    from apexrl.tasks.dataset import MANIFEST
+
+    if not source or "://" in source:
+        return None
+    p = Path(source).expanduser()
+    if p.is_dir() and (p / MANIFEST).is_file():
+        import json
+
+        return json.loads((p / MANIFEST).read_text("utf-8")).get("digest")
+    if p.is_dir():
+        from apexrl.artifacts.models import DatasetRow
+        from apexrl.tasks.dataset import dataset_digest
+
+        dirs = find_task_dirs(p)
+        if dirs:
+            return dataset_digest(DatasetRow(path=d.name, sha256=pack_task_dir(d)[1]) for d in dirs)
+    files = (
+        [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else []
+    )
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(p.parent if p.is_file() else p)).encode() + b"\0")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return "files:sha256:" + h.hexdigest()

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl import __version__
 from apexrl.errors import ApexError, RemoteError, UsageError
-from apexrl.tasks.dataset import source_digest
+from apexrl.tasks.pack import source_digest
 from apexrl.train.recipe import LoadedRecipe
 from apexrl.train.render import RunSpec
 from apexrl.trial.config import TrialSpec

@@ -1,10 +1,10 @@
 """One dataset digest: eval's run.json, a packed dataset's _dataset.json and a training
-run's manifest (tasks.dataset.source_digest) agree for the same tasks."""
+run's manifest (tasks.pack.source_digest) agree for the same tasks."""
 
 from __future__ import annotations
 
 from apexrl.eval.runner import resolve_tasks
-from apexrl.tasks.dataset import source_digest
+from apexrl.tasks.pack import source_digest
 
 
 def test_task_dirs_and_packed_dataset_give_the_digest_eval_records(task_dirs, tmp_path):
