@@ -11,6 +11,7 @@ traj = sess.to_trajectory("id")
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from apexrl.tito.observation import ObservationTokenizer
@@ -18,6 +19,18 @@ from apexrl.tito.parsing import ParsedCompletion, parse_completion, tool_call_fo
 from apexrl.tito.state import TokenState
 from apexrl.tito.tokenizer import Tokenizer
 from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """A turn as a span of the session's token state (no copy of its tokens)."""
+
+    kind: str  # sampled | observation
+    start: int
+    end: int
+    message_index: int | None
+    n_messages: int = 1
+    finish_reason: str | None = None
 
 
 class TitoSession:
@@ -40,7 +53,7 @@ class TitoSession:
         self.state = TokenState()
         self.messages: list[dict] = []
         self.tools: list[dict] | None = None
-        self.turns: list[TitoTurn] = []
+        self.turn_refs: list[TurnRef] = []  # spans of self.state (turns are built on demand)
         self.n_prompt_messages = 0
         self.model = model
         # the format the template teaches; the parser reads only that one (None: either)
@@ -96,31 +109,48 @@ class TitoSession:
         if parsed.reasoning is None and self.prefill_reasoning is not None:
             msg["reasoning_content"] = self.prefill_reasoning
         self.messages.append(msg)
-        self.turns.append(
-            TitoTurn(
-                kind="sampled",
-                token_ids=list(token_ids),
-                logprobs=list(logprobs or []),
-                message_index=len(self.messages) - 1,
-                finish_reason=finish_reason,
-            )
+        end = len(self.state)
+        self.turn_refs.append(
+            TurnRef("sampled", end - len(token_ids), end, len(self.messages) - 1, 1, finish_reason)
         )
         return parsed
 
-    def add_observations(self, messages: Sequence[dict]) -> list[int]:
+    def tokenize_observations(self, messages: Sequence[dict]) -> list[int]:
+        """The ids `add_observations(messages)` would append (pure: safe in a worker
+        thread while the event loop runs other trials)."""
+        return self.obs.tokenize([dict(m) for m in messages], last_token=self.state.last_token)
+
+    def add_observations(
+        self, messages: Sequence[dict], *, ids: Sequence[int] | None = None
+    ) -> list[int]:
+        """Append observation messages; `ids`: their tokens from `tokenize_observations`
+        (computed elsewhere, e.g. off the event loop), else tokenized here."""
         msgs = [dict(m) for m in messages]
-        ids = self.obs.tokenize(msgs, last_token=self.state.last_token)
+        if ids is None:
+            ids = self.obs.tokenize(msgs, last_token=self.state.last_token)
+        start = len(self.state)
         self.state.append_observation(ids)
-        self.turns.append(
-            TitoTurn(
-                kind="observation",
-                token_ids=ids,
-                message_index=len(self.messages),
-                n_messages=len(msgs),
-            )
+        self.turn_refs.append(
+            TurnRef("observation", start, len(self.state), len(self.messages), len(msgs))
         )
         self.messages.extend(msgs)
-        return ids
+        return list(ids)
+
+    @property
+    def turns(self) -> list[TitoTurn]:
+        """The turns after the prompt as records (built from the token state)."""
+        ids, lps = self.state.ids, self.state.logprobs
+        return [
+            TitoTurn(
+                kind=r.kind,  # type: ignore[arg-type]
+                token_ids=ids[r.start : r.end].tolist(),
+                logprobs=lps[r.start : r.end].tolist() if r.kind == "sampled" else None,
+                message_index=r.message_index,
+                n_messages=r.n_messages,
+                finish_reason=r.finish_reason,
+            )
+            for r in self.turn_refs
+        ]
 
     def to_trajectory(self, trajectory_id: str, **extra: Any) -> TitoTrajectory:
         return TitoTrajectory(

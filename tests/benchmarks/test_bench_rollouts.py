@@ -1,0 +1,114 @@
+"""Benchmark: N concurrent simulated trials through the real agent loop and TITO state.
+
+See tests/benchmarks/rollouts.py for what is real and what is a double (the engine
+and the world are benchmark-only doubles; the agent loop, TITO session, tokenizer,
+template, engine client and records are apexrl's own).
+
+  rollouts_scale  N = 50, 150, 550 trials at a scaled-down shape (8 turns, 2-4k tokens
+                  per observation, 1-2 s per engine call: ~28k tokens per trial), in one
+                  event loop: driver RSS per trial, event-loop lag p50/p99, CPU per
+                  agent step, steps/s, and how each grows with N (ratio to N=50).
+  rollouts_goal   the goal case: 550 concurrent trials at ~100k tokens each (25 turns,
+                  3.5-4.5k tokens per observation), in one event loop and sharded over
+                  worker processes (apexrl.trial.shards). Targets: <= 4 GB driver RSS,
+                  lag p99 < 250 ms on this 2-core machine.
+
+Environment: APEXRL_BENCH_ROLLOUTS_N ("50,150,550"), APEXRL_BENCH_ROLLOUTS_GOAL
+("1"; "0" skips the goal case), APEXRL_BENCH_ROLLOUTS_SHARDS ("2"),
+APEXRL_BENCH_ROLLOUTS_LABEL (suffix of the result keys, e.g. "_before").
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.benchmarks.results import load_average, record
+from tests.benchmarks.rollouts import Shape, run_scale
+
+NS = [int(x) for x in os.environ.get("APEXRL_BENCH_ROLLOUTS_N", "50,150,550").split(",") if x]
+GOAL = os.environ.get("APEXRL_BENCH_ROLLOUTS_GOAL", "1") != "0"
+SHARDS = int(os.environ.get("APEXRL_BENCH_ROLLOUTS_SHARDS", "2"))
+LABEL = os.environ.get("APEXRL_BENCH_ROLLOUTS_LABEL", "")
+
+CURVE = Shape(turns=8, obs_tokens=(2000, 4000), completion_tokens=(150, 600), latency_s=(1, 2))
+GOAL_SHAPE = Shape(
+    turns=25, obs_tokens=(3500, 4500), completion_tokens=(150, 600), latency_s=(1, 2)
+)
+TARGETS = {"rss_peak_mb_max": 4096, "lag_p99_ms_max": 250}
+COMMAND = "pytest -q -s tests/benchmarks/test_bench_rollouts.py"
+
+
+def _growth(curve: list[dict]) -> dict:
+    base = curve[0]
+
+    def r(a: float, b: float) -> float | None:
+        return round(a / b, 2) if b else None
+
+    return {
+        f"N{c['trials']}_over_N{base['trials']}": {
+            "trials": r(c["trials"], base["trials"]),
+            "rss_per_trial": r(c["rss_per_trial_mb"], base["rss_per_trial_mb"]),
+            "rss_peak": r(c["rss_peak_mb"], base["rss_peak_mb"]),
+            "lag_p50": r(c["lag_ms"]["p50"], base["lag_ms"]["p50"]),
+            "lag_p99": r(c["lag_ms"]["p99"], base["lag_ms"]["p99"]),
+            "cpu_per_step": r(c["cpu_ms_per_step"], base["cpu_ms_per_step"]),
+            "steps_per_s": r(c["steps_per_s"], base["steps_per_s"]),
+        }
+        for c in curve[1:]
+    }
+
+
+@pytest.mark.timeout(3600)
+def test_bench_rollouts_scale():
+    load_at_start = load_average()
+    curve = []
+    for n in NS:
+        res = run_scale(n, CURVE)
+        assert res["statuses"] == {"complete": n}, res["statuses"]
+        curve.append(res)
+        _record_curve(curve, load_at_start)
+
+
+def _record_curve(curve: list[dict], load_at_start: list[float]) -> None:
+    """Written after every N: a long run that is stopped keeps what it measured."""
+    record(
+        f"rollouts_scale{LABEL}",
+        {
+            "command": COMMAND + "::test_bench_rollouts_scale",
+            "what": "N concurrent simulated trials, one event loop: real AgentLoop + TITO + "
+            "EngineClient + records; engine and world are benchmark doubles",
+            "curve": curve,
+            "growth_vs_smallest_n": _growth(curve),
+            "offered_steps_per_s": {
+                str(c["trials"]): round(c["trials"] / (sum(CURVE.latency_s) / 2), 1) for c in curve
+            },
+        },
+        load_at_start=load_at_start,
+    )
+
+
+@pytest.mark.skipif(not GOAL, reason="APEXRL_BENCH_ROLLOUTS_GOAL=0")
+@pytest.mark.timeout(3600)
+def test_bench_rollouts_goal():
+    load_at_start = load_average()
+    runs = {}
+    for shards in sorted({0, SHARDS}):
+        res = run_scale(550, GOAL_SHAPE, shards=shards)
+        assert res["statuses"] == {"complete": 550}, res["statuses"]
+        res["meets_targets"] = (
+            res["rss_peak_mb"] <= TARGETS["rss_peak_mb_max"]
+            and res["lag_ms"]["p99"] < TARGETS["lag_p99_ms_max"]
+        )
+        runs["in_process" if shards == 0 else f"shards_{shards}"] = res
+    record(
+        f"rollouts_goal{LABEL}",
+        {
+            "command": COMMAND + "::test_bench_rollouts_goal",
+            "what": "550 concurrent simulated trials at ~100k tokens each (25 turns)",
+            "runs": runs,
+            "targets": TARGETS,
+        },
+        load_at_start=load_at_start,
+    )
