@@ -447,16 +447,21 @@ async def run_one(i: int, url: str, shape: Shape, seed: int, out_dir: str | None
         rec = await loop.run(f"Task {i}: build the market size table for client {i * 7919 % 997}.")
     finally:
         await client.aclose()
-    traj = session.to_trajectory(
-        tid, status=rec.status, error_class=rec.error_class, mask=list(session.state.mask)
-    )
-    tito_json = traj.model_dump_json()
-    rec_json = rec.model_dump_json(indent=2)
-    if out_dir is not None:
-        d = Path(out_dir) / tid
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "tito.json").write_text(tito_json)
-        (d / "apexrl_agent.json").write_text(rec_json)
+
+    def write() -> tuple[str, str]:  # as ApexAgent writes them: in a worker thread
+        traj = session.to_trajectory(
+            tid, status=rec.status, error_class=rec.error_class, mask=list(session.state.mask)
+        )
+        tito_json = traj.model_dump_json()
+        rec_json = rec.model_dump_json(indent=2)
+        if out_dir is not None:
+            d = Path(out_dir) / tid
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "tito.json").write_text(tito_json)
+            (d / "apexrl_agent.json").write_text(rec_json)
+        return tito_json, rec_json
+
+    tito_json, rec_json = await asyncio.to_thread(write)
     return {
         "status": rec.status,
         "steps": rec.steps,
