@@ -18,6 +18,7 @@ token is inserted so the stream matches a full render.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -39,6 +40,11 @@ DEFAULT_BASE: tuple[dict, ...] = (
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "user", "content": "I am a user."},
 )
+
+
+# (tokenizer id, template, base, kwargs, stop ids) -> (tokenizer, base_text, base_ids,
+# anchor, anchor_stop, anchored_text); the tokenizer is kept so its id is not reused
+_BASES: dict[tuple, tuple] = {}
 
 
 class TemplateNotPrefixPreserving(ValueError):
@@ -71,19 +77,40 @@ class ObservationTokenizer:
         self.base = [dict(m) for m in base]
         self.kwargs = dict(template_kwargs or {})
         self.stop_ids = stop_ids if stop_ids is not None else stop_token_ids(tok)
-        self.base_text = self._render(self.base, add_generation_prompt=False)
-        self.base_ids = tok.encode(self.base_text)
+        key = (
+            id(tok),
+            self.chat_template,
+            json.dumps(self.base, sort_keys=True, default=str),
+            json.dumps(self.kwargs, sort_keys=True, default=str),
+            tuple(sorted(self.stop_ids)),
+        )
+        hit = _BASES.get(key)
+        if hit is None or hit[0] is not tok:
+            hit = (tok, *self._base())
+            if len(_BASES) >= 32:  # a few tokenizer/template pairs per process
+                _BASES.pop(next(iter(_BASES)))
+            _BASES[key] = hit
+        _, self.base_text, self.base_ids, self.anchor, self.anchor_stop, self.anchored_text = hit
+
+    def _base(self) -> tuple[str, list[int], int, int | None, str | None]:
+        """The base's text and ids and the re-anchor point (the same for every session
+        with this tokenizer and template: computed once per process)."""
+        tok = self.tok
+        base_text = self._render(self.base, add_generation_prompt=False)
+        base_ids = tok.encode(base_text)
         # Re-anchor: when the base ends with a stop token followed only by
         # whitespace (ChatML `<|im_end|>\n`), the suffix starts right after it.
-        self.anchor = len(self.base_ids)
-        self.anchor_stop: int | None = None
-        for j in range(len(self.base_ids) - 1, -1, -1):
-            if self.base_ids[j] in self.stop_ids:
-                tail = tok.decode(self.base_ids[j + 1 :])
+        anchor = len(base_ids)
+        anchor_stop: int | None = None
+        for j in range(len(base_ids) - 1, -1, -1):
+            if base_ids[j] in self.stop_ids:
+                tail = tok.decode(base_ids[j + 1 :])
                 if tail.strip() == "":
-                    self.anchor = j + 1
-                    self.anchor_stop = self.base_ids[j]
+                    anchor = j + 1
+                    anchor_stop = base_ids[j]
                 break
+        anchored = tok.decode(base_ids[:anchor]) if anchor < len(base_ids) else None
+        return base_text, base_ids, anchor, anchor_stop, anchored
 
     def _render(self, messages: list[dict], *, add_generation_prompt: bool) -> str:
         return self.tok.apply_chat_template(
@@ -105,10 +132,9 @@ class ObservationTokenizer:
             )
         # Encode only the new text: the base ends at a special token or the
         # re-anchored whitespace, so the split cannot change merges.
-        if self.anchor < len(self.base_ids):
-            anchored_text = self.tok.decode(self.base_ids[: self.anchor])
-            if text.startswith(anchored_text):
-                return self.tok.encode(text[len(anchored_text) :])
+        anchored_text = self.anchored_text
+        if anchored_text is not None and text.startswith(anchored_text):
+            return self.tok.encode(text[len(anchored_text) :])
         ids = self.tok.encode(text)
         if ids[: self.anchor] != self.base_ids[: self.anchor]:
             raise TemplateNotPrefixPreserving(

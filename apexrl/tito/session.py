@@ -10,6 +10,7 @@ traj = sess.to_trajectory("id")
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ from apexrl.tito.parsing import ParsedCompletion, parse_completion, tool_call_fo
 from apexrl.tito.state import TokenState
 from apexrl.tito.tokenizer import Tokenizer
 from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+
+_PREFILL: dict[tuple, tuple] = {}  # (tokenizer id, template, kwargs) -> (tokenizer, text)
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,21 @@ class TitoSession:
 
     def _prefill_reasoning(self) -> str | None:
         """Reasoning the generation prompt already holds (thinking off: `<think>\n\n</think>`).
-        The model's turn starts after it, so parsed messages get it back for rendering."""
+        The model's turn starts after it, so parsed messages get it back for rendering.
+        The same for every session with this tokenizer and template: computed once."""
+        key = (
+            id(self.tok),
+            self.chat_template,
+            json.dumps(self.kwargs, sort_keys=True, default=str),
+        )
+        hit = _PREFILL.get(key)
+        if hit is None or hit[0] is not self.tok:
+            if len(_PREFILL) >= 32:
+                _PREFILL.pop(next(iter(_PREFILL)))
+            hit = _PREFILL[key] = (self.tok, self._render_prefill())
+        return hit[1]
+
+    def _render_prefill(self) -> str | None:
         base = self.obs.base
         with_gen = self.render(base, add_generation_prompt=True)
         without = self.render(base, add_generation_prompt=False)

@@ -524,6 +524,7 @@ def summarize(parts: list[DriverStats], n: int, wall_s: float) -> dict:
     steps = sum(p.steps for p in parts)
     cpu = sum(p.cpu_s for p in parts)
     lag = [x for p in parts for x in p.lag_ms]
+    workers = [p for p in parts if p.trials]
     rss_peak = sum(p.rss_peak_kb for p in parts)
     rss_base = sum(p.rss_base_kb for p in parts)
     statuses: dict[str, int] = {}
@@ -533,7 +534,7 @@ def summarize(parts: list[DriverStats], n: int, wall_s: float) -> dict:
     tokens = sum(p.tokens for p in parts)
     return {
         "trials": n,
-        "processes": len(parts),
+        "processes": len(workers),
         "statuses": statuses,
         "steps": steps,
         "tokens_total": tokens,
@@ -594,6 +595,8 @@ def run_scale(
                     )
 
             parts = [DriverStats(**d) for d in asyncio.run(fan_out())]
+            # the parent (pool, pipes) counts too: a part with its whole RSS and no trials
+            parts.append(DriverStats(rss_peak_kb=rss_kb()[1]))
         wall = time.perf_counter() - t0
     finally:
         if engine is not None:
