@@ -158,9 +158,9 @@ class AgentLoop:
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": self.redact(instruction)})
-        # rendering + encoding the prompt (tools included) runs in a worker thread, like
-        # every tokenization below: hundreds of trials share this event loop
-        await asyncio.to_thread(sess.start, messages, tools=self.tools.tools or None)
+        # encoding the prompt (tools included) runs in a worker thread, like every
+        # tokenization below: hundreds of trials may share this event loop
+        await sess.astart(messages, tools=self.tools.tools or None)
         stops = sorted(sess.stop_ids)
         repairs_in_a_row = 0
         last_content = ""
@@ -271,9 +271,10 @@ class AgentLoop:
         sess = self.session
         t = time.monotonic()
         mode = self.budgets.nudge
-        # tokenized once, in a worker thread (the tokenizer releases the GIL; the event
-        # loop goes on with other trials); again only when the nudge changes the messages
-        ids = await asyncio.to_thread(sess.tokenize_observations, msgs)
+        # tokenized once, the encode in a worker thread (the tokenizer releases the GIL;
+        # the event loop goes on with other trials); again only when the nudge changes
+        # the messages
+        ids = await sess.atokenize_observations(msgs)
         if mode != "off":
             left_after = self.ctx - len(sess.state) - len(ids)
             low = left_after < self.budgets.nudge_ratio * self.ctx
@@ -283,7 +284,7 @@ class AgentLoop:
                 last = dict(msgs[-1])
                 last["content"] = f"{last.get('content') or ''}\n\n{note}"
                 msgs = [*msgs[:-1], last]
-                ids = await asyncio.to_thread(sess.tokenize_observations, msgs)
+                ids = await sess.atokenize_observations(msgs)
                 srec.nudge = True
                 if self.record.nudge_step is None:
                     self.record.nudge_step = srec.step
@@ -292,7 +293,7 @@ class AgentLoop:
                 srec.nudge = True
                 self.record.nudge_step = srec.step
                 msgs = [*msgs, {"role": "user", "content": note}]
-                ids = await asyncio.to_thread(sess.tokenize_observations, msgs)
+                ids = await sess.atokenize_observations(msgs)
         ids = sess.add_observations(msgs, ids=ids)
         srec.observation_tokens = len(ids)
         srec.tokenize_s = time.monotonic() - t

@@ -18,6 +18,7 @@ token is inserted so the stream matches a full render.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -120,10 +121,11 @@ class ObservationTokenizer:
             **self.kwargs,
         )
 
-    def suffix_ids(
-        self, messages: Sequence[dict], *, add_generation_prompt: bool = True
-    ) -> list[int]:
-        """Token ids the template adds after the base for `messages` (anchored)."""
+    def _suffix_text(
+        self, messages: Sequence[dict], add_generation_prompt: bool
+    ) -> tuple[str, bool]:
+        """(text to encode, anchored): the new text after the base, or the whole render
+        when the anchored base is not its prefix."""
         text = self._render([*self.base, *messages], add_generation_prompt=add_generation_prompt)
         if not text.startswith(self.base_text):
             raise TemplateNotPrefixPreserving(
@@ -134,13 +136,35 @@ class ObservationTokenizer:
         # re-anchored whitespace, so the split cannot change merges.
         anchored_text = self.anchored_text
         if anchored_text is not None and text.startswith(anchored_text):
-            return self.tok.encode(text[len(anchored_text) :])
-        ids = self.tok.encode(text)
+            return text[len(anchored_text) :], True
+        return text, False
+
+    def _suffix_of(self, ids: list[int], anchored: bool) -> list[int]:
+        if anchored:
+            return ids
         if ids[: self.anchor] != self.base_ids[: self.anchor]:
             raise TemplateNotPrefixPreserving(
                 "the base tokenizes differently once messages follow it (merge across the boundary)"
             )
         return ids[self.anchor :]
+
+    def suffix_ids(
+        self, messages: Sequence[dict], *, add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids the template adds after the base for `messages` (anchored)."""
+        text, anchored = self._suffix_text(messages, add_generation_prompt)
+        return self._suffix_of(self.tok.encode(text), anchored)
+
+    def _join(self, ids: list[int], last_token: int | None) -> list[int]:
+        if ids and last_token is not None and last_token in self.stop_ids and ids[0] == last_token:
+            ids = ids[1:]  # GLM-style: the stop token the model emitted opens the turn
+        elif (
+            self.anchor_stop is not None
+            and last_token is not None
+            and last_token not in self.stop_ids
+        ):
+            ids = [self.anchor_stop, *ids]  # the model's turn was cut: close it
+        return ids
 
     def tokenize(
         self,
@@ -151,12 +175,18 @@ class ObservationTokenizer:
     ) -> list[int]:
         """Ids to append to a stream ending with `last_token` for these messages."""
         ids = self.suffix_ids(messages, add_generation_prompt=add_generation_prompt)
-        if ids and last_token is not None and last_token in self.stop_ids and ids[0] == last_token:
-            ids = ids[1:]  # GLM-style: the stop token the model emitted opens the turn
-        elif (
-            self.anchor_stop is not None
-            and last_token is not None
-            and last_token not in self.stop_ids
-        ):
-            ids = [self.anchor_stop, *ids]  # the model's turn was cut: close it
-        return ids
+        return self._join(ids, last_token)
+
+    async def atokenize(
+        self,
+        messages: Sequence[dict],
+        *,
+        last_token: int | None,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        """`tokenize` for an event loop shared by many trials: the render (short Python
+        work) runs here, the encode (long; the tokenizer releases the GIL) in a worker
+        thread, so the loop neither blocks on it nor fights it for the GIL."""
+        text, anchored = self._suffix_text(messages, add_generation_prompt)
+        ids = await asyncio.to_thread(self.tok.encode, text)
+        return self._join(self._suffix_of(ids, anchored), last_token)

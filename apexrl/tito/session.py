@@ -10,6 +10,7 @@ traj = sess.to_trajectory("id")
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -103,11 +104,23 @@ class TitoSession:
             **self.kwargs,
         )
 
-    def start(self, messages: Sequence[dict], *, tools: list[dict] | None = None) -> list[int]:
+    def _begin(self, messages: Sequence[dict], tools: list[dict] | None) -> str:
         self.tools = tools
         self.messages = [dict(m) for m in messages]
         self.n_prompt_messages = len(self.messages)
-        ids = self.tok.encode(self.render(self.messages, add_generation_prompt=True))
+        return self.render(self.messages, add_generation_prompt=True)
+
+    def start(self, messages: Sequence[dict], *, tools: list[dict] | None = None) -> list[int]:
+        ids = self.tok.encode(self._begin(messages, tools))
+        self.state.set_prompt(ids)
+        return ids
+
+    async def astart(
+        self, messages: Sequence[dict], *, tools: list[dict] | None = None
+    ) -> list[int]:
+        """`start` with the encode in a worker thread (see `atokenize_observations`)."""
+        text = self._begin(messages, tools)
+        ids = await asyncio.to_thread(self.tok.encode, text)
         self.state.set_prompt(ids)
         return ids
 
@@ -136,6 +149,12 @@ class TitoSession:
         """The ids `add_observations(messages)` would append (pure: safe in a worker
         thread while the event loop runs other trials)."""
         return self.obs.tokenize([dict(m) for m in messages], last_token=self.state.last_token)
+
+    async def atokenize_observations(self, messages: Sequence[dict]) -> list[int]:
+        """`tokenize_observations` for a shared event loop: the template renders here,
+        the tokenizer encodes in a worker thread (it releases the GIL)."""
+        msgs = [dict(m) for m in messages]
+        return await self.obs.atokenize(msgs, last_token=self.state.last_token)
 
     def add_observations(
         self, messages: Sequence[dict], *, ids: Sequence[int] | None = None

@@ -130,3 +130,21 @@ def test_state_accepts_any_int_sequence_and_refuses_bad_ids():
     with pytest.raises(TokenStateError, match="out of range"):
         s2.append_observation([2**40])
     assert len(s2) == 4
+
+
+def test_async_tokenization_gives_the_same_ids(tok, stock):
+    import asyncio
+
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go."}]
+    a = TitoSession(tok, chat_template=stock)
+    b = TitoSession(tok, chat_template=stock)
+    assert a.start(msgs, tools=TOOLS) == asyncio.run(b.astart(msgs, tools=TOOLS))
+    stop = tok.token_to_id("<|im_end|>")
+    for s, cut in ((a, False), (b, False), (a, True)):
+        done = [*tok.encode("ok"), stop]
+        ids = done[:-1] if cut else done  # a turn cut at max_tokens gets its stop token back
+        s.add_completion(ids, [0.0] * len(ids))
+        obs = [{"role": "tool", "tool_call_id": "c", "content": "result " * 50}]
+        assert asyncio.run(s.atokenize_observations(obs)) == s.tokenize_observations(obs)
+        s.add_observations(obs, ids=asyncio.run(s.atokenize_observations(obs)))
+    assert a.state.ids[: len(b.state)] == b.state.ids
