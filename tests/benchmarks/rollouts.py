@@ -594,6 +594,7 @@ def run_scale(
                         )
                     )
 
+            reset_peak_rss()  # the parent's own peak during this run
             parts = [DriverStats(**d) for d in asyncio.run(fan_out())]
             # the parent (pool, pipes) counts too: a part with its whole RSS and no trials
             parts.append(DriverStats(rss_peak_kb=rss_kb()[1]))
@@ -605,6 +606,34 @@ def run_scale(
     out["shape"] = {**asdict(shape), "approx_tokens": shape.approx_tokens}
     out["shards"] = shards
     return out
+
+
+def _isolated_main(conn, n: int, shape: dict, shards: int, seed: int) -> None:
+    shape["obs_tokens"] = tuple(shape["obs_tokens"])
+    try:
+        conn.send(("ok", run_scale(n, Shape(**shape), shards=shards, seed=seed)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def run_isolated(n: int, shape: Shape, *, shards: int = 0, seed: int = 0) -> dict:
+    """run_scale in a fresh (spawned) driver process: its RSS is this run's alone, not
+    what an earlier run in the same process left allocated."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_isolated_main, args=(child, n, asdict(shape), shards, seed))
+    proc.start()
+    child.close()
+    try:
+        kind, value = parent.recv()
+    except EOFError:
+        kind, value = "error", f"the driver process died (exit code {proc.exitcode})"
+    proc.join(30)
+    if kind != "ok":
+        raise RuntimeError(value)
+    return value
 
 
 if __name__ == "__main__":  # quick manual run: python -m tests.benchmarks.rollouts N TURNS

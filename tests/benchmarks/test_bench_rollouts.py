@@ -17,7 +17,9 @@ template, engine client and records are apexrl's own).
 Environment: APEXRL_BENCH_ROLLOUTS_N ("50,150,550"), APEXRL_BENCH_ROLLOUTS_GOAL
 ("1"; "0" skips the goal case), APEXRL_BENCH_ROLLOUTS_SHARDS ("2"),
 APEXRL_BENCH_ROLLOUTS_LABEL (suffix of the result keys, e.g. "_before"),
-APEXRL_BENCH_ROLLOUTS_TIME_SCALE ("4": the goal case's 1-2 s engine calls take 4-8 s).
+APEXRL_BENCH_ROLLOUTS_TIME_SCALE ("4": the goal case's 1-2 s engine calls take 4-8 s),
+APEXRL_BENCH_ROLLOUTS_GOAL_MODES ("0,2": in one event loop, over 2 shards).
+Every run is its own (spawned) driver process.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ import os
 import pytest
 
 from tests.benchmarks.results import load_average, record
-from tests.benchmarks.rollouts import Shape, run_scale
+from tests.benchmarks.rollouts import Shape, run_isolated
 
 NS = [int(x) for x in os.environ.get("APEXRL_BENCH_ROLLOUTS_N", "50,150,550").split(",") if x]
 GOAL = os.environ.get("APEXRL_BENCH_ROLLOUTS_GOAL", "1") != "0"
 SHARDS = int(os.environ.get("APEXRL_BENCH_ROLLOUTS_SHARDS", "2"))
 LABEL = os.environ.get("APEXRL_BENCH_ROLLOUTS_LABEL", "")
+# which goal runs: "0" in one event loop, "<k>" sharded over k processes (both by default)
+GOAL_MODES = os.environ.get("APEXRL_BENCH_ROLLOUTS_GOAL_MODES", f"0,{SHARDS}").split(",")
 
 CURVE = Shape(turns=8, obs_tokens=(2000, 4000), completion_tokens=(150, 600), latency_s=(1, 2))
 # 1-2 s per engine call, stretched in time so that 550 trials offer what two shared cores
@@ -73,7 +77,7 @@ def test_bench_rollouts_scale():
     load_at_start = load_average()
     curve = []
     for n in NS:
-        res = run_scale(n, CURVE)
+        res = run_isolated(n, CURVE)  # each N in a fresh driver process
         assert res["statuses"] == {"complete": n}, res["statuses"]
         curve.append(res)
         _record_curve(curve, load_at_start)
@@ -100,16 +104,35 @@ def _record_curve(curve: list[dict], load_at_start: list[float]) -> None:
 @pytest.mark.skipif(not GOAL, reason="APEXRL_BENCH_ROLLOUTS_GOAL=0")
 @pytest.mark.timeout(3600)
 def test_bench_rollouts_goal():
-    load_at_start = load_average()
     runs = {}
     for shards in sorted({0, SHARDS}):  # in one event loop, then sharded
-        res = run_scale(550, GOAL_SHAPE, shards=shards)
+        if str(shards) not in GOAL_MODES:
+            continue
+        load_at_start = load_average()
+        res = run_isolated(550, GOAL_SHAPE, shards=shards)  # a fresh driver process each
         assert res["statuses"] == {"complete": 550}, res["statuses"]
         res["meets_targets"] = (
             res["rss_peak_mb"] <= TARGETS["rss_peak_mb_max"]
             and res["lag_ms"]["p99"] < TARGETS["lag_p99_ms_max"]
         )
+        res["load_average_at_start_1_5_15"] = load_at_start
+        res["load_average_at_end_1_5_15"] = load_average()
         runs["in_process" if shards == 0 else f"shards_{shards}"] = res
+        _record_goal(runs)
+
+
+def _record_goal(runs: dict) -> None:
+    """Merged into what is there (a run of one mode keeps the other's figures)."""
+    import json
+
+    from tests.benchmarks.results import RESULTS
+
+    old = (
+        json.loads(RESULTS.read_text()).get(f"rollouts_goal{LABEL}", {})
+        if RESULTS.is_file()
+        else {}
+    )
+    runs = {**old.get("runs", {}), **runs}
     record(
         f"rollouts_goal{LABEL}",
         {
@@ -120,5 +143,4 @@ def test_bench_rollouts_goal():
             "runs": runs,
             "targets": TARGETS,
         },
-        load_at_start=load_at_start,
     )
