@@ -10,8 +10,8 @@ template, engine client and records are apexrl's own).
                   agent step, steps/s, and how each grows with N (ratio to N=50).
   rollouts_goal   the goal case: 550 concurrent trials at ~100k tokens each (25 turns,
                   3.5-4.5k tokens per observation; engine calls stretched x4 in time),
-                  in one event loop and sharded over worker processes
-                  (apexrl.trial.shards; APEXRL_BENCH_ROLLOUTS_SHARDS=0 skips that run).
+                  in one event loop (default) and/or sharded over worker processes
+                  (apexrl.trial.shards; APEXRL_BENCH_ROLLOUTS_GOAL_MODES=0,2).
                   Targets: <= 4 GB driver RSS, lag p99 < 250 ms on this 2-core machine.
 
 Environment: APEXRL_BENCH_ROLLOUTS_N ("50,150,550"), APEXRL_BENCH_ROLLOUTS_GOAL
