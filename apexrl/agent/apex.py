@@ -223,7 +223,9 @@ class ApexAgent(BaseAgent):
                 await tools.close()
             if client is not None:
                 await client.aclose()
-            self._write_outputs(rec, loop, redact)
+            # serializing a long trajectory (tito.json, ATIF with every step's prompt ids)
+            # takes long enough to stall other trials sharing this event loop
+            await asyncio.to_thread(self._write_outputs, rec, loop, redact)
             self._fill_context(context, rec, loop)
             await self._upload_answer(environment, rec.final_answer or "")
 
@@ -238,7 +240,7 @@ class ApexAgent(BaseAgent):
                 str(self.session_id or d.name),
                 status=rec.status,
                 error_class=rec.error_class,
-                mask=loop.session.state.mask,
+                mask=loop.session.state.mask.tolist(),
             )
             write_text_atomic(d / TITO_FILE, redact(traj.model_dump_json()))
             atif = traj.to_atif(agent_name=self.name(), agent_version=self.version() or "0")
@@ -260,15 +262,15 @@ class ApexAgent(BaseAgent):
         context.n_input_tokens = rec.tokens_in
         context.n_output_tokens = rec.tokens_out
         context.n_cache_tokens = 0
-        if loop is not None and loop.session.turns:
+        if loop is not None and loop.session.turn_refs:
             prompts, comps, lps = [], [], []
-            stream = list(loop.session.state.prompt_ids)
-            for t in loop.session.turns:
+            st = loop.session.state
+            ids = st.ids.tolist()  # one list: the per-turn prompts share its int objects
+            for t in loop.session.turn_refs:
                 if t.kind == "sampled":
-                    prompts.append(list(stream))
-                    comps.append(list(t.token_ids))
-                    lps.append(list(t.logprobs or []))
-                stream.extend(t.token_ids)
+                    prompts.append(ids[: t.start])
+                    comps.append(ids[t.start : t.end])
+                    lps.append(st.logprobs[t.start : t.end].tolist())
             context.rollout_details = [
                 {"prompt_token_ids": prompts, "completion_token_ids": comps, "logprobs": lps}
             ]

@@ -158,7 +158,9 @@ class AgentLoop:
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
         messages.append({"role": "user", "content": self.redact(instruction)})
-        sess.start(messages, tools=self.tools.tools or None)
+        # encoding the prompt (tools included) runs in a worker thread, like every
+        # tokenization below: hundreds of trials may share this event loop
+        await sess.astart(messages, tools=self.tools.tools or None)
         stops = sorted(sess.stop_ids)
         repairs_in_a_row = 0
         last_content = ""
@@ -183,13 +185,17 @@ class AgentLoop:
             )
             llm_s = time.monotonic() - t
             rec.llm_s += llm_s
-            lps = c.logprobs if c.logprobs is not None else [0.0] * len(c.token_ids)
-            parsed = sess.add_completion(c.token_ids, lps, finish_reason=c.finish_reason)
+            # keep only what the step needs: the response also echoes the whole prompt
+            # (vLLM's prompt_token_ids), which must not stay alive while tools run
+            sampled, finish, window_full = c.token_ids, c.finish_reason, c.window_full
+            lps = c.logprobs if c.logprobs is not None else [0.0] * len(sampled)
+            del c
+            parsed = sess.add_completion(sampled, lps, finish_reason=finish)
             srec = StepRecord(
                 step=step,
                 prompt_tokens=prompt_len,
-                completion_tokens=len(c.token_ids),
-                finish_reason=c.finish_reason,
+                completion_tokens=len(sampled),
+                finish_reason=finish,
                 llm_s=llm_s,
                 n_tool_calls=len(parsed.tool_calls),
                 parse_errors=[f"{e.kind}: {e.message}" for e in parsed.errors],
@@ -197,10 +203,11 @@ class AgentLoop:
             rec.step_records.append(srec)
             rec.steps = step + 1
             rec.tokens_in += prompt_len
-            rec.tokens_out += len(c.token_ids)
+            rec.tokens_out += len(sampled)
+            del sampled, lps
 
-            if c.finish_reason == "length":
-                if len(sess.state) >= self.ctx or c.window_full:  # vLLM trimmed max_tokens
+            if finish == "length":
+                if len(sess.state) >= self.ctx or window_full:  # vLLM trimmed max_tokens
                     self._end("context_length", "context_window_full")
                 else:
                     self._end("length", "max_tokens_per_turn", f"turn cut at {max_tokens} tokens")
@@ -264,8 +271,11 @@ class AgentLoop:
         sess = self.session
         t = time.monotonic()
         mode = self.budgets.nudge
+        # tokenized once, the encode in a worker thread (the tokenizer releases the GIL;
+        # the event loop goes on with other trials); again only when the nudge changes
+        # the messages
+        ids = await sess.atokenize_observations(msgs)
         if mode != "off":
-            ids = sess.obs.tokenize(msgs, last_token=sess.state.last_token)
             left_after = self.ctx - len(sess.state) - len(ids)
             low = left_after < self.budgets.nudge_ratio * self.ctx
             pct = max(0, round(100 * left_after / self.ctx))
@@ -274,6 +284,7 @@ class AgentLoop:
                 last = dict(msgs[-1])
                 last["content"] = f"{last.get('content') or ''}\n\n{note}"
                 msgs = [*msgs[:-1], last]
+                ids = await sess.atokenize_observations(msgs)
                 srec.nudge = True
                 if self.record.nudge_step is None:
                     self.record.nudge_step = srec.step
@@ -282,8 +293,8 @@ class AgentLoop:
                 srec.nudge = True
                 self.record.nudge_step = srec.step
                 msgs = [*msgs, {"role": "user", "content": note}]
-        # the session tokenizes again (one fixed-base render of the new messages only)
-        ids = sess.add_observations(msgs)
+                ids = await sess.atokenize_observations(msgs)
+        ids = sess.add_observations(msgs, ids=ids)
         srec.observation_tokens = len(ids)
         srec.tokenize_s = time.monotonic() - t
         if len(sess.state) >= self.ctx:

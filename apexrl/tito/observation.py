@@ -18,6 +18,8 @@ token is inserted so the stream matches a full render.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -39,6 +41,11 @@ DEFAULT_BASE: tuple[dict, ...] = (
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "user", "content": "I am a user."},
 )
+
+
+# (tokenizer id, template, base, kwargs, stop ids) -> (tokenizer, base_text, base_ids,
+# anchor, anchor_stop, anchored_text); the tokenizer is kept so its id is not reused
+_BASES: dict[tuple, tuple] = {}
 
 
 class TemplateNotPrefixPreserving(ValueError):
@@ -71,19 +78,40 @@ class ObservationTokenizer:
         self.base = [dict(m) for m in base]
         self.kwargs = dict(template_kwargs or {})
         self.stop_ids = stop_ids if stop_ids is not None else stop_token_ids(tok)
-        self.base_text = self._render(self.base, add_generation_prompt=False)
-        self.base_ids = tok.encode(self.base_text)
+        key = (
+            id(tok),
+            self.chat_template,
+            json.dumps(self.base, sort_keys=True, default=str),
+            json.dumps(self.kwargs, sort_keys=True, default=str),
+            tuple(sorted(self.stop_ids)),
+        )
+        hit = _BASES.get(key)
+        if hit is None or hit[0] is not tok:
+            hit = (tok, *self._base())
+            if len(_BASES) >= 32:  # a few tokenizer/template pairs per process
+                _BASES.pop(next(iter(_BASES)))
+            _BASES[key] = hit
+        _, self.base_text, self.base_ids, self.anchor, self.anchor_stop, self.anchored_text = hit
+
+    def _base(self) -> tuple[str, list[int], int, int | None, str | None]:
+        """The base's text and ids and the re-anchor point (the same for every session
+        with this tokenizer and template: computed once per process)."""
+        tok = self.tok
+        base_text = self._render(self.base, add_generation_prompt=False)
+        base_ids = tok.encode(base_text)
         # Re-anchor: when the base ends with a stop token followed only by
         # whitespace (ChatML `<|im_end|>\n`), the suffix starts right after it.
-        self.anchor = len(self.base_ids)
-        self.anchor_stop: int | None = None
-        for j in range(len(self.base_ids) - 1, -1, -1):
-            if self.base_ids[j] in self.stop_ids:
-                tail = tok.decode(self.base_ids[j + 1 :])
+        anchor = len(base_ids)
+        anchor_stop: int | None = None
+        for j in range(len(base_ids) - 1, -1, -1):
+            if base_ids[j] in self.stop_ids:
+                tail = tok.decode(base_ids[j + 1 :])
                 if tail.strip() == "":
-                    self.anchor = j + 1
-                    self.anchor_stop = self.base_ids[j]
+                    anchor = j + 1
+                    anchor_stop = base_ids[j]
                 break
+        anchored = tok.decode(base_ids[:anchor]) if anchor < len(base_ids) else None
+        return base_text, base_ids, anchor, anchor_stop, anchored
 
     def _render(self, messages: list[dict], *, add_generation_prompt: bool) -> str:
         return self.tok.apply_chat_template(
@@ -93,10 +121,11 @@ class ObservationTokenizer:
             **self.kwargs,
         )
 
-    def suffix_ids(
-        self, messages: Sequence[dict], *, add_generation_prompt: bool = True
-    ) -> list[int]:
-        """Token ids the template adds after the base for `messages` (anchored)."""
+    def _suffix_text(
+        self, messages: Sequence[dict], add_generation_prompt: bool
+    ) -> tuple[str, bool]:
+        """(text to encode, anchored): the new text after the base, or the whole render
+        when the anchored base is not its prefix."""
         text = self._render([*self.base, *messages], add_generation_prompt=add_generation_prompt)
         if not text.startswith(self.base_text):
             raise TemplateNotPrefixPreserving(
@@ -105,16 +134,37 @@ class ObservationTokenizer:
             )
         # Encode only the new text: the base ends at a special token or the
         # re-anchored whitespace, so the split cannot change merges.
-        if self.anchor < len(self.base_ids):
-            anchored_text = self.tok.decode(self.base_ids[: self.anchor])
-            if text.startswith(anchored_text):
-                return self.tok.encode(text[len(anchored_text) :])
-        ids = self.tok.encode(text)
+        anchored_text = self.anchored_text
+        if anchored_text is not None and text.startswith(anchored_text):
+            return text[len(anchored_text) :], True
+        return text, False
+
+    def _suffix_of(self, ids: list[int], anchored: bool) -> list[int]:
+        if anchored:
+            return ids
         if ids[: self.anchor] != self.base_ids[: self.anchor]:
             raise TemplateNotPrefixPreserving(
                 "the base tokenizes differently once messages follow it (merge across the boundary)"
             )
         return ids[self.anchor :]
+
+    def suffix_ids(
+        self, messages: Sequence[dict], *, add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids the template adds after the base for `messages` (anchored)."""
+        text, anchored = self._suffix_text(messages, add_generation_prompt)
+        return self._suffix_of(self.tok.encode(text), anchored)
+
+    def _join(self, ids: list[int], last_token: int | None) -> list[int]:
+        if ids and last_token is not None and last_token in self.stop_ids and ids[0] == last_token:
+            ids = ids[1:]  # GLM-style: the stop token the model emitted opens the turn
+        elif (
+            self.anchor_stop is not None
+            and last_token is not None
+            and last_token not in self.stop_ids
+        ):
+            ids = [self.anchor_stop, *ids]  # the model's turn was cut: close it
+        return ids
 
     def tokenize(
         self,
@@ -125,12 +175,18 @@ class ObservationTokenizer:
     ) -> list[int]:
         """Ids to append to a stream ending with `last_token` for these messages."""
         ids = self.suffix_ids(messages, add_generation_prompt=add_generation_prompt)
-        if ids and last_token is not None and last_token in self.stop_ids and ids[0] == last_token:
-            ids = ids[1:]  # GLM-style: the stop token the model emitted opens the turn
-        elif (
-            self.anchor_stop is not None
-            and last_token is not None
-            and last_token not in self.stop_ids
-        ):
-            ids = [self.anchor_stop, *ids]  # the model's turn was cut: close it
-        return ids
+        return self._join(ids, last_token)
+
+    async def atokenize(
+        self,
+        messages: Sequence[dict],
+        *,
+        last_token: int | None,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        """`tokenize` for an event loop shared by many trials: the render (short Python
+        work) runs here, the encode (long; the tokenizer releases the GIL) in a worker
+        thread, so the loop neither blocks on it nor fights it for the GIL."""
+        text, anchored = self._suffix_text(messages, add_generation_prompt)
+        ids = await asyncio.to_thread(self.tok.encode, text)
+        return self._join(self._suffix_of(ids, anchored), last_token)

@@ -10,7 +10,10 @@ traj = sess.to_trajectory("id")
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from apexrl.tito.observation import ObservationTokenizer
@@ -18,6 +21,20 @@ from apexrl.tito.parsing import ParsedCompletion, parse_completion, tool_call_fo
 from apexrl.tito.state import TokenState
 from apexrl.tito.tokenizer import Tokenizer
 from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+
+_PREFILL: dict[tuple, tuple] = {}  # (tokenizer id, template, kwargs) -> (tokenizer, text)
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """A turn as a span of the session's token state (no copy of its tokens)."""
+
+    kind: str  # sampled | observation
+    start: int
+    end: int
+    message_index: int | None
+    n_messages: int = 1
+    finish_reason: str | None = None
 
 
 class TitoSession:
@@ -40,7 +57,7 @@ class TitoSession:
         self.state = TokenState()
         self.messages: list[dict] = []
         self.tools: list[dict] | None = None
-        self.turns: list[TitoTurn] = []
+        self.turn_refs: list[TurnRef] = []  # spans of self.state (turns are built on demand)
         self.n_prompt_messages = 0
         self.model = model
         # the format the template teaches; the parser reads only that one (None: either)
@@ -49,7 +66,21 @@ class TitoSession:
 
     def _prefill_reasoning(self) -> str | None:
         """Reasoning the generation prompt already holds (thinking off: `<think>\n\n</think>`).
-        The model's turn starts after it, so parsed messages get it back for rendering."""
+        The model's turn starts after it, so parsed messages get it back for rendering.
+        The same for every session with this tokenizer and template: computed once."""
+        key = (
+            id(self.tok),
+            self.chat_template,
+            json.dumps(self.kwargs, sort_keys=True, default=str),
+        )
+        hit = _PREFILL.get(key)
+        if hit is None or hit[0] is not self.tok:
+            if len(_PREFILL) >= 32:
+                _PREFILL.pop(next(iter(_PREFILL)))
+            hit = _PREFILL[key] = (self.tok, self._render_prefill())
+        return hit[1]
+
+    def _render_prefill(self) -> str | None:
         base = self.obs.base
         with_gen = self.render(base, add_generation_prompt=True)
         without = self.render(base, add_generation_prompt=False)
@@ -73,11 +104,23 @@ class TitoSession:
             **self.kwargs,
         )
 
-    def start(self, messages: Sequence[dict], *, tools: list[dict] | None = None) -> list[int]:
+    def _begin(self, messages: Sequence[dict], tools: list[dict] | None) -> str:
         self.tools = tools
         self.messages = [dict(m) for m in messages]
         self.n_prompt_messages = len(self.messages)
-        ids = self.tok.encode(self.render(self.messages, add_generation_prompt=True))
+        return self.render(self.messages, add_generation_prompt=True)
+
+    def start(self, messages: Sequence[dict], *, tools: list[dict] | None = None) -> list[int]:
+        ids = self.tok.encode(self._begin(messages, tools))
+        self.state.set_prompt(ids)
+        return ids
+
+    async def astart(
+        self, messages: Sequence[dict], *, tools: list[dict] | None = None
+    ) -> list[int]:
+        """`start` with the encode in a worker thread (see `atokenize_observations`)."""
+        text = self._begin(messages, tools)
+        ids = await asyncio.to_thread(self.tok.encode, text)
         self.state.set_prompt(ids)
         return ids
 
@@ -96,31 +139,54 @@ class TitoSession:
         if parsed.reasoning is None and self.prefill_reasoning is not None:
             msg["reasoning_content"] = self.prefill_reasoning
         self.messages.append(msg)
-        self.turns.append(
-            TitoTurn(
-                kind="sampled",
-                token_ids=list(token_ids),
-                logprobs=list(logprobs or []),
-                message_index=len(self.messages) - 1,
-                finish_reason=finish_reason,
-            )
+        end = len(self.state)
+        self.turn_refs.append(
+            TurnRef("sampled", end - len(token_ids), end, len(self.messages) - 1, 1, finish_reason)
         )
         return parsed
 
-    def add_observations(self, messages: Sequence[dict]) -> list[int]:
+    def tokenize_observations(self, messages: Sequence[dict]) -> list[int]:
+        """The ids `add_observations(messages)` would append (pure: safe in a worker
+        thread while the event loop runs other trials)."""
+        return self.obs.tokenize([dict(m) for m in messages], last_token=self.state.last_token)
+
+    async def atokenize_observations(self, messages: Sequence[dict]) -> list[int]:
+        """`tokenize_observations` for a shared event loop: the template renders here,
+        the tokenizer encodes in a worker thread (it releases the GIL)."""
         msgs = [dict(m) for m in messages]
-        ids = self.obs.tokenize(msgs, last_token=self.state.last_token)
+        return await self.obs.atokenize(msgs, last_token=self.state.last_token)
+
+    def add_observations(
+        self, messages: Sequence[dict], *, ids: Sequence[int] | None = None
+    ) -> list[int]:
+        """Append observation messages; `ids`: their tokens from `tokenize_observations`
+        (computed elsewhere, e.g. off the event loop), else tokenized here."""
+        msgs = [dict(m) for m in messages]
+        if ids is None:
+            ids = self.obs.tokenize(msgs, last_token=self.state.last_token)
+        start = len(self.state)
         self.state.append_observation(ids)
-        self.turns.append(
-            TitoTurn(
-                kind="observation",
-                token_ids=ids,
-                message_index=len(self.messages),
-                n_messages=len(msgs),
-            )
+        self.turn_refs.append(
+            TurnRef("observation", start, len(self.state), len(self.messages), len(msgs))
         )
         self.messages.extend(msgs)
-        return ids
+        return list(ids)
+
+    @property
+    def turns(self) -> list[TitoTurn]:
+        """The turns after the prompt as records (built from the token state)."""
+        ids, lps = self.state.ids, self.state.logprobs
+        return [
+            TitoTurn(
+                kind=r.kind,  # type: ignore[arg-type]
+                token_ids=ids[r.start : r.end].tolist(),
+                logprobs=lps[r.start : r.end].tolist() if r.kind == "sampled" else None,
+                message_index=r.message_index,
+                n_messages=r.n_messages,
+                finish_reason=r.finish_reason,
+            )
+            for r in self.turn_refs
+        ]
 
     def to_trajectory(self, trajectory_id: str, **extra: Any) -> TitoTrajectory:
         return TitoTrajectory(

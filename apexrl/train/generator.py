@@ -10,7 +10,11 @@ len(response_ids[i]) == len(loss_masks[i]) == len(rollout_logprobs[i]).
 
 Every trial runs in its own process (a fresh interpreter from `ProcessExecutor`,
 or a Ray task from `RayExecutor` on a cluster): the agent's asyncio loop, MCP
-streams and SSL contexts never share a process (FACTS 5). A semaphore caps the
+streams and SSL contexts never share a process (FACTS 5). `executor = "shards"`
+(`ShardExecutor`) is the middle way at hundreds of concurrent trials: `shards`
+long-lived worker processes, each running many trials in its own event loop
+(apexrl.trial.shards): memory grows with the shards, not with the trials, and no
+event loop carries more than concurrency/shards agent loops. A semaphore caps the
 trials in flight (`concurrency`, set by the KV-cache planner) and an optional
 rate limit spaces trial starts.
 
@@ -97,7 +101,8 @@ class GeneratorSettings(TrialSpec):
     session_affinity: bool = True
     trial_retries: int = 2
     runner_retries: int = 1
-    executor: str = "process"  # process | ray | inline
+    executor: str = "process"  # process | ray | inline | shards
+    shards: int = 0  # executor "shards": worker processes (0: one per CPU)
     trial_cpus: float = 0.5  # Ray CPUs reserved per trial task (the sandbox runs elsewhere)
     # the trial function, "module:function" (task_dir, TrialConfig) -> TrialOutcome; given as
     # `runner` by specs written before it had this name
@@ -317,6 +322,47 @@ class ProcessExecutor:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+async def _arun_in_shard(runner: str, task_dir: str, config_json: str) -> str:
+    """Entry of a trial in a shard worker, in that worker's event loop. The default
+    runner runs there as its coroutine (arun_trial); any other runner: a coroutine
+    function is awaited, a plain function runs in a worker thread."""
+    import inspect
+
+    if runner == DEFAULT_RUNNER:
+        runner = "apexrl.trial.run:arun_trial"
+    fn = resolve_runner(runner)
+    config = TrialConfig.model_validate_json(config_json)
+    if inspect.iscoroutinefunction(fn):
+        outcome = await fn(Path(task_dir), config)
+    else:
+        outcome = await asyncio.to_thread(fn, Path(task_dir), config)
+    return outcome.model_dump_json()
+
+
+class ShardExecutor:
+    """Trials over `shards` long-lived worker processes, many at once in each one's
+    event loop (apexrl.trial.shards); the least loaded worker takes the next trial."""
+
+    def __init__(self, shards: int) -> None:
+        import os
+
+        from apexrl.trial.shards import ShardPool
+
+        self._pool = ShardPool(shards if shards > 0 else (os.cpu_count() or 1))
+
+    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+        out = await self._pool.submit(
+            "apexrl.train.generator:_arun_in_shard",
+            runner,
+            str(task_dir),
+            config.model_dump_json(),
+        )
+        return TrialOutcome.model_validate_json(out)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
 class RayExecutor:
     """One Ray task per trial (a worker process; max_calls=1 makes it a fresh one)."""
 
@@ -334,14 +380,18 @@ class RayExecutor:
         pass
 
 
-def make_executor(kind: str, concurrency: int, trial_cpus: float = 0.5) -> Executor:
+def make_executor(
+    kind: str, concurrency: int, trial_cpus: float = 0.5, shards: int = 0
+) -> Executor:
     if kind == "inline":
         return InlineExecutor()
+    if kind == "shards":
+        return ShardExecutor(shards)
     if kind == "ray":
         return RayExecutor(trial_cpus)
     if kind == "process":
         return ProcessExecutor(concurrency)
-    raise ValueError(f"unknown executor {kind!r} (process, ray, inline)")
+    raise ValueError(f"unknown executor {kind!r} (process, ray, inline, shards)")
 
 
 class RateLimiter:
@@ -417,7 +467,7 @@ class TrialGenerator:
     def __init__(self, settings: GeneratorSettings, executor: Executor | None = None) -> None:
         self.settings = settings
         self.executor = executor or make_executor(
-            settings.executor, settings.concurrency, settings.trial_cpus
+            settings.executor, settings.concurrency, settings.trial_cpus, settings.shards
         )
         self._sem: asyncio.Semaphore | None = None
         self._limiter: RateLimiter | None = None

@@ -80,7 +80,7 @@ def test_glm_duplicate_stop_token_is_stripped(tok):
             chat_template=GLM_TEMPLATE,
         )
     )
-    assert sess.state.ids == full
+    assert sess.state.ids.tolist() == full
 
 
 text = st.text(
@@ -128,7 +128,7 @@ def test_fixed_base_equals_full_render_property(tok, verbatim, steps, thinking):
         # thinking off: the turn follows the prompt's empty think block, kept for rendering
         assert sess.messages[-1]["reasoning_content"] == ("r" if thinking else "")
         sess.add_observations(tools)
-    assert sess.state.ids == _full_ids(tok, verbatim, sess.messages, **kw)
+    assert sess.state.ids.tolist() == _full_ids(tok, verbatim, sess.messages, **kw)
     st_ = sess.state
     assert len(st_.ids) == len(st_.mask) == len(st_.logprobs)
     assert sum(st_.mask) == sum(len(t.token_ids) for t in sess.turns if t.kind == "sampled")
@@ -146,4 +146,4 @@ def test_stock_template_observations_match_in_single_user_loop(tok, stock, n_too
     )
     sess.add_completion(ids, [0.0] * len(ids))
     sess.add_observations([{"role": "tool", "content": f"r{i}"} for i in range(n_tools)])
-    assert sess.state.ids == _full_ids(tok, stock, sess.messages)
+    assert sess.state.ids.tolist() == _full_ids(tok, stock, sess.messages)

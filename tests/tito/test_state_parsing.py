@@ -16,8 +16,8 @@ def test_token_state_alignment_and_views():
     s.append_sampled([4, 5], [-0.1, -0.2])
     s.append_observation([6])
     s.append_sampled([7], [-0.3])
-    assert s.ids == [1, 2, 3, 4, 5, 6, 7]
-    assert s.mask == [0, 0, 0, 1, 1, 0, 1]
+    assert s.ids.tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert s.mask.tolist() == [0, 0, 0, 1, 1, 0, 1]
     assert s.response_ids == [4, 5, 6, 7] and s.response_mask == [1, 1, 0, 1]
     assert s.response_logprobs == [-0.1, -0.2, 0.0, -0.3]
     assert s.sampled_positions() == [3, 4, 6]

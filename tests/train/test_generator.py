@@ -175,6 +175,33 @@ def test_each_trial_runs_in_its_own_process(tmp_path):
     assert len(pids) == 3 and str(os.getpid()) not in pids
 
 
+def test_sharded_trials_give_the_same_samples_as_one_process_each(tmp_path):
+    import os
+
+    from apexrl.train.generator import ProcessExecutor, ShardExecutor
+
+    names = ["complete", "error", "timeout", "ctx", "trailing", "notokens"]
+    sc = {n: SCENARIOS[n] for n in names}
+    outs, pids = {}, {}
+    for kind, ex in (("process", ProcessExecutor(2)), ("shards", ShardExecutor(2))):
+        tasks = make_tasks(tmp_path / kind, sc)
+        try:
+            gen = generator(tmp_path / kind, tasks, executor=ex, concurrency=4)
+            outs[kind] = asyncio.run(gen.generate(batch(names)))
+        finally:
+            ex.close()
+        pids[kind] = {
+            (tmp_path / kind / f"logs/train/step-3/{n}_{i}/pid").read_text()
+            for i, n in enumerate(names)
+        }
+    a, b = outs["process"], outs["shards"]
+    for k in ("prompt_token_ids", "response_ids", "loss_masks", "rollout_logprobs", "rewards"):
+        assert a[k] == b[k], k
+    assert a["stop_reasons"] == b["stop_reasons"]
+    assert len(pids["process"]) == len(names)  # one process per trial
+    assert len(pids["shards"]) <= 2 and str(os.getpid()) not in pids["shards"]
+
+
 def test_session_affinity_pins_a_trajectory_to_one_engine():
     eps = ["http://e0", "http://e1", "http://e2"]
     picks = {pick_endpoint(eps, "task_7", True, i) for i in range(10)}

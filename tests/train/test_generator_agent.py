@@ -45,7 +45,7 @@ def run(root: Path, task: Path, script, name: str, **kw) -> tuple[dict, Path]:
                 tasks_dir=str(root / "tasks"),
                 logs_dir=str(logs),
                 worlds_dir=str(root / "ex" / "world_files_zipped"),
-                executor="process",
+                executor=kw.pop("executor", "process"),
                 concurrency=1,
                 endpoints=[eng.url],
                 model="scripted",
@@ -101,6 +101,19 @@ def test_complete_trial(data, sandbox_dirs):
     tito = json.loads((trial / "agent" / "tito.json").read_text())
     assert out["prompt_token_ids"][0] == tito["prompt_ids"]
     assert r == [t for turn in tito["turns"] for t in turn["token_ids"]]
+
+
+def test_sharded_executor_gives_the_same_sample_and_records(data, sandbox_dirs):
+    """executor "shards": the trial runs in a shard worker's event loop (arun_trial),
+    and the trainer gets what one process per trial gives."""
+    root, task, gold = data
+    script = [tool_call_text("filesystem_list_files", {"path": "/"}), gold]
+    a, ta = run(root, task, list(script), "same-process")
+    b, tb = run(root, task, list(script), "same-shards", executor="shards", shards=1)
+    for k in ("prompt_token_ids", "response_ids", "loss_masks", "rollout_logprobs", "rewards"):
+        assert a[k] == b[k], k
+    assert a["stop_reasons"] == b["stop_reasons"] == ["stop"]
+    assert (ta / "agent" / "tito.json").read_text() == (tb / "agent" / "tito.json").read_text()
 
 
 def _prompt_len(root: Path, task: Path, gold: str) -> int:
