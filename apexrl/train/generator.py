@@ -322,15 +322,15 @@ class ProcessExecutor:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-async def _arun_in_shard(runner: str, task_dir: str, config_json: str) -> str:
+async def _arun_in_shard(trial_fn: str, task_dir: str, config_json: str) -> str:
     """Entry of a trial in a shard worker, in that worker's event loop. The default
-    runner runs there as its coroutine (arun_trial); any other runner: a coroutine
+    trial function runs there as its coroutine (arun_trial); any other: a coroutine
     function is awaited, a plain function runs in a worker thread."""
     import inspect
 
-    if runner == DEFAULT_RUNNER:
-        runner = "apexrl.trial.run:arun_trial"
-    fn = resolve_runner(runner)
+    if trial_fn == DEFAULT_TRIAL_FN:
+        trial_fn = "apexrl.trial.run:arun_trial"
+    fn = resolve_trial_fn(trial_fn)
     config = TrialConfig.model_validate_json(config_json)
     if inspect.iscoroutinefunction(fn):
         outcome = await fn(Path(task_dir), config)
@@ -350,10 +350,10 @@ class ShardExecutor:
 
         self._pool = ShardPool(shards if shards > 0 else (os.cpu_count() or 1))
 
-    async def run(self, runner: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
+    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
         out = await self._pool.submit(
             "apexrl.train.generator:_arun_in_shard",
-            runner,
+            trial_fn,
             str(task_dir),
             config.model_dump_json(),
         )
