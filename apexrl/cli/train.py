@@ -62,6 +62,13 @@ def command(
     from apexrl.train.recipe import load_recipe
 
     loaded = load_recipe(recipe, set_)
+    if loaded.recipe.training.backend == "jax":  # LoRA steps on this CPU (apexrl.train.jaxrl)
+        from apexrl.cli.train_jax import run_jax_command
+
+        run_jax_command(
+            loaded, data=data, model=model, resume=resume, dry_run=dry_run, json_out=json_out
+        )
+        return
     strict = not dry_run
     data = R.absolute_data_path(data, "--data")
     val_data = R.absolute_data_path(val_data, "--val-data")
