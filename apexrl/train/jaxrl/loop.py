@@ -320,6 +320,7 @@ def run_jax(
     quiet_loggers()
     t0 = time.monotonic()
     policy = JaxPolicy(model_dir, settings)
+    quiet_loggers()  # SkyRL sets its logger's level when it is first imported
     base = r.model.served_name or "policy"
     engine = LocalEngine(
         model_dir, served_model_name=served_name(base, 0), max_model_len=r.batch.max_seq_len
