@@ -286,12 +286,13 @@ def run_jax(
     """Train; returns a summary (run folder, steps, final version, rewards per step)."""
     from apexrl.engine.local import EngineServer, LocalEngine
     from apexrl.train.generator import TrialGenerator
-    from apexrl.train.jaxrl.trainer import JaxPolicy
+    from apexrl.train.jaxrl.trainer import JaxPolicy, require_jax
     from apexrl.train.launch import RunManifest, dataset_digest, git_revision
 
     r = loaded.recipe
     run = JaxRun(loaded, data=data, model=model, resume=resume)
     start_line = run.check_resume()
+    require_jax()  # before anything is written
     tasks_dir, worlds_dir, model_dir = run.prepare()
     total = max_steps or r.training.max_steps or 1
     run.ckpt_dir.mkdir(parents=True, exist_ok=True)
