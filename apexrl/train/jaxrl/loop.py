@@ -371,7 +371,7 @@ def run_jax(
             with (run.root / "metrics.jsonl").open("a", encoding="utf-8") as f:
                 f.write(rec.model_dump_json() + "\n")
             history.append(rec.model_dump())
-            loss = "-" if rec.loss is None else f"{rec.loss:+.4f}"
+            loss = "-" if rec.loss is None else f"{rec.loss:+.2e}"
             gn = "-" if rec.grad_norm is None else f"{rec.grad_norm:.3f}"
             say(
                 f"step {step}/{total}  reward {rec.reward_mean:.3f}  loss {loss}  grad_norm {gn}  "
