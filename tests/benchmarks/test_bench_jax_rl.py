@@ -60,7 +60,6 @@ def test_bench_jax_learning_curve(tmp_path, monkeypatch):
         f'checkpoint.path="{tmp_path}/run/ckpts"',
         f"training.max_steps={STEPS}",
         "checkpoint.interval=5",
-        "training.lr=3e-2",
     ]
     loaded = load_recipe(REPO / "recipes" / "smoke-cpu.toml", sets)
     load0 = load_average()

@@ -12,14 +12,14 @@ reward 0, every GRPO group has zero variance and nothing is learned. The design:
   vocabulary plus `<|im_end|>`: every token embedding carries a constant feature
   (dimension 0) that survives the residual stream, and the output rows of the reply
   words and of `<|im_end|>` read it, so a reply is a few of those words and then ends.
-  Each word is one Qwen3 token; 4 of the 16 contain `q`, 4 `u`, 5 `i`, 3 `z`, so a
-  random reply meets a task's criterion roughly 20-35% of the time: GRPO groups have
-  variance from the first step. One word ("quiz") meets all four criteria: the
-  reward direction is the same in every task, so a policy of the output layer (which
-  barely sees the prompt) can reach 1.0.
+  Each word is one Qwen3 token; 4 of the 16 contain `q`, 3 `z`, 2 `x`, 3 `k`, so a
+  random reply meets a task's criterion roughly 15-35% of the time: GRPO groups have
+  variance from the first step and a policy that picks the right word per letter
+  reaches 1.0.
 - What RL must learn: which words to say (recipes/smoke-cpu.toml trains a LoRA adapter
-  of the output layer). The curve's start is the prior's mean reward; its end shows
-  how far the policy moved toward the right words.
+  of the output layer: a reply may chain several words, so one reply such as
+  "quizfoxking" meets every task's criterion). The curve's start is the prior's mean
+  reward; its end shows how far the policy moved toward the right words.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ REPLY_WORDS = (
     "tree",
     "water",
 )
-LETTERS = ("q", "u", "i", "z")
+LETTERS = ("q", "z", "x", "k")
 STOP_TOKEN = "<|im_end|>"
 
 
