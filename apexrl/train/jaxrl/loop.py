@@ -259,7 +259,9 @@ def quiet_loggers() -> None:
     would bury the one progress line per step (trial outcomes are in the records)."""
     import logging
 
-    logging.getLogger("harbor").setLevel(logging.CRITICAL)
+    harbor = logging.getLogger("harbor")
+    harbor.setLevel(logging.CRITICAL)
+    harbor.propagate = False  # its per-trial loggers set their own levels
     logging.getLogger("skyrl").setLevel(logging.WARNING)
     logging.getLogger("absl").setLevel(logging.ERROR)
 
