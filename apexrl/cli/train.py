@@ -58,7 +58,16 @@ def command(
     """Train (or evaluate) with SkyRL on Ray from a versioned recipe."""
     from apexrl.errors import ExitCode
     from apexrl.train.job import TrainRequest, run_train
+    from apexrl.train.recipe import load_recipe
 
+    loaded = load_recipe(recipe, set_)
+    if loaded.recipe.training.backend == "jax":  # LoRA steps on this CPU (apexrl.train.jaxrl)
+        from apexrl.cli.train_jax import run_jax_command
+
+        run_jax_command(
+            loaded, data=data, model=model, resume=resume, dry_run=dry_run, json_out=json_out
+        )
+        return
     req = TrainRequest(
         recipe=recipe,
         overrides=list(set_),

@@ -116,6 +116,9 @@ class TrainingSection(_S):
     epochs: int = 1
     micro_batch_per_gpu: int = 1
     seed: int = 42
+    # skyrl: SkyRL's trainer on Ray (GPU); jax: LoRA steps on this machine's CPU with
+    # SkyRL's JAX backend (apexrl.train.jaxrl; the [jax] section)
+    backend: Literal["skyrl", "jax"] = "skyrl"
 
 
 class AlgorithmSection(_S):
@@ -143,6 +146,17 @@ class BatchSection(_S):
     eval_max_seq_len: int | None = None  # eval phase context (default: max_seq_len)
     eval_n_samples: int = 1
     eval_batch_size: int = 64
+
+
+class JaxSection(_S):
+    """training.backend = "jax": the LoRA adapter SkyRL's JAX backend trains on CPU."""
+
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    train_attn: bool = True
+    train_mlp: bool = True
+    train_unembed: bool = False  # LoRA on the output layer (needs untied embeddings)
+    micro_batch: int = 8  # sequences per forward/backward pass (gradients accumulate)
 
 
 class AsyncSection(_S):
@@ -224,6 +238,7 @@ class Recipe(_S):
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
     env: EnvSection = Field(default_factory=EnvSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
+    jax: JaxSection = Field(default_factory=JaxSection)
     skyrl: dict[str, Any] = Field(default_factory=dict)  # raw SkyRL key paths (flattened)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -170,6 +170,8 @@ def open_world(
         root = find_root(src, src)
         wid = world_id or src.name
     resolved_apps = chosen_apps if chosen_apps else _apps_from_descriptions(src, wid)
+    if not resolved_apps:
+        resolved_apps = _apps_from_meta(root)
     w = World(root=root.resolve(), world_id=wid, apps=resolved_apps, _tmp=tmp)
     w.fs_root.mkdir(exist_ok=True)
     return w
@@ -212,3 +214,20 @@ def _apps_from_descriptions(src: Path, world_id: str) -> list[str]:
                 known = {n for n in names if n}
                 return [s for s in SERVERS if s in known]
     return []
+
+
+def _apps_from_meta(root: Path) -> list[str]:
+    """Apps from the world's own `world.json` (`{"apps": [...]}`, the file `world pack`
+    reads and images carry at /world/world.json); empty (= all servers) otherwise."""
+    meta = root / "world.json"
+    if not meta.is_file() or meta.is_symlink() or meta.stat().st_size > 1 << 20:
+        return []
+    try:
+        data = json.loads(meta.read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    apps = data.get("apps") if isinstance(data, dict) else None
+    if not isinstance(apps, list):
+        return []
+    known = {normalize_app(str(a)) for a in apps}
+    return [s for s in SERVERS if s in known]

@@ -14,8 +14,8 @@ from apexrl.train.render import RecipeRuleError, render, runtime_env
 SHIPPED = sorted(p.stem for p in RECIPES_DIR.glob("*.toml"))
 
 
-def test_shipped_recipes_are_the_four():
-    assert SHIPPED == ["eval", "qwen35-397b-a17b", "qwen36-35b-a3b", "smoke-1gpu"]
+def test_shipped_recipes_are_the_five():
+    assert SHIPPED == ["eval", "qwen35-397b-a17b", "qwen36-35b-a3b", "smoke-1gpu", "smoke-cpu"]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
