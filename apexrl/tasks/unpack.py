@@ -187,7 +187,7 @@ def unpack_dataset(
         on_error(err)
 
     def jobs():
-        for where, row in iter_rows(source):
+        for where, row in iter_rows(source, only=("path", "task_binary")):
             path = row.get("path")
             try:
                 check_task_path(path, where)
