@@ -367,17 +367,24 @@ def gunzip(blob: bytes, where: str, limits: Limits | None = None) -> bytes:
     try:
         while data:
             d = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP)
-            chunk = d.decompress(data, allowed - total + 1)
-            total += len(chunk)
-            out.append(chunk)
-            if total > allowed:
-                if total > cap:
-                    raise BadRecordError(
-                        where,
-                        f"refused: expands to more than {cap} bytes",
-                        hint="raise APEXRL_ARCHIVE_MAX_TOTAL_BYTES if the data is genuine",
-                    )
-                limits.check_ratio(total, len(blob), where)  # raises: over the ratio
+            # igzip allocates max_length up front: start small, then double.
+            step = max(len(data) * 8, 1 << 16)
+            chunk = d.decompress(data, min(step, allowed - total + 1))
+            while True:
+                total += len(chunk)
+                out.append(chunk)
+                if total > allowed:
+                    if total > cap:
+                        raise BadRecordError(
+                            where,
+                            f"refused: expands to more than {cap} bytes",
+                            hint="raise APEXRL_ARCHIVE_MAX_TOTAL_BYTES if the data is genuine",
+                        )
+                    limits.check_ratio(total, len(blob), where)  # raises: over the ratio
+                if d.eof or d.needs_input or not chunk:
+                    break
+                step *= 2
+                chunk = d.decompress(b"", min(step, allowed - total + 1))
             if not d.eof:
                 raise BadRecordError(where, "not a valid gzip stream: truncated")
             data = d.unused_data.lstrip(b"\0")  # zero padding after the last member
