@@ -56,17 +56,19 @@ def unpack_row(
     max_member: int | None = None,
     limits: Limits | None = None,
     defer: bool = False,
+    stamped: bool | None = None,
 ) -> UnpackResult:
     """Extract one row into `out/<path>` (through a temp folder renamed into place).
 
     Links are allowed only inside the task, checked against the real filesystem
-    after extraction (see apexrl.artifacts.archive)."""
+    after extraction (see apexrl.artifacts.archive). `stamped` False says the caller
+    (holding the folder's lock) knows there is no stamp to read."""
     path = check_task_path(path, where)
     if limits is None:
         limits = Limits.from_env(**({"max_member_bytes": max_member} if max_member else {}))
     sha = hashlib.sha256(blob).hexdigest()
     base = os.fspath(out)
-    if _read_stamp(base, path) == sha and os.path.isdir(f"{base}/{path}"):
+    if stamped is not False and _read_stamp(base, path) == sha and os.path.isdir(f"{base}/{path}"):
         return UnpackResult(path, "unchanged", sha)
     tmp = _make_tmp(base, path)
     try:
@@ -113,15 +115,20 @@ def _read_stamp(base: str, path: str) -> str | None:
 _STAMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def finish_row(out: Path, res: UnpackResult) -> UnpackResult:
-    """Move an extracted row into place and stamp it."""
+def finish_row(
+    out: Path, res: UnpackResult, *, known: tuple[bool, bool] | None = None
+) -> UnpackResult:
+    """Move an extracted row into place and stamp it. `known` = (the task dir exists,
+    its stamp exists) when the caller listed the folder under its lock."""
     assert res.pending is not None
     path, sha, tmp = res.path, res.sha256, res.pending
     base = os.fspath(out)
     final = f"{base}/{path}"
     stamp = f"{base}/.apexrl/{path}.sha256"
-    final_there = os.path.lexists(final)
-    stamped = os.path.isfile(stamp)
+    if known is None:
+        final_there, stamped = os.path.lexists(final), os.path.isfile(stamp)
+    else:
+        final_there, stamped = known
     if final_there and not stamped:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadRecordError(
@@ -156,13 +163,13 @@ def _discard(results: list[UnpackResult]) -> None:
             shutil.rmtree(r.pending, ignore_errors=True)
 
 
-def _unpack_job(job: tuple[str, object, bytes | None, Path, bool]) -> UnpackResult | tuple:
+def _unpack_job(job: tuple[str, object, bytes | None, Path, bool, bool]) -> UnpackResult | tuple:
     """Worker: unpack one row; errors come back as (where, detail, hint) values."""
-    where, path, blob, out, defer = job
+    where, path, blob, out, defer, stamped = job
     try:
         if not isinstance(blob, bytes | bytearray) or not blob:
             raise BadRecordError(where, "task_binary is empty")
-        return unpack_row(path, bytes(blob), out, where, defer=defer)
+        return unpack_row(path, bytes(blob), out, where, defer=defer, stamped=stamped)
     except BadRecordError as e:
         return (e.where, e.detail, e.hint)
 
@@ -199,11 +206,14 @@ def unpack_dataset(
                 fail(e)
                 continue
             seen[path] = where
-            yield where, path, row.get("task_binary"), out, strict
+            yield where, path, row.get("task_binary"), out, strict, f"{path}.sha256" in stamps
 
     with dir_lock(out):  # a second unpack into `out` waits for this one
         for debris in [*out.glob(".*.unpack-tmp"), *out.glob(".*.old")]:  # a killed run's
             shutil.rmtree(debris, ignore_errors=True)
+        # Listed once under the lock (only this run writes here now): no per-task lookups.
+        existing = set(os.listdir(out))
+        stamps = set(os.listdir(out / ".apexrl"))
         try:  # --strict: rows are extracted aside and moved into place only at the end
             for result in ordered_map(
                 _unpack_job, jobs(), workers=workers, n_items=row_count(source)
@@ -218,7 +228,12 @@ def unpack_dataset(
             _discard(results)
             raise
         if strict:
-            results = [finish_row(out, r) if r.pending else r for r in results]
+            results = [
+                finish_row(out, r, known=(r.path in existing, f"{r.path}.sha256" in stamps))
+                if r.pending
+                else r
+                for r in results
+            ]
             for r in results:
                 if on_row:
                     on_row(r)
