@@ -32,6 +32,7 @@ import contextlib
 import errno
 import io
 import os
+import re
 import stat
 import struct
 import zlib
@@ -556,6 +557,11 @@ def _lean_tar_members(raw: bytes) -> list[_RawMember] | None:
 # typeflag, linkname, magic+version, uname, gname, devmajor, devminor, prefix, pad).
 _USTAR = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s155s12x")
 _OCTAL_DIGITS = frozenset(b"01234567")
+# A header as apexrl and GNU tar spell it: mode, size and checksum as zero-padded
+# octal digits ending in NUL (checksum: six digits, NUL, space), ustar or GNU magic.
+_FAST_HEADER = re.compile(
+    rb"(?s).{100}([0-7]{7})\0.{16}([0-7]{11})\0.{12}([0-7]{6})\0 (.)(.{100})(ustar\x0000|ustar  \0)"
+)
 
 
 def _lean_parse(raw: bytes) -> list[_RawMember]:
@@ -565,28 +571,40 @@ def _lean_parse(raw: bytes) -> list[_RawMember]:
     append = out.append
     unpack_from = _USTAR.unpack_from
     adler32 = zlib.adler32
+    fast_header = _FAST_HEADER.match
     pax: dict[bytes, bytes] | None = None
     while True:
         if pos + 512 > n:
             raise _NotLean  # no end-of-archive block: tarfile's rules for a short tar
-        (name_f, mode_f, _, _, size_f, _, chk_f, typeflag, link_f, magic, _, _, _, _, prefix_f) = (
-            unpack_from(raw, pos)
-        )
-        if chk_f == b"\0\0\0\0\0\0\0\0" and raw[pos : pos + 512] == _ZERO_BLOCK:
-            if pax is not None:
-                raise _NotLean
-            return out
         # The header's byte sum (the checksum field counted as spaces) through Adler-32,
         # whose low half is 1 + the byte sum mod 65521: exact for 256 bytes (at most
         # 65280), so two halves give the sum in C instead of 512 steps of sum().
         total = adler32(raw[pos : pos + 256]) & 0xFFFF
         total += adler32(raw[pos + 256 : pos + 512]) & 0xFFFF
-        if _octal(chk_f) != total - 2 - sum(chk_f) + 256:
-            raise _NotLean  # a bad (or signed) checksum: tarfile reports or accepts it
-        gnu = magic == b"ustar  \0"
-        if not gnu and magic[:6] != b"ustar\0":
-            raise _NotLean  # v7 and other dialects
-        size = _octal(size_f)
+        fast = fast_header(raw, pos)
+        if fast is not None:  # the usual spelling: fields read by one regex match
+            mode_o, size_o, chk_o, typeflag, link_f, magic = fast.groups()
+            name_f = raw[pos : pos + 100]
+            prefix_f = raw[pos + 345 : pos + 500]
+            mode_f = b"%s\0" % mode_o
+            if int(chk_o, 8) != total - 2 - sum(chk_o) + 224:  # "\0 " counted as spaces
+                raise _NotLean
+            size = int(size_o, 8)
+            gnu = magic == b"ustar  \0"
+        else:
+            (name_f, mode_f, _, _, size_f, _, chk_f, typeflag, link_f, magic, *_, prefix_f) = (
+                unpack_from(raw, pos)
+            )
+            if chk_f == b"\0\0\0\0\0\0\0\0" and raw[pos : pos + 512] == _ZERO_BLOCK:
+                if pax is not None:
+                    raise _NotLean
+                return out
+            if _octal(chk_f) != total - 2 - sum(chk_f) + 256:
+                raise _NotLean  # a bad (or signed) checksum: tarfile reports or accepts it
+            gnu = magic == b"ustar  \0"
+            if not gnu and magic[:6] != b"ustar\0":
+                raise _NotLean  # v7 and other dialects
+            size = _octal(size_f)
         data_at = pos + 512
         end = data_at + size + (-size % 512)
         if end > n:
