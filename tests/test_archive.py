@@ -3,6 +3,7 @@ and a property test over random trees with links of every kind."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import multiprocessing
 import os
@@ -426,3 +427,48 @@ def test_lean_tar_parser_checks_every_header():
     with pytest.raises(BadRecordError, match="row 9"):
         archive.tar_members(bytes(bad_sum), "row 9")
     assert archive._lean_tar_members(bytes(raw[:700])) is None
+
+
+def _rechecksum(header: bytearray) -> None:
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header[:512])
+
+
+def test_lean_tar_parser_header_spellings_and_checksum_halves():
+    """Headers in the usual spelling take the one-match path, others the field-by-field
+    one, with the same members; a change anywhere in the 512 bytes (either half of the
+    checksum sum, or the checksum field) sends the archive to tarfile."""
+    raw = archive.tar_bytes(
+        [
+            archive.bytes_entry("d/f.txt", b"x" * 1000),
+            archive.bytes_entry("d/g.sh", b"#!", executable=True),
+        ]
+    )
+    want = archive._lean_tar_members(raw)
+    assert want is not None and want == archive._tarfile_members(raw, "x")
+    other = bytearray(raw)
+    other[124:136] = b"1750\0\0\0\0\0\0\0\0"  # size 1000 spelled short, NUL-terminated
+    other[100:108] = b"    644\0"  # mode with leading spaces
+    _rechecksum(other)
+    assert archive._FAST_HEADER.match(bytes(other), 0) is None
+    assert archive._lean_tar_members(bytes(other)) == want
+    for at in (5, 200, 300, 511, 150, 154):
+        bad = bytearray(raw)
+        bad[at] = (bad[at] + 1) % 256 if at != 154 else ord("7")
+        assert archive._lean_tar_members(bytes(bad)) is None, at
+
+
+def test_gunzip_members_padding_and_corruption():
+    big = os.urandom(300_000) + b"\0" * 3_000_000  # output far past the first step
+    one = gzip.compress(big)
+    assert archive.gunzip(one, "r") == big
+    multi = gzip.compress(b"ab") + gzip.compress(big) + b"\0" * 16
+    assert archive.gunzip(multi, "r") == b"ab" + big
+    with pytest.raises(BadRecordError, match="truncated"):
+        archive.gunzip(one[:-100], "row 4")
+    bad_crc = bytearray(one)
+    bad_crc[-6] ^= 1
+    with pytest.raises(BadRecordError, match="row 5.*not a valid gzip"):
+        archive.gunzip(bytes(bad_crc), "row 5")
+    with pytest.raises(BadRecordError, match="not a valid gzip"):
+        archive.gunzip(b"PK\3\4" * 8, "row 6")
