@@ -472,3 +472,51 @@ def test_gunzip_members_padding_and_corruption():
         archive.gunzip(bytes(bad_crc), "row 5")
     with pytest.raises(BadRecordError, match="not a valid gzip"):
         archive.gunzip(b"PK\3\4" * 8, "row 6")
+
+
+def test_stamp_log_resume_crash_and_older_stamps(tmp_path):
+    """Stamps are one append-only log: a rerun recognises finished tasks; a dir apexrl
+    was moving when it was killed ("- path" last) is replaced, not trusted or refused;
+    a stale "-" never claims a folder made later; per-task stamp files from older
+    versions are still recognised, then folded into the log."""
+    from apexrl.tasks.dataset import PackedTask, write_dataset
+    from apexrl.tasks.pack import packed_task
+    from apexrl.tasks.unpack import STAMP_LOG, load_stamps, unpack_dataset
+
+    src = tmp_path / "src"
+    for i in range(3):
+        (src / f"t-{i}").mkdir(parents=True)
+        (src / f"t-{i}" / "task.toml").write_text(f'[metadata]\ntask_id = "t{i}"\n')
+    tasks: list[PackedTask] = [packed_task(d) for d in sorted(src.iterdir())]
+    write_dataset(tasks, tmp_path / "ds")
+    out = tmp_path / "out"
+    for strict in (True, False):
+        first = unpack_dataset(tmp_path / "ds", out, strict=strict)
+        assert {r.status for r in first} == ({"written"} if strict else {"unchanged"})
+    meta = out / ".apexrl"
+    assert sorted(p.name for p in meta.iterdir()) == ["lock", STAMP_LOG]
+    shas = load_stamps(out)
+    assert set(shas) == {"t-0", "t-1", "t-2"} and all(len(v) == 64 for v in shas.values())
+
+    # killed while moving t-1 into place: its dir is apexrl's, but not known whole
+    with open(meta / STAMP_LOG, "a") as fh:
+        fh.write("- t-1\n- gone\n")
+    (out / "t-1" / "task.toml").write_text("half")
+    for strict in (True, False):
+        again = {r.path: r.status for r in unpack_dataset(tmp_path / "ds", out, strict=strict)}
+        assert again == {"t-0": "unchanged", "t-1": "written" if strict else "unchanged"} | {
+            "t-2": "unchanged"
+        }
+    assert (out / "t-1" / "task.toml").read_text() == (src / "t-1" / "task.toml").read_text()
+    assert "gone" not in load_stamps(out)  # the stale "-" was dropped ...
+    (out / "gone").mkdir()  # ... so a folder made there later is not apexrl's
+    assert load_stamps(out).get("gone") is None
+
+    # an output folder written by an older version: one <path>.sha256 file per task
+    (meta / STAMP_LOG).unlink()
+    for path, sha in shas.items():
+        (meta / f"{path}.sha256").write_text(sha + "\n")
+    rerun = unpack_dataset(tmp_path / "ds", out, strict=True)
+    assert {r.status for r in rerun} == {"unchanged"}
+    assert sorted(p.name for p in meta.iterdir()) == ["lock", STAMP_LOG]
+    assert load_stamps(out) == shas
