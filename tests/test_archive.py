@@ -3,6 +3,7 @@ and a property test over random trees with links of every kind."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import multiprocessing
 import os
@@ -426,3 +427,96 @@ def test_lean_tar_parser_checks_every_header():
     with pytest.raises(BadRecordError, match="row 9"):
         archive.tar_members(bytes(bad_sum), "row 9")
     assert archive._lean_tar_members(bytes(raw[:700])) is None
+
+
+def _rechecksum(header: bytearray) -> None:
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header[:512])
+
+
+def test_lean_tar_parser_header_spellings_and_checksum_halves():
+    """Headers in the usual spelling take the one-match path, others the field-by-field
+    one, with the same members; a change anywhere in the 512 bytes (either half of the
+    checksum sum, or the checksum field) sends the archive to tarfile."""
+    raw = archive.tar_bytes(
+        [
+            archive.bytes_entry("d/f.txt", b"x" * 1000),
+            archive.bytes_entry("d/g.sh", b"#!", executable=True),
+        ]
+    )
+    want = archive._lean_tar_members(raw)
+    assert want is not None and want == archive._tarfile_members(raw, "x")
+    other = bytearray(raw)
+    other[124:136] = b"1750\0\0\0\0\0\0\0\0"  # size 1000 spelled short, NUL-terminated
+    other[100:108] = b"    644\0"  # mode with leading spaces
+    _rechecksum(other)
+    assert archive._FAST_HEADER.match(bytes(other), 0) is None
+    assert archive._lean_tar_members(bytes(other)) == want
+    for at in (5, 200, 300, 511, 150, 154):
+        bad = bytearray(raw)
+        bad[at] = (bad[at] + 1) % 256 if at != 154 else ord("7")
+        assert archive._lean_tar_members(bytes(bad)) is None, at
+
+
+def test_gunzip_members_padding_and_corruption():
+    big = os.urandom(300_000) + b"\0" * 3_000_000  # output far past the first step
+    one = gzip.compress(big)
+    assert archive.gunzip(one, "r") == big
+    multi = gzip.compress(b"ab") + gzip.compress(big) + b"\0" * 16
+    assert archive.gunzip(multi, "r") == b"ab" + big
+    with pytest.raises(BadRecordError, match="truncated"):
+        archive.gunzip(one[:-100], "row 4")
+    bad_crc = bytearray(one)
+    bad_crc[-6] ^= 1
+    with pytest.raises(BadRecordError, match="row 5.*not a valid gzip"):
+        archive.gunzip(bytes(bad_crc), "row 5")
+    with pytest.raises(BadRecordError, match="not a valid gzip"):
+        archive.gunzip(b"PK\3\4" * 8, "row 6")
+
+
+def test_stamp_log_resume_crash_and_older_stamps(tmp_path):
+    """Stamps are one append-only log: a rerun recognises finished tasks; a dir apexrl
+    was moving when it was killed ("- path" last) is replaced, not trusted or refused;
+    a stale "-" never claims a folder made later; per-task stamp files from older
+    versions are still recognised, then folded into the log."""
+    from apexrl.tasks.dataset import PackedTask, write_dataset
+    from apexrl.tasks.pack import packed_task
+    from apexrl.tasks.unpack import STAMP_LOG, load_stamps, unpack_dataset
+
+    src = tmp_path / "src"
+    for i in range(3):
+        (src / f"t-{i}").mkdir(parents=True)
+        (src / f"t-{i}" / "task.toml").write_text(f'[metadata]\ntask_id = "t{i}"\n')
+    tasks: list[PackedTask] = [packed_task(d) for d in sorted(src.iterdir())]
+    write_dataset(tasks, tmp_path / "ds")
+    out = tmp_path / "out"
+    for strict in (True, False):
+        first = unpack_dataset(tmp_path / "ds", out, strict=strict)
+        assert {r.status for r in first} == ({"written"} if strict else {"unchanged"})
+    meta = out / ".apexrl"
+    assert sorted(p.name for p in meta.iterdir()) == ["lock", STAMP_LOG]
+    shas = load_stamps(out)
+    assert set(shas) == {"t-0", "t-1", "t-2"} and all(len(v) == 64 for v in shas.values())
+
+    # killed while moving t-1 into place: its dir is apexrl's, but not known whole
+    with open(meta / STAMP_LOG, "a") as fh:
+        fh.write("- t-1\n- gone\n")
+    (out / "t-1" / "task.toml").write_text("half")
+    for strict in (True, False):
+        again = {r.path: r.status for r in unpack_dataset(tmp_path / "ds", out, strict=strict)}
+        assert again == {"t-0": "unchanged", "t-1": "written" if strict else "unchanged"} | {
+            "t-2": "unchanged"
+        }
+    assert (out / "t-1" / "task.toml").read_text() == (src / "t-1" / "task.toml").read_text()
+    assert "gone" not in load_stamps(out)  # the stale "-" was dropped ...
+    (out / "gone").mkdir()  # ... so a folder made there later is not apexrl's
+    assert load_stamps(out).get("gone") is None
+
+    # an output folder written by an older version: one <path>.sha256 file per task
+    (meta / STAMP_LOG).unlink()
+    for path, sha in shas.items():
+        (meta / f"{path}.sha256").write_text(sha + "\n")
+    rerun = unpack_dataset(tmp_path / "ds", out, strict=True)
+    assert {r.status for r in rerun} == {"unchanged"}
+    assert sorted(p.name for p in meta.iterdir()) == ["lock", STAMP_LOG]
+    assert load_stamps(out) == shas

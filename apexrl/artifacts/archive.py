@@ -32,6 +32,7 @@ import contextlib
 import errno
 import io
 import os
+import re
 import stat
 import struct
 import zlib
@@ -351,38 +352,48 @@ class Limits:
 
 
 def gunzip(blob: bytes, where: str, limits: Limits | None = None) -> bytes:
-    """Decompress gzip (multi-member too) without ever holding more than the limit."""
+    """Decompress gzip (multi-member too) without ever holding more than the limit.
+
+    ISA-L's inflate (igzip, about 1.5-2x zlib's), one bounded call per member: the
+    output may not pass what the limits allow for this many compressed bytes (the
+    ratio, the total), so a bomb stops at that size, before memory is spent."""
+    from isal import igzip_lib
+
     limits = limits or Limits.from_env()
     cap = limits.max_total_bytes + 64 * 1024 * 1024  # tar headers on top of the content
+    allowed = min(cap, max(limits.ratio_floor, int(limits.max_ratio * max(len(blob), 1))))
     out: list[bytes] = []
     total = 0
-    data: bytes | memoryview = blob
+    data: bytes = blob
     try:
         while data:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            buf = data
-            while not d.eof:
-                chunk = d.decompress(buf, COPY_BUFSIZE)
-                buf = d.unconsumed_tail
-                if not chunk and not buf:
-                    break
+            d = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP)
+            # igzip allocates max_length up front: start small, then double.
+            step = max(len(data) * 8, 1 << 16)
+            chunk = d.decompress(data, min(step, allowed - total + 1))
+            while True:
                 total += len(chunk)
                 out.append(chunk)
-                if total > cap:
-                    raise BadRecordError(
-                        where,
-                        f"refused: expands to more than {cap} bytes",
-                        hint="raise APEXRL_ARCHIVE_MAX_TOTAL_BYTES if the data is genuine",
-                    )
-                limits.check_ratio(total, len(blob), where)
+                if total > allowed:
+                    if total > cap:
+                        raise BadRecordError(
+                            where,
+                            f"refused: expands to more than {cap} bytes",
+                            hint="raise APEXRL_ARCHIVE_MAX_TOTAL_BYTES if the data is genuine",
+                        )
+                    limits.check_ratio(total, len(blob), where)  # raises: over the ratio
+                if d.eof or d.needs_input or not chunk:
+                    break
+                step *= 2
+                chunk = d.decompress(b"", min(step, allowed - total + 1))
             if not d.eof:
                 raise BadRecordError(where, "not a valid gzip stream: truncated")
             data = d.unused_data.lstrip(b"\0")  # zero padding after the last member
-    except zlib.error as e:
+    except igzip_lib.error as e:
         raise BadRecordError(where, f"not a valid gzip stream: {e}") from None
     except MemoryError:
         raise BadRecordError(where, "refused: out of memory while decompressing") from None
-    return b"".join(out)
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 # --- extraction ----------------------------------------------------------------------------
@@ -425,6 +436,16 @@ class Extracted:
 
 def check_name(name: str) -> str:
     """The member's normalised relative name ('' for the root), or ValueError saying why."""
+    if (
+        name
+        and name[0] not in "/."
+        and "/." not in name
+        and "//" not in name
+        and "\\" not in name
+        and "\x00" not in name
+        and name[-1] != "/"
+    ):  # the common case: no part to drop or refuse, nothing to rewrite
+        return name
     n = name.replace("\\", "/")
     if "\x00" in n:
         raise ValueError("NUL in name")
@@ -495,6 +516,8 @@ class _NotLean(Exception):
 
 
 def _octal(field: bytes) -> int:
+    if field[-1] == 0 and field[0] != 32 and _OCTAL_DIGITS.issuperset(field[:-1]):
+        return int(field[:-1], 8)  # the usual spelling: zero-padded digits, one NUL
     text = field.split(b"\0", 1)[0].strip(b" ")
     if not text:
         return 0
@@ -530,27 +553,58 @@ def _lean_tar_members(raw: bytes) -> list[_RawMember] | None:
         return None
 
 
+# The ustar header's fields in order (name, mode, uid, gid, size, mtime, chksum,
+# typeflag, linkname, magic+version, uname, gname, devmajor, devminor, prefix, pad).
+_USTAR = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s155s12x")
+_OCTAL_DIGITS = frozenset(b"01234567")
+# A header as apexrl and GNU tar spell it: mode, size and checksum as zero-padded
+# octal digits ending in NUL (checksum: six digits, NUL, space), ustar or GNU magic.
+_FAST_HEADER = re.compile(
+    rb"(?s).{100}([0-7]{7})\0.{16}([0-7]{11})\0.{12}([0-7]{6})\0 (.)(.{100})(ustar\x0000|ustar  \0)"
+)
+
+
 def _lean_parse(raw: bytes) -> list[_RawMember]:
     n = len(raw)
     pos = 0
     out: list[_RawMember] = []
+    append = out.append
+    unpack_from = _USTAR.unpack_from
+    adler32 = zlib.adler32
+    fast_header = _FAST_HEADER.match
     pax: dict[bytes, bytes] | None = None
     while True:
         if pos + 512 > n:
             raise _NotLean  # no end-of-archive block: tarfile's rules for a short tar
-        block = raw[pos : pos + 512]
-        if block == _ZERO_BLOCK:
-            if pax is not None:
+        # The header's byte sum (the checksum field counted as spaces) through Adler-32,
+        # whose low half is 1 + the byte sum mod 65521: exact for 256 bytes (at most
+        # 65280), so two halves give the sum in C instead of 512 steps of sum().
+        total = adler32(raw[pos : pos + 256]) & 0xFFFF
+        total += adler32(raw[pos + 256 : pos + 512]) & 0xFFFF
+        fast = fast_header(raw, pos)
+        if fast is not None:  # the usual spelling: fields read by one regex match
+            mode_o, size_o, chk_o, typeflag, link_f, magic = fast.groups()
+            name_f = raw[pos : pos + 100]
+            prefix_f = raw[pos + 345 : pos + 500]
+            mode_f = b"%s\0" % mode_o
+            if int(chk_o, 8) != total - 2 - sum(chk_o) + 224:  # "\0 " counted as spaces
                 raise _NotLean
-            return out
-        if _octal(block[148:156]) != sum(block) - sum(block[148:156]) + 256:
-            raise _NotLean  # a bad (or signed) checksum: tarfile reports or accepts it
-        magic = block[257:265]
-        gnu = magic == b"ustar  \0"
-        if not gnu and block[257:263] != b"ustar\0":
-            raise _NotLean  # v7 and other dialects
-        typeflag = block[156:157]
-        size = _octal(block[124:136])
+            size = int(size_o, 8)
+            gnu = magic == b"ustar  \0"
+        else:
+            (name_f, mode_f, _, _, size_f, _, chk_f, typeflag, link_f, magic, *_, prefix_f) = (
+                unpack_from(raw, pos)
+            )
+            if chk_f == b"\0\0\0\0\0\0\0\0" and raw[pos : pos + 512] == _ZERO_BLOCK:
+                if pax is not None:
+                    raise _NotLean
+                return out
+            if _octal(chk_f) != total - 2 - sum(chk_f) + 256:
+                raise _NotLean  # a bad (or signed) checksum: tarfile reports or accepts it
+            gnu = magic == b"ustar  \0"
+            if not gnu and magic[:6] != b"ustar\0":
+                raise _NotLean  # v7 and other dialects
+            size = _octal(size_f)
         data_at = pos + 512
         end = data_at + size + (-size % 512)
         if end > n:
@@ -564,15 +618,16 @@ def _lean_parse(raw: bytes) -> list[_RawMember]:
         kind = _LEAN_KINDS.get(typeflag)
         if kind is None:
             raise _NotLean  # devices, fifos, GNU long names, sparse, global headers
-        name_b = block[0:100].split(b"\0", 1)[0]
-        prefix_b = block[345:500].split(b"\0", 1)[0]
-        if prefix_b:
+        name_b = name_f.split(b"\0", 1)[0]
+        if prefix_f[0]:
+            prefix_b = prefix_f.split(b"\0", 1)[0]
             if gnu:
                 raise _NotLean  # GNU keeps times there: tarfile's reading decides
             name_b = prefix_b + b"/" + name_b
-        link_b = block[157:257].split(b"\0", 1)[0]
         name = name_b.decode("utf-8", "surrogateescape")
-        link = link_b.decode("utf-8", "surrogateescape")
+        link = ""
+        if link_f[0]:
+            link = link_f.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
         if pax is not None:
             for key, value in pax.items():
                 if key == b"path":
@@ -589,18 +644,19 @@ def _lean_parse(raw: bytes) -> list[_RawMember]:
                 elif key not in _PAX_IGNORED and not key.startswith(b"SCHILY."):
                     raise _NotLean  # hdrcharset, GNU.sparse.*, ...: tarfile's semantics
             pax = None
-        if kind == "file" and typeflag == b"\0" and name.endswith("/"):
-            kind = "dir"  # old tars mark folders by a trailing slash only
-        if kind != "file" and size:
+        if kind == "file":
+            if typeflag == b"\0" and name.endswith("/"):
+                kind = "dir"  # old tars mark folders by a trailing slash only
+            else:
+                append((name, kind, size, _octal(mode_f), "", data_at))
+                pos = end
+                continue
+        if size:
             raise _NotLean  # data on a folder or link: tarfile's rules
         if kind == "dir":
-            name = name.rstrip("/")
-        if kind == "file":
-            out.append((name, kind, size, _octal(block[100:108]), "", data_at))
-        elif kind == "dir":
-            out.append((name, kind, 0, _octal(block[100:108]), "", 0))
+            append((name.rstrip("/"), kind, 0, _octal(mode_f), "", 0))
         else:
-            out.append((name, kind, 0, 0o777 if kind == "symlink" else 0o644, link, 0))
+            append((name, kind, 0, 0o777 if kind == "symlink" else 0o644, link, 0))
         pos = end
 
 
@@ -856,8 +912,20 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
+_UMASK: tuple[int, int] | None = None  # (pid, umask)
+
+
 def _umask() -> int:
-    """The process umask, read without changing it (os.umask would, racing threads)."""
+    """The process umask, read without changing it (os.umask would, racing threads);
+    read once per process (a worker extracts thousands of archives)."""
+    global _UMASK
+    pid = os.getpid()
+    if _UMASK is None or _UMASK[0] != pid:
+        _UMASK = (pid, _read_umask())
+    return _UMASK[1]
+
+
+def _read_umask() -> int:
     try:
         fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
         try:

@@ -216,8 +216,11 @@ def download_hf(source: str) -> Path:
         ) from e
 
 
-def iter_rows(source: str | Path, *, with_binary: bool = True) -> Iterator[tuple[str, dict]]:
-    """Yield (where, row dict) for every row; `where` is 'file#row'."""
+def iter_rows(
+    source: str | Path, *, with_binary: bool = True, only: tuple[str, ...] | None = None
+) -> Iterator[tuple[str, dict]]:
+    """Yield (where, row dict) for every row; `where` is 'file#row'. With `only`, rows
+    hold just those columns (unpack reads `path` and `task_binary`, nothing else)."""
     import pyarrow.parquet as pq
 
     for file in resolve_files(source):
@@ -233,13 +236,17 @@ def iter_rows(source: str | Path, *, with_binary: bool = True) -> Iterator[tuple
         wanted = [c for c in (*META_COLUMNS, "task_binary") if c in names]
         if not with_binary:
             wanted.remove("task_binary")
+        if only is not None:
+            wanted = [c for c in wanted if c in only]
         _check_sizes(pf, file)
         index = 0
         batches = pf.iter_batches(batch_size=64, columns=wanted)
         while True:
             try:
                 batch = next(batches)
-                rows = batch.to_pylist()
+                names = batch.schema.names  # columns to lists, then rows: no per-cell lookups
+                cols = [c.to_pylist() for c in batch.columns]
+                rows = [dict(zip(names, r, strict=True)) for r in zip(*cols, strict=True)]
             except StopIteration:
                 break
             except MemoryError:

@@ -66,8 +66,10 @@ def ordered_map[T, R](
     ctx = multiprocessing.get_context("forkserver")
     # The forkserver imports `fn`'s module (and `preload`) once; each worker forks from
     # it already loaded instead of importing again (no effect once a forkserver runs).
-    ctx.set_forkserver_preload([fn.__module__, *preload])
+    ctx.set_forkserver_preload([fn.__module__, "ctypes", *preload])
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)
     ) as pool:
-        yield from pool.map(fn, items, chunksize=16)
+        # Few large chunks: each one costs a round trip through the pool's queues.
+        chunk = max(1, min(64, n_items // (workers * 4))) if n_items else 16
+        yield from pool.map(fn, items, chunksize=chunk)

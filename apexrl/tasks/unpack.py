@@ -9,6 +9,7 @@ task dir; an identical existing task dir is skipped (resumable).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
@@ -47,6 +48,9 @@ def check_task_path(path: object, where: str) -> str:
     return path
 
 
+_LOOKUP = "lookup"  # unpack_row's default: read the stamp log itself
+
+
 def unpack_row(
     path: object,
     blob: bytes,
@@ -56,17 +60,21 @@ def unpack_row(
     max_member: int | None = None,
     limits: Limits | None = None,
     defer: bool = False,
+    stamp: str | None = _LOOKUP,
 ) -> UnpackResult:
     """Extract one row into `out/<path>` (through a temp folder renamed into place).
 
     Links are allowed only inside the task, checked against the real filesystem
-    after extraction (see apexrl.artifacts.archive)."""
+    after extraction (see apexrl.artifacts.archive). `stamp` is the path's entry in
+    the stamp log when the caller (holding the folder's lock) read the log once."""
     path = check_task_path(path, where)
     if limits is None:
         limits = Limits.from_env(**({"max_member_bytes": max_member} if max_member else {}))
     sha = hashlib.sha256(blob).hexdigest()
     base = os.fspath(out)
-    if _read_stamp(base, path) == sha and os.path.isdir(f"{base}/{path}"):
+    if stamp is _LOOKUP:
+        stamp = load_stamps(base).get(path)
+    if stamp == sha and os.path.isdir(f"{base}/{path}"):
         return UnpackResult(path, "unchanged", sha)
     tmp = _make_tmp(base, path)
     try:
@@ -77,9 +85,10 @@ def unpack_row(
     except (OSError, ValueError, EOFError, MemoryError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadRecordError(where, f"task_binary could not be unpacked: {e}") from None
+    res = UnpackResult(path, "written", sha, pending=tmp)
     if defer:
-        return UnpackResult(path, "written", sha, pending=tmp)
-    return finish_row(out, UnpackResult(path, "written", sha, pending=tmp))
+        return res
+    return finish_row(out, res, known=(os.path.lexists(f"{base}/{path}"), stamp is not None))
 
 
 _tmp_serial = itertools.count()
@@ -97,40 +106,98 @@ def _make_tmp(base: str, path: str) -> str:
             continue
 
 
-def _read_stamp(base: str, path: str) -> str | None:
+# Stamps live outside the task dirs so that unpack(pack(tree)) == tree exactly: one
+# append-only log, out/.apexrl/unpacked.log, a line per event: "<sha256> <path>" once a
+# task dir is whole in place, "- <path>" before apexrl moves one (its own, not yet
+# whole: a run killed there leaves a dir that the next run replaces, never trusts).
+# The last line for a path wins. Per-task files <path>.sha256 (older versions) count too.
+STAMP_LOG = "unpacked.log"
+_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _read_stamps(base: str) -> tuple[dict[str, str], int, list[str]]:
+    """(path -> sha or "-", lines in the log, older per-task stamp files)."""
+    meta = f"{base}/.apexrl"
+    stamps: dict[str, str] = {}
     try:
-        fd = os.open(f"{base}/.apexrl/{path}.sha256", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
+        names = os.listdir(meta)
+    except (FileNotFoundError, NotADirectoryError):
+        return stamps, 0, []
+    legacy = [n for n in names if n.endswith(".sha256")]
+    for name in legacy:
+        try:
+            fd = os.open(f"{meta}/{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            stamps[name[: -len(".sha256")]] = os.read(fd, 256).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
+    lines: list[str] = []
+    if STAMP_LOG in names:
+        fd = os.open(f"{meta}/{STAMP_LOG}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+        for line in lines:
+            sha, _, path = line.partition(" ")
+            if path and sha:
+                stamps[path] = sha
+    return stamps, len(lines), legacy
+
+
+def load_stamps(base: str | Path) -> dict[str, str]:
+    """Each task path's stamp: the sha256 of the row it was unpacked from, or "-" for a
+    dir apexrl was moving when it stopped."""
+    return _read_stamps(os.fspath(base))[0]
+
+
+def _append_stamps(base: str, lines: list[str]) -> None:
+    """One write with O_APPEND: lines from parallel workers never interleave."""
+    if not lines:
+        return
     try:
-        return os.read(fd, 256).decode("ascii", "replace").strip()
+        fd = os.open(f"{base}/.apexrl/{STAMP_LOG}", _LOG_FLAGS, 0o644)
+    except FileNotFoundError:
+        os.makedirs(f"{base}/.apexrl", exist_ok=True)
+        fd = os.open(f"{base}/.apexrl/{STAMP_LOG}", _LOG_FLAGS, 0o644)
+    try:
+        data = "".join(lines).encode()
+        while data:
+            data = data[os.write(fd, data) :]
     finally:
         os.close(fd)
 
 
-# Stamps live outside the task dirs (out/.apexrl/<path>.sha256) so that
-# unpack(pack(tree)) == tree exactly.
-_STAMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+def _compact_stamps(base: str, existing: set[str]) -> dict[str, str]:
+    """Read the stamps; rewrite the log when it has grown well past one line per task,
+    when older per-task stamp files are there, or when a "-" names a dir that is gone
+    (it must not claim a folder made there later). The caller holds the lock."""
+    stamps, n_lines, legacy = _read_stamps(base)
+    stale = [p for p, sha in stamps.items() if sha == "-" and p not in existing]
+    for p in stale:
+        del stamps[p]
+    if legacy or stale or n_lines > 2 * len(stamps) + 256:
+        tmp = f"{base}/.apexrl/{STAMP_LOG}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.writelines(f"{sha} {path}\n" for path, sha in stamps.items())
+        os.replace(tmp, f"{base}/.apexrl/{STAMP_LOG}")
+        for name in legacy:
+            with contextlib.suppress(OSError):
+                os.unlink(f"{base}/.apexrl/{name}")
+    return stamps
 
 
-def finish_row(out: Path, res: UnpackResult) -> UnpackResult:
-    """Move an extracted row into place and stamp it."""
-    assert res.pending is not None
-    path, sha, tmp = res.path, res.sha256, res.pending
-    base = os.fspath(out)
+def _refuse_foreign(final: str, tmp: str) -> BadRecordError:
+    shutil.rmtree(tmp, ignore_errors=True)
+    return BadRecordError(
+        final,
+        "exists and was not unpacked by apexrl: not replaced",
+        hint="move it away or unpack into another folder",
+    )
+
+
+def _move_into_place(base: str, path: str, tmp: str, final_there: bool) -> None:
     final = f"{base}/{path}"
-    stamp = f"{base}/.apexrl/{path}.sha256"
-    final_there = os.path.lexists(final)
-    stamped = os.path.isfile(stamp)
-    if final_there and not stamped:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise BadRecordError(
-            final,
-            "exists and was not unpacked by apexrl: not replaced",
-            hint="move it away or unpack into another folder",
-        )
-    if stamped:
-        os.unlink(stamp)  # a crash from here on leaves no stale stamp
     old = None
     if final_there:
         old = tempfile.mkdtemp(prefix=f".{path}.", suffix=".old", dir=base)
@@ -138,15 +205,26 @@ def finish_row(out: Path, res: UnpackResult) -> UnpackResult:
     os.replace(tmp, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    try:
-        fd = os.open(stamp, _STAMP_FLAGS, 0o644)
-    except FileNotFoundError:
-        os.makedirs(f"{base}/.apexrl", exist_ok=True)
-        fd = os.open(stamp, _STAMP_FLAGS, 0o644)
-    try:
-        os.write(fd, (sha + "\n").encode())
-    finally:
-        os.close(fd)
+
+
+def finish_row(
+    out: Path, res: UnpackResult, *, known: tuple[bool, bool] | None = None
+) -> UnpackResult:
+    """Move an extracted row into place and stamp it. `known` = (the task dir exists,
+    the log has a stamp for it) when the caller knows them."""
+    assert res.pending is not None
+    path, sha, tmp = res.path, res.sha256, res.pending
+    base = os.fspath(out)
+    if known is None:
+        final_there, stamped = os.path.lexists(f"{base}/{path}"), path in load_stamps(base)
+    else:
+        final_there, stamped = known
+    if final_there and not stamped:
+        raise _refuse_foreign(f"{base}/{path}", tmp)
+    if final_there:
+        _append_stamps(base, [f"- {path}\n"])  # a crash from here on leaves no stale stamp
+    _move_into_place(base, path, tmp, final_there)
+    _append_stamps(base, [f"{sha} {path}\n"])
     return UnpackResult(path, "written", sha)
 
 
@@ -156,15 +234,34 @@ def _discard(results: list[UnpackResult]) -> None:
             shutil.rmtree(r.pending, ignore_errors=True)
 
 
-def _unpack_job(job: tuple[str, object, bytes | None, Path, bool]) -> UnpackResult | tuple:
+def _unpack_job(
+    job: tuple[str, object, bytes | None, Path, bool, str | None],
+) -> UnpackResult | tuple:
     """Worker: unpack one row; errors come back as (where, detail, hint) values."""
-    where, path, blob, out, defer = job
+    where, path, blob, out, defer, stamp = job
     try:
         if not isinstance(blob, bytes | bytearray) or not blob:
             raise BadRecordError(where, "task_binary is empty")
-        return unpack_row(path, bytes(blob), out, where, defer=defer)
+        return unpack_row(path, bytes(blob), out, where, defer=defer, stamp=stamp)
     except BadRecordError as e:
         return (e.where, e.detail, e.hint)
+
+
+def _finish_all(
+    base: str, results: list[UnpackResult], existing: set[str], stamps: dict[str, str]
+) -> list[UnpackResult]:
+    """--strict's end: every extracted row moved into place, two log writes in all."""
+    pending = [r for r in results if r.pending]
+    for r in pending:
+        if r.path in existing and r.path not in stamps:
+            err = _refuse_foreign(f"{base}/{r.path}", r.pending)  # type: ignore[arg-type]
+            _discard(results)
+            raise err
+    _append_stamps(base, [f"- {r.path}\n" for r in pending])
+    for r in pending:
+        _move_into_place(base, r.path, r.pending, r.path in existing)  # type: ignore[arg-type]
+    _append_stamps(base, [f"{r.sha256} {r.path}\n" for r in pending])
+    return [UnpackResult(r.path, r.status, r.sha256) for r in results]
 
 
 def unpack_dataset(
@@ -187,7 +284,7 @@ def unpack_dataset(
         on_error(err)
 
     def jobs():
-        for where, row in iter_rows(source):
+        for where, row in iter_rows(source, only=("path", "task_binary")):
             path = row.get("path")
             try:
                 check_task_path(path, where)
@@ -199,11 +296,14 @@ def unpack_dataset(
                 fail(e)
                 continue
             seen[path] = where
-            yield where, path, row.get("task_binary"), out, strict
+            yield where, path, row.get("task_binary"), out, strict, stamps.get(path)
 
     with dir_lock(out):  # a second unpack into `out` waits for this one
         for debris in [*out.glob(".*.unpack-tmp"), *out.glob(".*.old")]:  # a killed run's
             shutil.rmtree(debris, ignore_errors=True)
+        # Listed once under the lock (only this run writes here now): no per-task lookups.
+        existing = set(os.listdir(out))
+        stamps = _compact_stamps(os.fspath(out), existing)
         try:  # --strict: rows are extracted aside and moved into place only at the end
             for result in ordered_map(
                 _unpack_job, jobs(), workers=workers, n_items=row_count(source)
@@ -218,7 +318,7 @@ def unpack_dataset(
             _discard(results)
             raise
         if strict:
-            results = [finish_row(out, r) if r.pending else r for r in results]
+            results = _finish_all(os.fspath(out), results, existing, stamps)
             for r in results:
                 if on_row:
                     on_row(r)
