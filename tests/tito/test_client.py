@@ -238,3 +238,34 @@ def test_fit_to_server_takes_the_servers_window():
     with pytest.raises(EngineError) as e, EngineClient("http://127.0.0.1:9") as c:
         c.fit_to_server(timeout_s=2)
     assert e.value.kind == "transient"
+
+
+def test_the_prompt_echo_is_dropped_unparsed_and_nothing_else_changes():
+    import orjson
+
+    from apexrl.tito.client import decode_body, drop_prompt_echo, parse_completion_response
+
+    prompt = list(range(100, 5100))
+    choice = {
+        "index": 0,
+        # a text that quotes the key cannot fool it: inside a JSON string the quotes are escaped
+        "text": 'see "prompt_token_ids":[1,2] and "prompt_token_ids": [3]',
+        "finish_reason": "stop",
+        "token_ids": [7, 8, 9],
+        "prompt_token_ids": prompt,
+        "logprobs": {"token_logprobs": [-0.1, -0.2, -0.3]},
+    }
+    for dumps in (orjson.dumps, lambda d: json.dumps(d).encode()):  # compact and spaced
+        raw = dumps({"id": "c", "choices": [choice]})
+        full, lean = decode_body(raw), decode_body(raw, keep_prompt_echo=False)
+        assert full["choices"][0]["prompt_token_ids"] == prompt
+        assert lean["choices"][0]["prompt_token_ids"] is None
+        full["choices"][0]["prompt_token_ids"] = None
+        assert lean == full
+        c = parse_completion_response(lean, prompt)
+        assert (c.token_ids, c.logprobs, c.text) == ([7, 8, 9], [-0.1, -0.2, -0.3], choice["text"])
+        assert c.prompt_token_ids is None
+    # anything but a plain list of ints is left to the parser
+    for odd in (b'{"prompt_token_ids":[1,"x"]}', b'{"prompt_token_ids":[[1]]}', b'{"a":1}'):
+        assert drop_prompt_echo(odd) == odd
+    assert drop_prompt_echo(b'{"prompt_token_ids":[]}') == b'{"prompt_token_ids":null}'
