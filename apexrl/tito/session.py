@@ -120,7 +120,7 @@ class TitoSession:
     ) -> list[int]:
         """`start` with the encode in a worker thread (see `atokenize_observations`)."""
         text = self._begin(messages, tools)
-        ids = await asyncio.to_thread(self.tok.encode, text)
+        ids = await asyncio.to_thread(self.tok.encode_off_loop, text)
         self.state.set_prompt(ids)
         return ids
 

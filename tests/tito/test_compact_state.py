@@ -185,3 +185,17 @@ def test_trajectory_json_is_the_pydantic_record_byte_for_byte(tok, stock):
     _drive(plain, tok)
     back = TitoTrajectory.model_validate_json(plain.trajectory_json("t", status="complete"))
     assert back.ids == plain.state.ids.tolist() and back.turns == plain.turns
+
+
+def test_the_off_loop_encode_gives_the_same_ids(tok):
+    """encode_off_loop (tokenizers' batch entry: the GIL is released) == encode, special
+    token strings, tool-call markup, whitespace runs and non-ASCII text included."""
+    texts = [
+        "",
+        "plain words",
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+        tool_call_text("read", {"path": "/a b/é.txt"}, think="x  \t y\n\n\nz"),
+        "数字 1,234.5% — ünïcode 😀" * 50,
+    ]
+    for t in texts:
+        assert tok.encode_off_loop(t) == tok.encode(t)
