@@ -118,9 +118,14 @@ class TitoSession:
     async def astart(
         self, messages: Sequence[dict], *, tools: list[dict] | None = None
     ) -> list[int]:
-        """`start` with the encode in a worker thread (see `atokenize_observations`)."""
-        text = self._begin(messages, tools)
-        ids = await asyncio.to_thread(self.tok.encode_off_loop, text)
+        """`start` with the render and the encode in a worker thread (see
+        `atokenize_observations`): hundreds of trials starting together would otherwise
+        render their tool-laden prompts back to back on the event loop."""
+
+        def begin() -> list[int]:
+            return self.tok.encode_off_loop(self._begin(messages, tools))
+
+        ids = await asyncio.to_thread(begin)
         self.state.set_prompt(ids)
         return ids
 
