@@ -39,6 +39,7 @@ from harbor.models.agent.context import AgentContext
 
 from apexrl.agent.loop import DEFAULT_SYSTEM_PROMPT, AgentLoop, make_redactor
 from apexrl.agent.mcp_tools import GatewayNotReady, ToolBox
+from apexrl.agent.offload import write_off_loop
 from apexrl.agent.prompts import with_extra_prompt
 from apexrl.agent.records import (
     AGENT_RECORD_FILE,
@@ -224,8 +225,9 @@ class ApexAgent(BaseAgent):
             if client is not None:
                 await client.aclose()
             # serializing a long trajectory (tito.json, ATIF with every step's prompt ids)
-            # takes long enough to stall other trials sharing this event loop
-            await asyncio.to_thread(self._write_outputs, rec, loop, redact)
+            # takes long enough to stall other trials sharing this event loop: the
+            # process's one record-writer thread does it (apexrl.agent.offload)
+            await write_off_loop(self._write_outputs, rec, loop, redact)
             self._fill_context(context, rec, loop)
             await self._upload_answer(environment, rec.final_answer or "")
 
@@ -236,13 +238,17 @@ class ApexAgent(BaseAgent):
         d = Path(self.logs_dir)
         d.mkdir(parents=True, exist_ok=True)
         if loop is not None and loop.session.state.ids:
-            traj = loop.session.to_trajectory(
-                str(self.session_id or d.name),
-                status=rec.status,
-                error_class=rec.error_class,
-                mask=loop.session.state.mask.tolist(),
-            )
-            write_text_atomic(d / TITO_FILE, redact(traj.model_dump_json()))
+            tid = str(self.session_id or d.name)
+            extra = {
+                "status": rec.status,
+                "error_class": rec.error_class,
+                "mask": loop.session.state.mask.tolist(),
+            }
+            # the same bytes as to_trajectory(...).model_dump_json(), from the arrays
+            tito_json = loop.session.trajectory_json(tid, **extra).decode()
+            write_text_atomic(d / TITO_FILE, redact(tito_json))
+            del tito_json
+            traj = loop.session.to_trajectory(tid, **extra)
             atif = traj.to_atif(agent_name=self.name(), agent_version=self.version() or "0")
             agent_steps = [s for s in atif["steps"] if s.get("source") == "agent"]
             for srec, step in zip(rec.step_records, agent_steps, strict=False):

@@ -182,11 +182,14 @@ class AgentLoop:
                 seed=None if self.sampling.seed is None else self.sampling.seed + step,
                 stop_token_ids=stops,
                 logprobs=0,
+                # vLLM echoes the whole prompt (prompt_token_ids): dropped unparsed, it
+                # costs the event loop nothing (parsed: ~5 ms a step at 100k tokens)
+                keep_prompt_echo=False,
             )
             llm_s = time.monotonic() - t
             rec.llm_s += llm_s
-            # keep only what the step needs: the response also echoes the whole prompt
-            # (vLLM's prompt_token_ids), which must not stay alive while tools run
+            # keep only what the step needs, nothing of the response stays alive while
+            # tools run
             sampled, finish, window_full = c.token_ids, c.finish_reason, c.window_full
             lps = c.logprobs if c.logprobs is not None else [0.0] * len(sampled)
             del c

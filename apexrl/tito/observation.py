@@ -188,5 +188,5 @@ class ObservationTokenizer:
         work) runs here, the encode (long; the tokenizer releases the GIL) in a worker
         thread, so the loop neither blocks on it nor fights it for the GIL."""
         text, anchored = self._suffix_text(messages, add_generation_prompt)
-        ids = await asyncio.to_thread(self.tok.encode, text)
+        ids = await asyncio.to_thread(self.tok.encode_off_loop, text)
         return self._join(self._suffix_of(ids, anchored), last_token)

@@ -20,7 +20,7 @@ from apexrl.tito.observation import ObservationTokenizer
 from apexrl.tito.parsing import ParsedCompletion, parse_completion, tool_call_format
 from apexrl.tito.state import TokenState
 from apexrl.tito.tokenizer import Tokenizer
-from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+from apexrl.tito.trajectory import TITO_SCHEMA_VERSION, TitoTrajectory, TitoTurn
 
 _PREFILL: dict[tuple, tuple] = {}  # (tokenizer id, template, kwargs) -> (tokenizer, text)
 
@@ -118,9 +118,14 @@ class TitoSession:
     async def astart(
         self, messages: Sequence[dict], *, tools: list[dict] | None = None
     ) -> list[int]:
-        """`start` with the encode in a worker thread (see `atokenize_observations`)."""
-        text = self._begin(messages, tools)
-        ids = await asyncio.to_thread(self.tok.encode, text)
+        """`start` with the render and the encode in a worker thread (see
+        `atokenize_observations`): hundreds of trials starting together would otherwise
+        render their tool-laden prompts back to back on the event loop."""
+
+        def begin() -> list[int]:
+            return self.tok.encode_off_loop(self._begin(messages, tools))
+
+        ids = await asyncio.to_thread(begin)
         self.state.set_prompt(ids)
         return ids
 
@@ -187,6 +192,52 @@ class TitoSession:
             )
             for r in self.turn_refs
         ]
+
+    def trajectory_json(self, trajectory_id: str, **extra: Any) -> bytes:
+        """`to_trajectory(trajectory_id, **extra).model_dump_json()`, byte for byte, without
+        building (and validating) the models: orjson straight from the token arrays, ~10x
+        less time holding the GIL for a 100k-token trajectory. Anything orjson would write
+        differently from pydantic (integers past 64 bits, non-string keys, datetimes,
+        dataclasses, subclasses) makes it take the pydantic path instead."""
+        import orjson
+
+        ids, lps = self.state.ids, self.state.logprobs
+        doc = {
+            "schema_version": TITO_SCHEMA_VERSION,
+            "trajectory_id": trajectory_id,
+            "model": self.model,
+            "tokenizer": self.tok.name,
+            "chat_template": self.template_name,
+            "template_kwargs": self.kwargs,
+            "tools": self.tools,
+            "messages": self.messages,
+            "prompt_ids": self.state.prompt_ids,
+            "n_prompt_messages": self.n_prompt_messages,
+            "turns": [
+                {
+                    "kind": r.kind,
+                    "token_ids": ids[r.start : r.end].tolist(),
+                    "logprobs": lps[r.start : r.end].tolist() if r.kind == "sampled" else None,
+                    "message_index": r.message_index,
+                    "n_messages": r.n_messages,
+                    "finish_reason": r.finish_reason,
+                }
+                for r in self.turn_refs
+            ],
+            "extra": extra or None,
+        }
+        try:
+            if type(trajectory_id) is not str:
+                raise TypeError("trajectory_id")
+            # passthrough: values orjson might write unlike pydantic raise TypeError instead
+            strict = (
+                orjson.OPT_PASSTHROUGH_DATETIME
+                | orjson.OPT_PASSTHROUGH_DATACLASS
+                | orjson.OPT_PASSTHROUGH_SUBCLASS
+            )
+            return orjson.dumps(doc, option=strict)
+        except TypeError:
+            return self.to_trajectory(trajectory_id, **extra).model_dump_json().encode()
 
     def to_trajectory(self, trajectory_id: str, **extra: Any) -> TitoTrajectory:
         return TitoTrajectory(

@@ -101,8 +101,8 @@ class GeneratorSettings(TrialSpec):
     session_affinity: bool = True
     trial_retries: int = 2
     runner_retries: int = 1
-    executor: str = "process"  # process | ray | inline | shards
-    shards: int = 0  # executor "shards": worker processes (0: one per CPU)
+    executor: Literal["process", "ray", "inline", "shards"] = "process"
+    shards: int = Field(0, ge=0)  # executor "shards": worker processes (0: one per CPU)
     trial_cpus: float = 0.5  # Ray CPUs reserved per trial task (the sandbox runs elsewhere)
     # the trial function, "module:function" (task_dir, TrialConfig) -> TrialOutcome; given as
     # `runner` by specs written before it had this name

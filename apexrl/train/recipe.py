@@ -196,6 +196,11 @@ class RolloutSection(_S):
     rate_limit_per_s: float = 0.0  # trial starts per second; 0 = unlimited
     session_affinity: bool = True
     trial_retries: int = 2  # reruns of trials whose sandbox failed to start
+    # where trials run (apexrl.train.generator): "ray" tasks on the cluster (unset: the
+    # launcher's choice, ray for a submitted job), one "process" per trial, "shards" (K
+    # long-lived worker processes, many trials per event loop), "inline" (tests)
+    executor: Literal["ray", "process", "shards", "inline"] | None = None
+    shards: int = Field(0, ge=0)  # executor "shards": worker processes (0: one per CPU)
 
 
 class CheckpointSection(_S):

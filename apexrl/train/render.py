@@ -133,7 +133,7 @@ def planner_gap(r: Recipe, planner: ConcurrencyPlan | None) -> str:
 
 
 def _settings(
-    r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str
+    r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str | None
 ) -> GeneratorSettings:
     from apexrl.agent.prompts import read_prompt
     from apexrl.trial.config import AgentBudgets, AgentLimits, Sampling, SandboxSettings
@@ -177,7 +177,8 @@ def _settings(
         rate_limit_per_s=r.rollout.rate_limit_per_s,
         session_affinity=r.rollout.session_affinity,
         trial_retries=r.rollout.trial_retries,
-        executor=executor,
+        executor=executor or r.rollout.executor or "ray",
+        shards=r.rollout.shards,
     )
 
 
@@ -213,12 +214,13 @@ def render(
     data_val: str | None = None,
     model: str | None = None,
     resume: bool = False,
-    executor: str = "ray",
+    executor: str | None = None,
     tasks_dir: str = "tasks",
     logs_dir: str | None = None,
     strict: bool = False,
 ) -> RunSpec:
-    """strict: the run is being submitted (unresolved placeholders are errors)."""
+    """strict: the run is being submitted (unresolved placeholders are errors).
+    executor: where trials run; None: the recipe's `rollout.executor`, else "ray"."""
     r = loaded.recipe
     if model:
         r = r.model_copy(update={"model": r.model.model_copy(update={"path": model})})

@@ -419,6 +419,7 @@ async def run_one(i: int, url: str, shape: Shape, seed: int, out_dir: str | None
     loop, records); returns its summary. Writes tito.json / apexrl_agent.json under
     out_dir/<trial> when out_dir is given (else serializes them and drops the bytes)."""
     from apexrl.agent.loop import AgentLoop
+    from apexrl.agent.offload import write_off_loop
     from apexrl.tito.client import EngineClient, RetryPolicy
     from apexrl.tito.session import TitoSession
     from apexrl.trial.config import AgentBudgets, Sampling
@@ -448,20 +449,19 @@ async def run_one(i: int, url: str, shape: Shape, seed: int, out_dir: str | None
     finally:
         await client.aclose()
 
-    def write() -> tuple[str, str]:  # as ApexAgent writes them: in a worker thread
-        traj = session.to_trajectory(
-            tid, status=rec.status, error_class=rec.error_class, mask=list(session.state.mask)
+    def write() -> tuple[bytes, str]:  # as ApexAgent writes them: the record-writer thread
+        tito_json = session.trajectory_json(
+            tid, status=rec.status, error_class=rec.error_class, mask=session.state.mask.tolist()
         )
-        tito_json = traj.model_dump_json()
         rec_json = rec.model_dump_json(indent=2)
         if out_dir is not None:
             d = Path(out_dir) / tid
             d.mkdir(parents=True, exist_ok=True)
-            (d / "tito.json").write_text(tito_json)
+            (d / "tito.json").write_bytes(tito_json)
             (d / "apexrl_agent.json").write_text(rec_json)
         return tito_json, rec_json
 
-    tito_json, rec_json = await asyncio.to_thread(write)
+    tito_json, rec_json = await write_off_loop(write)
     return {
         "status": rec.status,
         "steps": rec.steps,

@@ -238,3 +238,61 @@ def test_fit_to_server_takes_the_servers_window():
     with pytest.raises(EngineError) as e, EngineClient("http://127.0.0.1:9") as c:
         c.fit_to_server(timeout_s=2)
     assert e.value.kind == "transient"
+
+
+def test_the_prompt_echo_is_dropped_unparsed_and_nothing_else_changes():
+    import orjson
+
+    from apexrl.tito.client import decode_body, drop_prompt_echo, parse_completion_response
+
+    prompt = list(range(100, 5100))
+    choice = {
+        "index": 0,
+        # a text that quotes the key cannot fool it: inside a JSON string the quotes are escaped
+        "text": 'see "prompt_token_ids":[1,2] and "prompt_token_ids": [3]',
+        "finish_reason": "stop",
+        "token_ids": [7, 8, 9],
+        "prompt_token_ids": prompt,
+        "logprobs": {"token_logprobs": [-0.1, -0.2, -0.3]},
+    }
+    for dumps in (orjson.dumps, lambda d: json.dumps(d).encode()):  # compact and spaced
+        raw = dumps({"id": "c", "choices": [choice]})
+        full, lean = decode_body(raw), decode_body(raw, keep_prompt_echo=False)
+        assert full["choices"][0]["prompt_token_ids"] == prompt
+        assert lean["choices"][0]["prompt_token_ids"] is None
+        full["choices"][0]["prompt_token_ids"] = None
+        assert lean == full
+        c = parse_completion_response(lean, prompt)
+        assert (c.token_ids, c.logprobs, c.text) == ([7, 8, 9], [-0.1, -0.2, -0.3], choice["text"])
+        assert c.prompt_token_ids is None
+    # anything but a plain list of ints is left to the parser
+    for odd in (b'{"prompt_token_ids":[1,"x"]}', b'{"prompt_token_ids":[[1]]}', b'{"a":1}'):
+        assert drop_prompt_echo(odd) == odd
+    assert drop_prompt_echo(b'{"prompt_token_ids":[]}') == b'{"prompt_token_ids":null}'
+
+
+def test_growing_prompts_encode_only_their_new_ids_to_the_same_bytes():
+    from array import array
+
+    from apexrl.tito.client import EngineClient, encode_body
+
+    c = EngineClient("http://127.0.0.1:9", model="m", max_context=10_000)
+    kw = {"max_tokens": 50, "temperature": 0.7, "stop_token_ids": [5, 6], "seed": 3}
+    ids = array("i", range(100, 2100))
+    seen = []
+    for step in range(6):
+        if step == 3:  # a prompt that does not extend the last one (another trajectory)
+            ids = array("i", [9, *ids[1:]])
+        else:
+            ids.extend(array("i", range(step * 7 + 1)))
+        got = c._prompt_json.body(ids, c.request_fields(len(ids), **kw))
+        want = encode_body(c.build_request(ids, **kw))
+        assert got == want
+        seen.append(json.loads(got)["prompt"] == ids.tolist())
+    assert all(seen)
+    # a field the cache cannot place (extra overriding the prompt) takes the plain path
+    rest = c.request_fields(len(ids), **kw, extra={"prompt": [1]})
+    assert c._prompt_json.body(ids, rest) is None
+    # an empty prompt is refused before any body is built
+    with pytest.raises(Exception, match="max_tokens|context|prompt"):
+        c.request_fields(10_000, **kw)

@@ -148,3 +148,54 @@ def test_async_tokenization_gives_the_same_ids(tok, stock):
         assert asyncio.run(s.atokenize_observations(obs)) == s.tokenize_observations(obs)
         s.add_observations(obs, ids=asyncio.run(s.atokenize_observations(obs)))
     assert a.state.ids[: len(b.state)] == b.state.ids
+
+
+def test_trajectory_json_is_the_pydantic_record_byte_for_byte(tok, stock):
+    """session.trajectory_json (orjson from the arrays) == to_trajectory().model_dump_json(),
+    on awkward content: control and non-ASCII characters, lone-ish escapes, every float
+    shape a logprob can take (tiny, huge, -0.0, nan, inf), nested tool schemas."""
+    import math
+    import random
+
+    sess = TitoSession(tok, chat_template=stock, template_name="stock", model="m")
+    _drive(sess, tok)
+    weird = 'a\u2028b\x00\x1f\x7f"\\/é😀 <>&\ud7ff\t\r\n'
+    msgs = [{"role": "tool", "tool_call_id": "c\x01", "content": weird * 50}]
+    sess.add_observations(msgs)
+    rng = random.Random(3)
+    lps = [-0.0, 0.0, 1e-5, -1.5e-7, -1e20, float("nan"), -float("inf"), 5e-324, -2 / 3]
+    lps += [math.log(rng.random()) for _ in range(2000)]
+    lps += [-rng.random() * 10 ** rng.randint(-12, 3) for _ in range(2000)]
+    ids = [rng.randrange(150_000) for _ in lps]
+    sess.add_completion(ids, lps, finish_reason="length")
+    sess.tools = [*TOOLS, {"type": "function", "function": {"name": "é", "x": [1, 2.5, None]}}]
+    extra = {"status": "complete", "mask": sess.state.mask.tolist(), "n": {"a": [True, None]}}
+    want = sess.to_trajectory("t\u00e9", **extra).model_dump_json().encode()
+    assert sess.trajectory_json("t\u00e9", **extra) == want
+    assert sess.trajectory_json("t") == sess.to_trajectory("t").model_dump_json().encode()
+    # what orjson would write differently (or not at all) goes the pydantic way
+    big = {"status": "error", "huge": 2**70, "keys": {1: "int key"}}
+    assert (
+        sess.trajectory_json("t", **big)
+        == sess.to_trajectory("t", **big).model_dump_json().encode()
+    )
+    # and it reads back as the same trajectory (nan is written as null, as pydantic does:
+    # a record with nan logprobs does not read back, so this one has none)
+    plain = TitoSession(tok, chat_template=stock, template_name="stock", model="m")
+    _drive(plain, tok)
+    back = TitoTrajectory.model_validate_json(plain.trajectory_json("t", status="complete"))
+    assert back.ids == plain.state.ids.tolist() and back.turns == plain.turns
+
+
+def test_the_off_loop_encode_gives_the_same_ids(tok):
+    """encode_off_loop (tokenizers' batch entry: the GIL is released) == encode, special
+    token strings, tool-call markup, whitespace runs and non-ASCII text included."""
+    texts = [
+        "",
+        "plain words",
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+        tool_call_text("read", {"path": "/a b/é.txt"}, think="x  \t y\n\n\nz"),
+        "数字 1,234.5% — ünïcode 😀" * 50,
+    ]
+    for t in texts:
+        assert tok.encode_off_loop(t) == tok.encode(t)

@@ -371,3 +371,31 @@ def test_auto_concurrency_never_exceeds_the_published_ceiling_silently():
     )
     assert spec.plan.planner.tokens_per_engine == 8_800_000
     assert spec.plan.planner.per_engine == 8_800_000 // 101_441
+
+
+def test_rollout_executor_selects_where_trials_run():
+    """rollout.executor / rollout.shards reach the generator settings; unset: ray (or the
+    launcher's explicit choice); an unknown name or a negative count is a recipe error."""
+    from pydantic import ValidationError
+
+    from apexrl.train.generator import GeneratorSettings, ShardExecutor, make_executor
+
+    plain = render(load_recipe("smoke-1gpu"), data_train="t.parquet").generator
+    assert (plain.executor, plain.shards) == ("ray", 0)
+    sets = ['rollout.executor="shards"', "rollout.shards=4"]
+    g = render(load_recipe("smoke-1gpu", sets), data_train="t.parquet").generator
+    assert (g.executor, g.shards) == ("shards", 4)
+    ex = make_executor(g.executor, g.concurrency, g.trial_cpus, g.shards)
+    assert isinstance(ex, ShardExecutor)
+    ex.close()
+    # an explicit executor (tests, local launchers) wins over the recipe's
+    g2 = render(load_recipe("smoke-1gpu", sets), data_train="t.parquet", executor="inline")
+    assert g2.generator.executor == "inline"
+    # the setting survives the run spec's JSON round trip
+    assert GeneratorSettings.model_validate_json(g.model_dump_json()).shards == 4
+    with pytest.raises(BadRecordError, match="rollout.executor"):
+        load_recipe("smoke-1gpu", ['rollout.executor="threads"'])
+    with pytest.raises(BadRecordError, match="rollout.shards"):
+        load_recipe("smoke-1gpu", ["rollout.shards=-1"])
+    with pytest.raises(ValidationError, match="executor"):
+        GeneratorSettings(tasks_dir="t", logs_dir="l", executor="threads")
