@@ -172,6 +172,21 @@ def base_env(env: dict[str, str]) -> dict[str, str]:
     return {**base, **{k: str(v) for k, v in env.items()}}
 
 
+def system_binds() -> list[str]:
+    """bwrap arguments for the host's root links/folders and the /etc files a sandbox
+    reads, read-only (the trial sandbox and the fork server's sandbox share them)."""
+    argv: list[str] = []
+    for p in ROOT_LINKS_OR_DIRS:
+        if os.path.islink(p):
+            argv += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            argv += ["--ro-bind", p, p]
+    for p in ETC_FILES:
+        if os.path.exists(p):
+            argv += ["--ro-bind", p, p]
+    return argv
+
+
 def bwrap_argv(
     rw: list[tuple[str, Path]],
     *,
@@ -201,14 +216,7 @@ def bwrap_argv(
     if not network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/usr", "/usr"]
-    for p in ROOT_LINKS_OR_DIRS:
-        if os.path.islink(p):
-            argv += ["--symlink", os.readlink(p), p]
-        elif os.path.isdir(p):
-            argv += ["--ro-bind", p, p]
-    for p in ETC_FILES:
-        if os.path.exists(p):
-            argv += ["--ro-bind", p, p]
+    argv += system_binds()
     argv += ["--proc", "/proc"]
     for p in PROC_READ_ONLY:
         if os.path.exists(p):
@@ -280,14 +288,7 @@ def zygote_argv(trials_dir: Path) -> list[str]:
     for cap in ZYGOTE_CAPS:
         argv += ["--cap-add", cap]
     argv += ["--hostname", "apexrl-sandbox", "--ro-bind", "/usr", "/usr"]
-    for p in ROOT_LINKS_OR_DIRS:
-        if os.path.islink(p):
-            argv += ["--symlink", os.readlink(p), p]
-        elif os.path.isdir(p):
-            argv += ["--ro-bind", p, p]
-    for p in ETC_FILES:
-        if os.path.exists(p):
-            argv += ["--ro-bind", p, p]
+    argv += system_binds()
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     argv += ["--perms", "0755", "--dir", "/world", "--perms", "0755", "--dir", "/root"]
     argv += ["--bind", str(trials_dir), "/trials"]

@@ -144,17 +144,23 @@ def check_resume(spec: RunSpec) -> str:
     step = latest_checkpoint(ckpt)
     if "://" in ckpt:
         return "resume: latest checkpoint in " + ckpt if spec.resume else "fresh run"
-    if spec.resume and step is None:
+    return resume_line(ckpt, step, spec.resume)
+
+
+def resume_line(ckpt: str, step: int | None, resume: bool) -> str:
+    """The start line for a run whose latest checkpoint is `step`; refuses a fresh start
+    over checkpoints and a resume from nothing (GPU and JAX paths alike)."""
+    if resume and step is None:
         raise UsageError(
             f"--resume: no checkpoint in {ckpt}",
             hint="drop --resume to start fresh, or set checkpoint.path to the run's folder",
         )
-    if not spec.resume and step is not None:
+    if not resume and step is not None:
         raise UsageError(
             f"{ckpt} already holds checkpoints (step {step})",
             hint="pass --resume to continue, or --set run_name=NEW for a new run",
         )
-    return f"resume from global_step_{step}" if spec.resume else "fresh run"
+    return f"resume from global_step_{step}" if resume else "fresh run"
 
 
 # --- the job ------------------------------------------------------------------------------

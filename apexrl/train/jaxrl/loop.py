@@ -107,18 +107,9 @@ class JaxRun:
         return step if (self.ckpt_dir / f"global_step_{step}" / "state.json").is_file() else None
 
     def check_resume(self) -> str:
-        step = self.latest_step()
-        if self.resume and step is None:
-            raise UsageError(
-                f"--resume: no checkpoint in {self.ckpt_dir}",
-                hint="drop --resume to start fresh, or set checkpoint.path to the run's folder",
-            )
-        if not self.resume and step is not None:
-            raise UsageError(
-                f"{self.ckpt_dir} already holds checkpoints (step {step})",
-                hint="pass --resume to continue, or --set run_name=NEW for a new run",
-            )
-        return f"resume from global_step_{step}" if self.resume else "fresh run"
+        from apexrl.train.launch import resume_line
+
+        return resume_line(str(self.ckpt_dir), self.latest_step(), self.resume)
 
     # --- inputs ---------------------------------------------------------------------------
     def prepare(self) -> tuple[Path, Path | None, Path]:
