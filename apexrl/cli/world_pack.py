@@ -36,6 +36,13 @@ def pack(
     ),
     port: int = typer.Option(8080, "--port", help="Port the gateway listens on in the image."),
     level: int = typer.Option(6, "--level", min=1, max=9, help="gzip level of new layers."),
+    layer_mb: int = typer.Option(
+        64,
+        "--layer-mb",
+        min=0,
+        help="Cut a world of more than this many MiB into up to 8 layers of about equal size "
+        "(packed, pushed and pulled in parallel); 0 keeps every world in one layer.",
+    ),
     registry_endpoint: str | None = typer.Option(
         None,
         "--registry-endpoint",
@@ -44,7 +51,7 @@ def pack(
     ),
     json_out: bool = typer.Option(False, "--json", help="NDJSON on stdout even on a terminal."),
 ) -> None:
-    """Build one OCI image archive per world: base layers + runtime layer + world layer.
+    """Build one OCI image archive per world: base layers + runtime layer + world layers.
 
     Reproducible: the same inputs give byte-identical archives; the base and
     runtime layers are shared by every world. Prints one record per world
@@ -66,6 +73,7 @@ def pack(
         port=port,
         level=level,
         endpoint=registry_endpoint,
+        layer_mb=layer_mb,
     )
     records = []
     failed = []

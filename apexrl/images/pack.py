@@ -2,8 +2,13 @@
 
 Image = base image layers (unchanged blobs) + runtime layer (apexrl's own
 source and an entrypoint script at /usr/local/bin/apexrl-world-entrypoint)
-+ optional deps layer (a `pip install --target` directory) + world layer
-(`/world/filesystem`, `/world/.apps_data`, `/world/world.json`). The config
++ optional deps layer (a `pip install --target` directory) + world layers
+(`/world/filesystem`, `/world/.apps_data`, `/world/world.json`). A world of more
+than `layer_mb` MiB is cut, in path order and without splitting a file, into
+up to MAX_WORLD_LAYERS layers of about equal size: they are deflated in
+parallel here, and pushed and pulled in parallel (one layer per blob in flight);
+a world at or under `layer_mb` keeps one layer, so its image digest does not
+change. The config
 starts the MCP gateway: `python -m apexrl world serve /world --host 0.0.0.0
 --port 8080`, declares the port and a healthcheck, linux/amd64.
 """
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +34,8 @@ RUNTIME_DIR = "opt/apexrl"
 DEPS_DIR = "opt/apexrl/deps"
 ENTRYPOINT = "usr/local/bin/apexrl-world-entrypoint"
 DEFAULT_PORT = 8080
+DEFAULT_LAYER_MB = 64  # world file bytes per layer before the world is cut in several
+MAX_WORLD_LAYERS = 8  # few enough for overlay filesystems and registries' per-blob costs
 
 ENTRYPOINT_SCRIPT = """#!/bin/sh
 # apexrl world image entrypoint: serve the world's MCP gateway (written by `apexrl world pack`).
@@ -180,6 +188,7 @@ class PackOptions:
     port: int = DEFAULT_PORT
     level: int = oci.GZIP_LEVEL
     endpoint: str | None = None
+    layer_mb: int = DEFAULT_LAYER_MB  # 0: the world in one layer, however large
 
 
 @dataclass
@@ -242,12 +251,11 @@ class Packer:
         meta = {"world_id": world.world_id, **world.meta}
         meta["world_id"] = world.world_id
         entries.append(oci.bytes_entry(f"{WORLD_DIR}/{WORLD_META}", oci.canonical_json(meta)))
-        layer_path = self.tmp / f"world-{world.world_id}.tar.gz"
+        groups = split_world_entries(entries, self.opts.layer_mb << 20)
+        paths = [self.tmp / f"world-{world.world_id}-{i}.tar.gz" for i in range(len(groups))]
         try:
-            layer = oci.write_layer(
-                entries, layer_path, mtime=self.epoch, level=self.opts.level, on_bytes=on_bytes
-            )
-            spec = self._spec(world, layer)
+            layers = self._write_layers(groups, paths, on_bytes)
+            spec = self._spec(world, layers)
             target = self.opts.out / f"{world.world_id}.oci.tar"
             with atomic_path(target) as tmp:
                 built = oci.write_image_archive(spec, tmp, ref_name=world.world_id)
@@ -260,9 +268,33 @@ class Packer:
                 built.layer_digests,
             )
         finally:
-            layer_path.unlink(missing_ok=True)
+            for path in paths:
+                path.unlink(missing_ok=True)
 
-    def _spec(self, world: WorldSource, layer: oci.Layer) -> oci.ImageSpec:
+    def _write_layers(
+        self,
+        groups: list[list[oci.Entry]],
+        paths: list[Path],
+        on_bytes: Callable[[int], None] | None,
+    ) -> list[oci.Layer]:
+        """One layer per group; several at once (each deflates on its own thread)."""
+
+        def write(group: list[oci.Entry], path: Path, count: Callable[[int], None] | None):
+            return oci.write_layer(
+                group, path, mtime=self.epoch, level=self.opts.level, on_bytes=count
+            )
+
+        if len(groups) == 1:
+            return [write(groups[0], paths[0], on_bytes)]
+        count = _locked(on_bytes)
+        from concurrent.futures import ThreadPoolExecutor
+
+        workers = min(len(groups), os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pack-layer") as pool:
+            futures = [pool.submit(write, g, p, count) for g, p in zip(groups, paths, strict=True)]
+            return [f.result() for f in futures]
+
+    def _spec(self, world: WorldSource, layers: list[oci.Layer]) -> oci.ImageSpec:
         port = self.opts.port
         apps = _known_apps(world.meta.get("apps") or [])
         pythonpath = "/" + RUNTIME_DIR + (":/" + DEPS_DIR if self.opts.deps else "")
@@ -271,7 +303,7 @@ class Packer:
             base_diff_ids=self.base.diff_ids,
             base_config=self.base.config,
             base_history=self.base.history,
-            layers=[*self.shared, (layer, f"apexrl world {world.world_id}: /{WORLD_DIR}")],
+            layers=[*self.shared, *_world_history(world.world_id, layers)],
             entrypoint=["/" + ENTRYPOINT],
             cmd=[],
             env={
@@ -303,6 +335,57 @@ class Packer:
             },
             created=self.epoch,
         )
+
+
+def _world_history(world_id: str, layers: list[oci.Layer]) -> list[tuple[oci.Layer, str]]:
+    text = f"apexrl world {world_id}: /{WORLD_DIR}"
+    if len(layers) == 1:
+        return [(layers[0], text)]
+    return [(layer, f"{text} (part {i}/{len(layers)})") for i, layer in enumerate(layers, 1)]
+
+
+def split_world_entries(
+    entries: list[oci.Entry], layer_bytes: int, max_layers: int = MAX_WORLD_LAYERS
+) -> list[list[oci.Entry]]:
+    """The world's entries (parents added, sorted) cut into groups of about equal file
+    bytes, in path order; no file is split. Every group starts with the directories
+    above its first entry, the same entries (mode and all) the earlier group holds, so
+    applying the layers in order gives the one-layer tree. One group when the world
+    holds at most `layer_bytes` (or `layer_bytes` <= 0)."""
+    ordered = oci.with_parents(entries)
+    total = sum(e.size for e in ordered if e.kind == "file")
+    if layer_bytes <= 0 or total <= layer_bytes:
+        return [ordered]
+    n = min(max_layers, -(-total // layer_bytes))
+    target = -(-total // n)
+    by_name = {e.name: e for e in ordered}
+    groups: list[list[oci.Entry]] = []
+    group: list[oci.Entry] = []
+    filled = 0
+    for e in ordered:
+        if e.kind == "file" and filled and filled + e.size > target and len(groups) < n - 1:
+            groups.append(group)
+            parts = e.name.split("/")[:-1]
+            group = [by_name["/".join(parts[: i + 1])] for i in range(len(parts))]
+            filled = 0
+        group.append(e)
+        if e.kind == "file":
+            filled += e.size
+    groups.append(group)
+    return groups
+
+
+def _locked(fn: Callable[[int], None] | None) -> Callable[[int], None] | None:
+    """A progress callback several layer writers may call at once."""
+    if fn is None:
+        return None
+    lock = threading.Lock()
+
+    def call(n: int) -> None:
+        with lock:
+            fn(n)
+
+    return call
 
 
 def _known_apps(names: list[str]) -> list[str]:
