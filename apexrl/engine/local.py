@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from apexrl.engine.protocol import HttpEngine
 from apexrl.errors import UsageError
 
 TOKENIZER_FILES = (
@@ -653,7 +654,7 @@ def _handler(engine: LocalEngine):
     return Handler
 
 
-class EngineServer:
+class EngineServer(HttpEngine):
     """The HTTP server around a LocalEngine; start() runs it in a daemon thread."""
 
     def __init__(self, engine: LocalEngine, *, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -681,23 +682,8 @@ class EngineServer:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
-    def __enter__(self) -> EngineServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     # apexrl.engine.protocol.Engine
     kind = "local"
-
-    @property
-    def endpoint(self) -> str:
-        return self.url
-
-    def health(self) -> bool:
-        from apexrl.engine.protocol import http_health
-
-        return http_health(self.url)
 
     def capabilities(self):
         from apexrl.engine.protocol import EngineCapabilities

@@ -62,6 +62,27 @@ class Engine(Protocol):
     def capabilities(self) -> EngineCapabilities: ...
 
 
+class HttpEngine:
+    """What the HTTP engines share (local, scripted, vLLM): the endpoint is the server's
+    `url`, health is GET /health, and a `with` block starts and stops the engine.
+    Subclasses give `kind`, `url`, `start`, `stop` and `capabilities`."""
+
+    kind: str
+
+    @property
+    def endpoint(self) -> str:
+        return self.url  # type: ignore[attr-defined]
+
+    def health(self) -> bool:
+        return http_health(self.endpoint)
+
+    def __enter__(self):
+        return self.start()  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()  # type: ignore[attr-defined]
+
+
 def http_health(endpoint: str, timeout_s: float = HEALTH_TIMEOUT_S) -> bool:
     """True when GET {endpoint}/health answers 200 within the timeout."""
     import httpx

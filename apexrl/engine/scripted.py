@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from apexrl.engine.protocol import HttpEngine
+
 FIXED_LOGPROB = -0.25
 
 
@@ -42,7 +44,7 @@ class Fault:
 Step = str | Fault | Callable[[dict], "str | Fault"]
 
 
-class ScriptedEngine:
+class ScriptedEngine(HttpEngine):
     def __init__(
         self,
         script: Sequence[Step],
@@ -235,23 +237,8 @@ class ScriptedEngine:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
-    def __enter__(self) -> ScriptedEngine:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     # apexrl.engine.protocol.Engine
     kind = "scripted"
-
-    @property
-    def endpoint(self) -> str:
-        return self.url
-
-    def health(self) -> bool:
-        from apexrl.engine.protocol import http_health
-
-        return http_health(self.url)
 
     def capabilities(self):
         from apexrl.engine.protocol import EngineCapabilities

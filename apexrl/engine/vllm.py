@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from apexrl.engine.protocol import HttpEngine
 from apexrl.errors import ApexError, ExitCode, UsageError
 
 
@@ -293,7 +294,7 @@ def wait_healthy(
         time.sleep(interval_s)
 
 
-class VllmServer:
+class VllmServer(HttpEngine):
     """vLLM as a subprocess: start() -> wait for /health -> stop()."""
 
     def __init__(
@@ -354,24 +355,12 @@ class VllmServer:
             self._log = None
         return code
 
-    def __enter__(self) -> VllmServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     # apexrl.engine.protocol.Engine
     kind = "vllm"
     max_model_len: int | None = None  # what /v1/models reports once started (launch)
 
-    @property
-    def endpoint(self) -> str:
-        return self.url
-
     def health(self) -> bool:
-        from apexrl.engine.protocol import http_health
-
-        return self.proc is not None and self.proc.poll() is None and http_health(self.url)
+        return self.proc is not None and self.proc.poll() is None and super().health()
 
     def capabilities(self):
         from apexrl.engine.protocol import EngineCapabilities
