@@ -72,7 +72,7 @@ _apexrl() {
         "train") words="--set --data --val-data --model --ray-address --dry-run --resume --check-only --follow --no-follow --ship-code --no-ship-code --json --help" ;;
         "world") words="diff pack serve snapshot tools --help" ;;
         "world diff") words="--json --help" ;;
-        "world pack") words="--out --base --deps --runtime --port --level --registry-endpoint --json --help" ;;
+        "world pack") words="--out --base --deps --runtime --port --level --layer-mb --registry-endpoint --json --help" ;;
         "world serve") words="--host --port --apps --workdir --world-id --ready-timeout --surface --help" ;;
         "world snapshot") words="--out --files --help" ;;
         "world tools") words="--surface --apps --json --help" ;;

@@ -211,6 +211,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcom
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from pack' -l runtime
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from pack' -l port
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from pack' -l level
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from pack' -l layer-mb
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from pack' -l registry-endpoint
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from pack' -l json
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from pack' -l help

@@ -56,16 +56,23 @@ def parse_image_push(argv: list[str]) -> dict | None:
         i += 1
     if not opts["archives"] or not opts.get("to"):
         return None
+    from apexrl.cli.image_push import (
+        DEFAULT_CONCURRENCY,
+        DEFAULT_TAG,
+        DEFAULT_TIMEOUT_S,
+        MAX_CONCURRENCY,
+    )
+
     try:
-        concurrency = int(opts.get("concurrency", "4"))
+        opts["concurrency"] = int(opts.get("concurrency", DEFAULT_CONCURRENCY))
         if "retries" in opts and int(opts["retries"]) < 1:
             return None
-        opts["timeout"] = float(opts.get("timeout", "30"))
+        opts["timeout"] = float(opts.get("timeout", DEFAULT_TIMEOUT_S))
     except ValueError:
         return None
-    if not 1 <= concurrency <= 64:
+    if not 1 <= opts["concurrency"] <= MAX_CONCURRENCY:
         return None
-    opts.setdefault("tag", "{world_id}")
+    opts.setdefault("tag", DEFAULT_TAG)
     if "registry_endpoint" not in opts:
         env = os.environ.get("APEXRL_REGISTRY_ENDPOINT")
         if env == "":
@@ -84,23 +91,14 @@ def fast_image_push(argv: list[str]) -> int | None:
         from pathlib import Path
 
         from apexrl.cli import output
-        from apexrl.cli.image_push import run_push
-        from apexrl.images import oci
-        from apexrl.images.refs import check_tag, parse_reference
+        from apexrl.cli.image_push import plan_pushes, run_push
+        from apexrl.images.refs import parse_reference
 
         dest = parse_reference(opts["to"], require_repo_only=True)
-        tag = opts["tag"]
-        if len(opts["archives"]) > 1 and "{" not in tag:
+        paths = [Path(item) for item in opts["archives"]]
+        if not all(p.exists() for p in paths):
             return None
-        plans = []
-        for item in opts["archives"]:
-            path = Path(item)
-            if not path.exists():
-                return None
-            src = oci.open_image(path)
-            world_id = src.world_id or src.ref_name or path.name.split(".")[0]
-            t = check_tag(tag.format(world_id=world_id, digest12=src.manifest_digest[7:19]))
-            plans.append((path, src, world_id, t))
+        plans = plan_pushes([(p, None) for p in paths], opts["tag"])
         as_json = opts["json_out"] or not output.stdout_is_terminal()
     except Exception:  # bad input: the Typer app says what is wrong, as always
         return None
@@ -109,7 +107,7 @@ def fast_image_push(argv: list[str]) -> int | None:
             dest,
             plans,
             endpoint=opts["registry_endpoint"],
-            concurrency=int(opts.get("concurrency", "4")),
+            concurrency=opts["concurrency"],
             retries=int(opts["retries"]) if "retries" in opts else None,
             timeout=opts["timeout"],
             as_json=as_json,

@@ -7,6 +7,12 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.image_push import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_TAG,
+    DEFAULT_TIMEOUT_S,
+    MAX_CONCURRENCY,
+)
 
 app = typer.Typer(help="Push world images to ECR or any OCI registry.", no_args_is_help=True)
 
@@ -44,16 +50,21 @@ def push(
         ..., "--to", help="REGISTRY/REPO, e.g. <acct>.dkr.ecr.<region>.amazonaws.com/worlds."
     ),
     tag: str = typer.Option(
-        "{world_id}", "--tag", help="Tag; {world_id} and {digest12} are filled in per image."
+        DEFAULT_TAG, "--tag", help="Tag; {world_id} and {digest12} are filled in per image."
     ),
     concurrency: int = typer.Option(
-        4, "-n", "--concurrency", min=1, max=64, help="Parallel blob uploads."
+        DEFAULT_CONCURRENCY,
+        "-n",
+        "--concurrency",
+        min=1,
+        max=MAX_CONCURRENCY,
+        help="Parallel blob uploads.",
     ),
     retries: int | None = typer.Option(
         None, "--retries", min=1, help="Attempts per call on 5xx/429/connection errors (default 5)."
     ),
     timeout: float = typer.Option(
-        30.0, "--timeout", help="Seconds per registry call (connect/read)."
+        DEFAULT_TIMEOUT_S, "--timeout", help="Seconds per registry call (connect/read)."
     ),
     registry_endpoint: str | None = typer.Option(
         None,
@@ -71,22 +82,11 @@ def push(
     input of `tasks convert`. Re-running finishes an interrupted push; an
     unchanged image uploads nothing.
     """
-    from apexrl.errors import UsageError
-    from apexrl.images import oci
-    from apexrl.images.refs import check_tag, parse_reference
+    from apexrl.cli.image_push import plan_pushes
+    from apexrl.images.refs import parse_reference
 
     dest = parse_reference(to, require_repo_only=True)
-    items = _archives(archives)
-    if len(items) > 1 and "{" not in tag:
-        raise UsageError(
-            f"--tag {tag!r} would give every image the same tag", hint="use {world_id}"
-        )
-    plans = []
-    for path, wid in items:
-        src = oci.open_image(path)
-        world_id = wid or src.world_id or src.ref_name or path.name.split(".")[0]
-        t = check_tag(tag.format(world_id=world_id, digest12=src.manifest_digest[7:19]))
-        plans.append((path, src, world_id, t))
+    plans = plan_pushes(_archives(archives), tag)
     as_json = json_out or not output.stdout_is_terminal()
     if dry_run:
         for path, src, _wid, t in plans:

@@ -14,6 +14,32 @@ from typing import Any
 
 from apexrl.cli import output
 
+# `image push` defaults, shared by the Typer command and the entry point's fast path
+DEFAULT_TAG = "{world_id}"
+DEFAULT_CONCURRENCY = 4
+MAX_CONCURRENCY = 64
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def plan_pushes(items: list[tuple[Any, str | None]], tag: str) -> list[tuple]:
+    """(path, source, world_id, tag) per archive; `items` are (path, world_id or None).
+    Raises UsageError when one fixed tag would name several images."""
+    from apexrl.errors import UsageError
+    from apexrl.images import oci
+    from apexrl.images.refs import check_tag
+
+    if len(items) > 1 and "{" not in tag:
+        raise UsageError(
+            f"--tag {tag!r} would give every image the same tag", hint="use {world_id}"
+        )
+    plans = []
+    for path, wid in items:
+        src = oci.open_image(path)
+        world_id = wid or src.world_id or src.ref_name or path.name.split(".")[0]
+        t = check_tag(tag.format(world_id=world_id, digest12=src.manifest_digest[7:19]))
+        plans.append((path, src, world_id, t))
+    return plans
+
 
 def image_record(world_id: str, ref: str, digest: str, size_bytes: int) -> dict[str, Any]:
     """ImageRecord(...).model_dump(mode="json") without loading pydantic (the same keys

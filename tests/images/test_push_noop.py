@@ -228,3 +228,26 @@ def test_installed_command_starts_at_the_entry_point():
         cwd=REPO_ROOT,
     )
     assert p.returncode == 0 and p.stdout.startswith("apexrl "), p.stderr
+
+
+def test_fast_parser_options_are_the_typer_commands():
+    """One command, two parsers: the fast path knows every option of `image push` but
+    --dry-run (which it hands to Typer), and takes the same defaults."""
+    import typer.main
+
+    from apexrl.cli import entry
+    from apexrl.cli.image import app
+
+    cmd = typer.main.get_command(app)
+    cmd = cmd.commands["push"] if hasattr(cmd, "commands") else cmd  # a one-command app
+    typer_opts = {o for p in cmd.params for o in p.opts if o.startswith("-")}
+    fast_opts = set(entry._VALUE_OPTIONS) | {"--json"}
+    assert typer_opts - fast_opts == {"--dry-run"}
+    assert fast_opts <= typer_opts
+    defaults = {p.name: p.default for p in cmd.params}
+    o = entry.parse_image_push(["image", "push", "a.tar", "--to", "h/r"])
+    assert (o["tag"], o["concurrency"], o["timeout"]) == (
+        defaults["tag"],
+        defaults["concurrency"],
+        defaults["timeout"],
+    )
