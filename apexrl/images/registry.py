@@ -905,11 +905,15 @@ def pull_image(
         mt = doc.get("mediaType") or mt
         if mt not in oci.MANIFEST_TYPES:
             raise UsageError(f"{spec}: unsupported manifest type {mt!r}")
+        missing = []
         for d in [doc["config"], *doc.get("layers", [])]:
             p = blobs_dir / d["digest"].split(":", 1)[1]
-            if p.is_file() and p.stat().st_size == int(d["size"]):
-                continue
-            client.download_blob(d["digest"], p, int(d["size"]))
+            if not (p.is_file() and p.stat().st_size == int(d["size"])):
+                missing.append((d["digest"], p, int(d["size"])))
+        # several blobs in flight, as push sends them (each is written atomically)
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="pull") as pool:
+            for f in [pool.submit(client.download_blob, *m) for m in missing]:
+                f.result()
 
     def open_blob(digest: str) -> IO[bytes]:
         return open(blobs_dir / digest.split(":", 1)[1], "rb")  # noqa: SIM115
