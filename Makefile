@@ -50,6 +50,9 @@ $(VENV)/.installed: pyproject.toml
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 12), "need Python >= 3.12, set PYTHON312="'
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[dev,local]'
+	@# bytecode up front, as pip does for a regular install: an editable install compiles on
+	@# first import only, and never where PYTHONDONTWRITEBYTECODE is set (every CLI start pays)
+	$(PY) -m compileall -q apexrl >/dev/null
 	@touch $@
 
 install: $(VENV)/.installed

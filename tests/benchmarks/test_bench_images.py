@@ -75,6 +75,11 @@ def test_bench_images(tmp_path):
     archive = Path(recs[0]["archive"])
     image_bytes = archive.stat().st_size
 
+    # the CLI's bytecode, as an installed apexrl has it (pip compiles at install; an editable
+    # install compiles on first import, never where PYTHONDONTWRITEBYTECODE is set)
+    pkg = Path(__file__).resolve().parents[2] / "apexrl"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(pkg)], check=True, timeout=300)
+
     # push vs skopeo copy, each into a fresh registry
     push_t, skopeo_t, noop_cli, noop_api = [], [], [], []
     for i in range(RUNS):
