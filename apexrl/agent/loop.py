@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 from apexrl.agent.mcp_tools import ToolBox, ToolOutcome
 from apexrl.agent.records import AgentRunRecord, StepRecord, ToolCallRecord
+from apexrl.agent.runtime import tune_gc_once
 from apexrl.errors import AuthError
 from apexrl.tito.client import EngineClient, EngineError
 from apexrl.tito.parsing import ToolCall
@@ -121,6 +122,7 @@ class AgentLoop:
 
     # --- the loop ---------------------------------------------------------------------
     async def run(self, instruction: str) -> AgentRunRecord:
+        tune_gc_once()  # APEXRL_ROLLOUT_GC (apexrl.agent.runtime): once per process
         t0 = time.monotonic()
         rec = self.record
         try:

@@ -18,12 +18,12 @@ token is inserted so the stream matches a full render.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from apexrl.tito.tokenizer import Tokenizer
+from apexrl.tito.workers import off_loop
 
 # Tokens a chat model stops at (ChatML/Qwen, GLM, Llama 3, generic EOS names).
 STOP_TOKEN_STRINGS = (
@@ -185,8 +185,8 @@ class ObservationTokenizer:
         add_generation_prompt: bool = True,
     ) -> list[int]:
         """`tokenize` for an event loop shared by many trials: the render (short Python
-        work) runs here, the encode (long; the tokenizer releases the GIL) in a worker
-        thread, so the loop neither blocks on it nor fights it for the GIL."""
+        work) runs here, the encode (long; the tokenizer releases the GIL) in a tokenize
+        thread (apexrl.tito.workers), so the loop neither blocks on it nor fights it for the GIL."""
         text, anchored = self._suffix_text(messages, add_generation_prompt)
-        ids = await asyncio.to_thread(self.tok.encode_off_loop, text)
+        ids = await off_loop(self.tok.encode_off_loop, text)
         return self._join(self._suffix_of(ids, anchored), last_token)

@@ -10,7 +10,6 @@ traj = sess.to_trajectory("id")
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from apexrl.tito.parsing import ParsedCompletion, parse_completion, tool_call_fo
 from apexrl.tito.state import TokenState
 from apexrl.tito.tokenizer import Tokenizer
 from apexrl.tito.trajectory import TITO_SCHEMA_VERSION, TitoTrajectory, TitoTurn
+from apexrl.tito.workers import off_loop
 
 _PREFILL: dict[tuple, tuple] = {}  # (tokenizer id, template, kwargs) -> (tokenizer, text)
 
@@ -125,7 +125,7 @@ class TitoSession:
         def begin() -> list[int]:
             return self.tok.encode_off_loop(self._begin(messages, tools))
 
-        ids = await asyncio.to_thread(begin)
+        ids = await off_loop(begin)
         self.state.set_prompt(ids)
         return ids
 

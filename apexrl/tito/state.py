@@ -14,6 +14,7 @@ trajectories of ~100k tokens held at once) that is ~0.7 GB instead of several GB
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,9 +45,21 @@ def int_array(ids: Sequence[int]) -> array:
             out = array("i", [int(i) for i in ids])
         except OverflowError as e:
             raise TokenStateError(f"token id out of range: {e}") from e
-    if out and min(out) < 0:
+    if out and _has_negative(out):
         raise TokenStateError("negative token id")
     return out
+
+
+_SIGN = bytes(range(0x80))  # the high bytes of non-negative int32s
+
+
+def _has_negative(a: array) -> bool:
+    """Any negative value in an array('i'): the sign bytes, scanned in C (`min(a)` makes
+    an int object per token: ~0.4 ms of the event loop for a 4k-token observation)."""
+    if a.itemsize != 4:
+        return min(a) < 0
+    high = memoryview(a).cast("B")[3 if sys.byteorder == "little" else 0 :: 4]
+    return bool(high.tobytes().translate(None, _SIGN))
 
 
 @dataclass

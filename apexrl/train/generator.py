@@ -50,6 +50,7 @@ import asyncio
 import hashlib
 import importlib
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -103,6 +104,11 @@ class GeneratorSettings(TrialSpec):
     runner_retries: int = 1
     executor: Literal["process", "ray", "inline", "shards"] = "process"
     shards: int = Field(0, ge=0)  # executor "shards": worker processes (0: one per CPU)
+    # event loops carrying many trials: exported to the trial processes' environment
+    # (rollout_env); see apexrl.tito.workers and apexrl.agent.runtime
+    tokenize_threads: int = Field(0, ge=0)
+    tokenize_nice: int = Field(10, ge=0, le=19)
+    loop_gc: Literal["tuned", "default"] = "tuned"
     trial_cpus: float = 0.5  # Ray CPUs reserved per trial task (the sandbox runs elsewhere)
     # the trial function, "module:function" (task_dir, TrialConfig) -> TrialOutcome; given as
     # `runner` by specs written before it had this name
@@ -460,12 +466,26 @@ def _tid_string(tid: Any, i: int) -> str:
     return str(tid)
 
 
+def rollout_env(settings: GeneratorSettings) -> dict[str, str]:
+    """The environment that carries the [rollout] loop settings to trial processes (the
+    shard workers and per-trial processes started after it is set inherit it)."""
+    from apexrl.agent.runtime import GC_ENV
+    from apexrl.tito.workers import NICE_ENV, THREADS_ENV
+
+    return {
+        THREADS_ENV: str(settings.tokenize_threads),
+        NICE_ENV: str(settings.tokenize_nice),
+        GC_ENV: settings.loop_gc,
+    }
+
+
 class TrialGenerator:
     """SkyRL's generator contract over apexrl trials (SkyRL itself is not imported here;
     `apexrl.train.entrypoint` mixes in SkyRL's GeneratorInterface)."""
 
     def __init__(self, settings: GeneratorSettings, executor: Executor | None = None) -> None:
         self.settings = settings
+        os.environ.update(rollout_env(settings))  # before any trial process starts
         self.executor = executor or make_executor(
             settings.executor, settings.concurrency, settings.trial_cpus, settings.shards
         )

@@ -201,6 +201,13 @@ class RolloutSection(_S):
     # long-lived worker processes, many trials per event loop), "inline" (tests)
     executor: Literal["ray", "process", "shards", "inline"] | None = None
     shards: int = Field(0, ge=0)  # executor "shards": worker processes (0: one per CPU)
+    # the event loops that carry many trials (apexrl.tito.workers, apexrl.agent.runtime):
+    # threads that tokenize off the loop (0: one per core but one, 1-4), their niceness
+    # above the loop's (0: the same priority), the cyclic GC ("tuned": startup heap frozen,
+    # rarer full collections; "default": Python's)
+    tokenize_threads: int = Field(0, ge=0)
+    tokenize_nice: int = Field(10, ge=0, le=19)
+    loop_gc: Literal["tuned", "default"] = "tuned"
 
 
 class CheckpointSection(_S):

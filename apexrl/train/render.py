@@ -179,6 +179,9 @@ def _settings(
         trial_retries=r.rollout.trial_retries,
         executor=executor or r.rollout.executor or "ray",
         shards=r.rollout.shards,
+        tokenize_threads=r.rollout.tokenize_threads,
+        tokenize_nice=r.rollout.tokenize_nice,
+        loop_gc=r.rollout.loop_gc,
     )
 
 
