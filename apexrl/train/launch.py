@@ -98,24 +98,32 @@ def world_images(images: str | None) -> dict[str, str]:
     }
 
 
+def recipe_provenance(loaded: LoadedRecipe) -> dict:
+    """The manifest fields every backend records: where the recipe came from, its
+    overrides, and the code's git revision."""
+    rev, dirty = git_revision()
+    return {
+        "recipe_source": loaded.source,
+        "recipe_chain": loaded.chain,
+        "recipe_sha256": loaded.sha256,
+        "overrides": loaded.overrides,
+        "git_revision": rev,
+        "git_dirty": dirty,
+    }
+
+
 def make_manifest(
     loaded: LoadedRecipe, spec: RunSpec, *, ray_address: str | None, environ=None
 ) -> RunManifest:
     environ = os.environ if environ is None else environ
-    rev, dirty = git_revision()
     return RunManifest(
         run_name=spec.run_name,
         recipe=spec.recipe,
-        recipe_source=loaded.source,
-        recipe_chain=loaded.chain,
-        recipe_sha256=loaded.sha256,
-        overrides=loaded.overrides,
+        **recipe_provenance(loaded),
         model=spec.skyrl["trainer.policy.model.path"],
         dataset=spec.data_train,
         dataset_digest=source_digest(spec.data_train),
         world_images=world_images(loaded.recipe.data.images),
-        git_revision=rev,
-        git_dirty=dirty,
         resume=spec.resume,
         checkpoint_path=spec.plan.checkpoint_path,
         ray_address=ray_address,

@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from apexrl.artifacts.atomic import write_text_atomic
 from apexrl.errors import UsageError
 from apexrl.train.recipe import LoadedRecipe
 
@@ -252,12 +253,6 @@ def served_name(base: str, version: int) -> str:
     return f"{base}@v{version}"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, "utf-8")
-    tmp.replace(path)
-
-
 def run_jax(
     loaded: LoadedRecipe,
     *,
@@ -272,7 +267,7 @@ def run_jax(
     from apexrl.tasks.pack import source_digest
     from apexrl.train.generator import TrialGenerator
     from apexrl.train.jaxrl.trainer import JaxPolicy, require_jax
-    from apexrl.train.launch import RunManifest, git_revision
+    from apexrl.train.launch import RunManifest, recipe_provenance
 
     r = loaded.recipe
     run = JaxRun(loaded, data=data, model=model, resume=resume)
@@ -281,23 +276,17 @@ def run_jax(
     tasks_dir, worlds_dir, model_dir = run.prepare()
     total = max_steps or r.training.max_steps or 1
     run.ckpt_dir.mkdir(parents=True, exist_ok=True)
-    rev, dirty = git_revision()
     manifest = RunManifest(
         run_name=run.run_name,
         recipe=r.name,
-        recipe_source=loaded.source,
-        recipe_chain=loaded.chain,
-        recipe_sha256=loaded.sha256,
-        overrides=loaded.overrides,
+        **recipe_provenance(loaded),
         model=str(model_dir),
         dataset=str(tasks_dir),
         dataset_digest=source_digest(str(tasks_dir)),
-        git_revision=rev,
-        git_dirty=dirty,
         resume=resume,
         checkpoint_path=str(run.ckpt_dir),
     )
-    _write_atomic(run.ckpt_dir / MANIFEST_NAME, manifest.model_dump_json(indent=1))
+    write_text_atomic(run.ckpt_dir / MANIFEST_NAME, manifest.model_dump_json(indent=1))
     say(f"run          {run.root} ({start_line})")
     say(f"data         {len(run.tasks)} task(s) in {tasks_dir}")
     say(f"model        {model_dir} (LoRA r={r.jax.lora_rank}, loss {r.algorithm.policy_loss})")
@@ -453,7 +442,7 @@ def _one_step(
             }
         )
     (run.root / "rollouts").mkdir(parents=True, exist_ok=True)
-    _write_atomic(
+    write_text_atomic(
         run.root / "rollouts" / f"step-{step}.jsonl",
         "".join(json.dumps(x) + "\n" for x in rows),
     )
@@ -540,7 +529,7 @@ def _checkpoint(run: JaxRun, policy, step: int, version: int) -> Path:
     )
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    _write_atomic(run.ckpt_dir / LATEST, str(step))
+    write_text_atomic(run.ckpt_dir / LATEST, str(step))
     keep = max(run.recipe.checkpoint.keep, 1)
     steps = sorted(
         int(p.name.removeprefix("global_step_"))
