@@ -22,6 +22,20 @@ def test_interleaved_runs_each_in_turn():
     assert len(t["a"]) == len(t["b"]) == 2 and all(x >= 0 for x in t["a"] + t["b"])
 
 
+def test_interleaved_before_runs_untimed_ahead_of_each_call():
+    import time
+
+    order: list[str] = []
+
+    def before():
+        order.append("-")
+        time.sleep(0.05)
+
+    t = results.interleaved(2, {"a": lambda: order.append("a")}, before=before)
+    assert order == ["-", "a", "-", "a"]
+    assert all(x < 0.05 for x in t["a"])  # the hook's sleep is not in the figure
+
+
 def test_record_adds_load_average(tmp_path, monkeypatch):
     out = tmp_path / "bench" / "results.json"
     monkeypatch.setattr(results, "RESULTS", out)

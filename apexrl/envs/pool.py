@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from apexrl.envs import sandbox, warm
@@ -214,6 +215,18 @@ class _Pool:
 
         for _ in range(n):
             SPAWNER.submit(fill)
+
+    def wait_filled(self, timeout_s: float) -> bool:
+        """Wait until no background refill is under way (every slot started is ready
+        or failed); False when `timeout_s` passed first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self.lock:
+                if not any(self.filling.values()):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
     def drain(self) -> None:
         with self.lock:

@@ -68,11 +68,20 @@ def runs(n: int, fn: Callable[[], object]) -> list[float]:
     return [timed(fn) for _ in range(n)]
 
 
-def interleaved(n: int, fns: dict[str, Callable[[], object]]) -> dict[str, list[float]]:
-    """n rounds; each round runs every fn once, in order. Wall times per name."""
+def interleaved(
+    n: int,
+    fns: dict[str, Callable[[], object]],
+    *,
+    before: Callable[[], object] | None = None,
+) -> dict[str, list[float]]:
+    """n rounds; each round runs every fn once, in order. Wall times per name.
+    `before` runs ahead of every timed call, untimed (clean up, flush the disk), so
+    neither contender pays for the other's leftovers."""
     out: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(n):
         for name, fn in fns.items():
+            if before is not None:
+                before()
             out[name].append(timed(fn))
     return out
 
