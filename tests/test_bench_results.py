@@ -15,11 +15,11 @@ def test_stats_and_paired_ratio():
     assert r == {"median": 1.5, "min": 0.5, "max": 2.0}
 
 
-def test_interleaved_runs_each_in_turn():
+def test_interleaved_alternates_the_order_each_round():
     order: list[str] = []
-    t = results.interleaved(2, {"a": lambda: order.append("a"), "b": lambda: order.append("b")})
-    assert order == ["a", "b", "a", "b"]
-    assert len(t["a"]) == len(t["b"]) == 2 and all(x >= 0 for x in t["a"] + t["b"])
+    t = results.interleaved(3, {"a": lambda: order.append("a"), "b": lambda: order.append("b")})
+    assert order == ["a", "b", "b", "a", "a", "b"]
+    assert len(t["a"]) == len(t["b"]) == 3 and all(x >= 0 for x in t["a"] + t["b"])
 
 
 def test_interleaved_before_runs_untimed_ahead_of_each_call():

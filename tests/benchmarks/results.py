@@ -3,9 +3,10 @@
 Figures are the median of RUNS runs with min and max beside it, and every entry
 carries the load average (1/5/15 min) when it started and when it was recorded, so
 a run disturbed by other work on the machine is visible in the file itself.
-Ratios against a peer come from interleaved rounds (ours, then the peer's, each
-round): the median ratio is median(ours) / median(peer); min/max are those of
-the per-round ratios, which share the same moment's load.
+Ratios against a peer come from interleaved rounds (ours then the peer's, the
+order reversed every other round): the median ratio is median(ours) /
+median(peer); min/max are those of the per-round ratios, which share the same
+moment's load.
 """
 
 from __future__ import annotations
@@ -74,12 +75,15 @@ def interleaved(
     *,
     before: Callable[[], object] | None = None,
 ) -> dict[str, list[float]]:
-    """n rounds; each round runs every fn once, in order. Wall times per name.
+    """n rounds; each round runs every fn once, the order reversed every other round
+    (A B, B A, A B, ...) so that a machine or disk that slows down over the rounds does
+    not always fall on the same contender. Wall times per name, in round order.
     `before` runs ahead of every timed call, untimed (clean up, flush the disk), so
     neither contender pays for the other's leftovers."""
     out: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(n):
-        for name, fn in fns.items():
+    items = list(fns.items())
+    for i in range(n):
+        for name, fn in items if i % 2 == 0 else items[::-1]:
             if before is not None:
                 before()
             out[name].append(timed(fn))

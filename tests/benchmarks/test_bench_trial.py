@@ -297,9 +297,9 @@ def test_bench_local_throughput(tmp_path, monkeypatch):
             run(mode, 1, 2)
         walls: dict[str, list[float]] = {}
         cpus: dict[str, list[float]] = {}
-        for _ in range(RUNS):
-            for mode in modes:
-                for c in (1, 8):
+        for r in range(RUNS):  # the order alternates per round (see results.interleaved)
+            for mode in list(modes) if r % 2 == 0 else list(modes)[::-1]:
+                for c in (1, 8) if r % 2 == 0 else (8, 1):
                     w, per = run(mode, c, N_THROUGHPUT)
                     walls.setdefault(f"{mode}_c{c}", []).append(w)
                     if per is not None:
