@@ -217,8 +217,9 @@ class _Pool:
             SPAWNER.submit(fill)
 
     def wait_filled(self, timeout_s: float) -> bool:
-        """Wait until no background refill is under way (every slot started is ready
-        or failed); False when `timeout_s` passed first."""
+        """Wait until no background refill is under way (every refill has made its slot
+        or failed; a fresh gateway's imports may still be running in it); False when
+        `timeout_s` passed first."""
         deadline = time.monotonic() + timeout_s
         while True:
             with self.lock:

@@ -90,6 +90,26 @@ def interleaved(
     return out
 
 
+def _busy_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU jiffies of the whole machine so far, from /proc/stat."""
+    with open("/proc/stat", encoding="ascii") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def wait_quiet(busy_share: float = 0.15, window_s: float = 0.5, timeout_s: float = 60.0) -> None:
+    """Wait until the machine's CPUs are mostly idle over a window (background work of the
+    previous run done); give up quietly after `timeout_s` (the figures keep the load)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        b0, t0 = _busy_jiffies()
+        time.sleep(window_s)
+        b1, t1 = _busy_jiffies()
+        if t1 > t0 and (b1 - b0) / (t1 - t0) < busy_share:
+            return
+
+
 def stats(times: list[float], digits: int = 3) -> dict:
     """Median, min, max and every run (seconds)."""
     return {

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmarks.results import RUNS, load_average, ratio, record, stats
+from tests.benchmarks.results import RUNS, load_average, ratio, record, stats, wait_quiet
 
 N_LOCAL = 8
 N_PODMAN = 3
@@ -241,26 +241,6 @@ class _TreeCpu:
             pass
 
 
-def _busy_jiffies() -> tuple[int, int]:
-    """(busy, total) CPU jiffies of the whole machine so far, from /proc/stat."""
-    with open("/proc/stat", encoding="ascii") as fh:
-        fields = [int(x) for x in fh.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def _wait_quiet(busy_share: float = 0.15, window_s: float = 0.5, timeout_s: float = 60.0) -> None:
-    """Wait until the machine's CPUs are mostly idle over a window (background work of the
-    previous run done); give up quietly after `timeout_s` (the figures keep the load)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        b0, t0 = _busy_jiffies()
-        time.sleep(window_s)
-        b1, t1 = _busy_jiffies()
-        if t1 > t0 and (b1 - b0) / (t1 - t0) < busy_share:
-            return
-
-
 def _tasks(root: Path, n: int) -> tuple[Path, Path]:
     from apexrl.tasks.apex import load_source
     from apexrl.tasks.convert import convert_all
@@ -311,7 +291,7 @@ def test_bench_local_throughput(tmp_path, monkeypatch):
         # the pool); let the machine go quiet so that this CPU does not land in the next
         # run's wall time, whichever mode that is. Its CPU counts for this run.
         assert local.POOL.wait_filled(120), "warm pool still filling after 120 s"
-        _wait_quiet()
+        wait_quiet()
         c1 = cpu.seconds()
         shutil.rmtree(req.run_dir, ignore_errors=True)
         return wall, (c1 - c0) / limit if c0 is not None and c1 is not None else None
