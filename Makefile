@@ -21,6 +21,7 @@ PYTHON311 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.11*/bin/python 2
 
 # Debian packages the integration tests use (real registry, image tools, sandbox, browser).
 APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-utils chromium
+BUILD_APT_PACKAGES := gcc zlib1g-dev
 
 # The train tier: SkyRL 0.4.0 (Python 3.12) with the `train` extra, in its own venv (SkyRL pins
 # transformers<=5.16.1 and ray 2.57.0). TORCH_INDEX=<PyTorch's CPU wheel index URL> installs
@@ -28,7 +29,7 @@ APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-util
 TRAIN_VENV  ?= .venv-train
 TORCH_INDEX ?=
 
-.PHONY: help install sysdeps vllm test test-fast bench lint format completions demo clean train-env test-train jax-env bench-jax
+.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions demo clean train-env test-train jax-env bench-jax
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
@@ -44,7 +45,7 @@ help:
 	@echo "make lint         ruff check + format check"
 	@echo "make completions  regenerate completions/ from the CLI"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_untar.c | builddeps
 	@test -n "$(PYTHON312)" || { echo "no Python >= 3.12 found: install one or set PYTHON312=/path/to/python"; exit 2; }
 	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 12), "need Python >= 3.12, set PYTHON312="'
@@ -74,14 +75,23 @@ $(VLLM_VENV)/.installed:
 vllm: $(VLLM_VENV)/.installed
 
 # Installs only what is missing; needs root (CI and these machines run as root).
-sysdeps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+define apt_install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
+
+sysdeps:
+	$(call apt_install_missing,$(APT_PACKAGES))
+
+# apexrl's one C extension (apexrl/artifacts/_untar.c: the plain-tar fast path, linking
+# zlib) is compiled by `pip install -e`: a C compiler and zlib's headers.
+builddeps:
+	$(call apt_install_missing,$(BUILD_APT_PACKAGES))
 
 # The real-vLLM tier (tests marked `vllm`) runs vLLM's CPU build from $(VLLM_VENV);
 # the train tier (tests marked `skyrl`) runs in $(TRAIN_VENV) afterwards.
@@ -90,7 +100,7 @@ test: install sysdeps vllm
 	  $(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not skyrl"
 	$(MAKE) test-train
 
-$(TRAIN_VENV)/.installed: pyproject.toml
+$(TRAIN_VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_untar.c | builddeps
 	@test -n "$(PYTHON312)" || { echo "no Python >= 3.12 found: install one or set PYTHON312=/path/to/python"; exit 2; }
 	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON312) -m venv $(TRAIN_VENV)
 	$(TRAIN_VENV)/bin/pip install -q --upgrade pip

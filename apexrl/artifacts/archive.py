@@ -697,19 +697,20 @@ def extract_tar(
     strip: str | None = None,
     skip_refused: bool = False,
     compressed_size: int | None = None,
+    empty: bool = False,
 ) -> Extracted:
-    """Extract an uncompressed tar (bytes) into the existing, empty folder `dest`."""
-    members, bad = tar_members(raw, where, strip=strip)
-    return extract_members(
-        members,
-        dest,
-        where=where,
-        links=links,
-        limits=limits,
-        bad=bad,
-        skip_refused=skip_refused,
-        compressed_size=compressed_size if compressed_size is not None else len(raw),
-    )
+    """Extract an uncompressed tar (bytes) into the existing, empty folder `dest`
+    (`empty`: the caller made it just now, so the fast path need not look).
+
+    A plain archive (files and folders, nothing to refuse or normalise) goes through
+    the C fast path; anything else, and any archive where it is not built, through
+    the Python extractor, which names what it refuses."""
+    limits = limits or Limits.from_env()
+    compressed = compressed_size if compressed_size is not None else len(raw)
+    done = _extract_native("extract", raw, dest, limits, strip, empty, compressed)
+    if done is not None:
+        return done
+    return _extract_tar_python(raw, dest, where, links, limits, strip, skip_refused, compressed)
 
 
 def extract_targz(
@@ -721,19 +722,110 @@ def extract_targz(
     limits: Limits | None = None,
     strip: str | None = None,
     skip_refused: bool = False,
+    empty: bool = False,
+    native: bool = True,
 ) -> Extracted:
+    """extract_tar of a gzip tar. The C fast path inflates it too (zlib, within the bound
+    `gunzip` keeps), so one call without the GIL does a task's whole unpack; `native`
+    False goes straight to the Python extractor (the fast path declined already)."""
     limits = limits or Limits.from_env()
+    done = _extract_native("extract_gz", blob, dest, limits, strip, empty) if native else None
+    if done is not None:
+        return done
     raw = gunzip(blob, where, limits)
-    return extract_tar(
-        raw,
+    return _extract_tar_python(raw, dest, where, links, limits, strip, skip_refused, len(blob))
+
+
+def _extract_tar_python(
+    raw: bytes,
+    dest: Path,
+    where: str,
+    links: LinkPolicy,
+    limits: Limits,
+    strip: str | None,
+    skip_refused: bool,
+    compressed_size: int,
+) -> Extracted:
+    members, bad = tar_members(raw, where, strip=strip)
+    return extract_members(
+        members,
         dest,
         where=where,
         links=links,
         limits=limits,
-        strip=strip,
+        bad=bad,
         skip_refused=skip_refused,
-        compressed_size=len(blob),
+        compressed_size=compressed_size,
     )
+
+
+_NATIVE_UNSET = object()
+_native: Any = _NATIVE_UNSET
+
+
+def native_untar() -> Any:
+    """The C fast path (`apexrl.artifacts._untar`, built from _untar.c by `make install`),
+    or None where it is not built or APEXRL_NATIVE_UNTAR=0 turns it off."""
+    global _native
+    if _native is _NATIVE_UNSET:
+        try:
+            from apexrl.artifacts import _untar
+        except ImportError:
+            _untar = None
+        _native = _untar
+    if os.environ.get("APEXRL_NATIVE_UNTAR", "1") == "0":
+        return None
+    return _native
+
+
+def native_limits(limits: Limits) -> tuple:
+    """The limits as the C fast path takes them (the process umask last)."""
+    return (
+        limits.max_members,
+        limits.max_member_bytes,
+        limits.max_total_bytes,
+        float(limits.max_ratio),
+        limits.ratio_floor,
+        _umask(),
+    )
+
+
+def _extract_native(
+    fn: str, data: bytes, dest: Path, limits: Limits, strip: str | None, empty: bool, *extra: int
+) -> Extracted | None:
+    """The tree written by the C fast path (`fn` of _untar), or None, nothing written,
+    when the archive is not plain or the module is not built. A write that fails part
+    way (a duplicate name, a file where a folder goes) is undone here, so the Python
+    extractor starts from the same empty folder and decides."""
+    native = native_untar()
+    if native is None:
+        return None
+    base = os.fspath(dest)
+    try:
+        if not empty and os.listdir(base):
+            return None  # only into an empty folder: undoing a failed write empties it
+    except OSError:
+        return None
+    try:
+        done = getattr(native, fn)(data, base, strip, native_limits(limits), *extra)
+    except OSError:
+        _empty_folder(base)
+        return None
+    if done is None:
+        return None
+    return Extracted(n_files=done[0], n_dirs=done[1], bytes=done[2])
+
+
+def _empty_folder(base: str) -> None:
+    """Remove what the fast path wrote (files and folders only: it makes no links)."""
+    import shutil
+
+    with os.scandir(base) as it:
+        for entry in it:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
 
 
 def zip_members(zf: Any, where: str) -> tuple[list[Member], list[tuple[str, str]]]:

@@ -67,27 +67,60 @@ def unpack_row(
     Links are allowed only inside the task, checked against the real filesystem
     after extraction (see apexrl.artifacts.archive). `stamp` is the path's entry in
     the stamp log when the caller (holding the folder's lock) read the log once."""
-    path = check_task_path(path, where)
     if limits is None:
         limits = Limits.from_env(**({"max_member_bytes": max_member} if max_member else {}))
+    started = _start_row(path, blob, out, where, stamp)
+    if isinstance(started, UnpackResult):
+        return started
+    path, sha, tmp, stamp = started
+    _extract_row(blob, tmp, where, limits, path)
+    return _end_row(out, path, sha, tmp, stamp, defer)
+
+
+def _start_row(
+    path: object, blob: bytes, out: Path, where: str, stamp: str | None
+) -> UnpackResult | tuple[str, str, str, str | None]:
+    """An "unchanged" result, or (path, sha256, a new temp folder, the path's stamp)."""
+    path = check_task_path(path, where)
     sha = hashlib.sha256(blob).hexdigest()
     base = os.fspath(out)
     if stamp is _LOOKUP:
         stamp = load_stamps(base).get(path)
     if stamp == sha and os.path.isdir(f"{base}/{path}"):
         return UnpackResult(path, "unchanged", sha)
-    tmp = _make_tmp(base, path)
+    return path, sha, _make_tmp(base, path), stamp
+
+
+def _extract_row(
+    blob: bytes, tmp: str, where: str, limits: Limits, path: str, *, native: bool = True
+) -> None:
+    """The row's tree into its temp folder; on a refusal the folder is removed."""
     try:
-        extract_targz(blob, Path(tmp), where=where, links="in_tree", limits=limits, strip=path)
+        extract_targz(
+            blob,
+            Path(tmp),
+            where=where,
+            links="in_tree",
+            limits=limits,
+            strip=path,
+            empty=True,
+            native=native,
+        )
     except BadRecordError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     except (OSError, ValueError, EOFError, MemoryError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BadRecordError(where, f"task_binary could not be unpacked: {e}") from None
+
+
+def _end_row(
+    out: Path, path: str, sha: str, tmp: str, stamp: str | None, defer: bool
+) -> UnpackResult:
     res = UnpackResult(path, "written", sha, pending=tmp)
     if defer:
         return res
+    base = os.fspath(out)
     return finish_row(out, res, known=(os.path.lexists(f"{base}/{path}"), stamp is not None))
 
 
@@ -235,16 +268,74 @@ def _discard(results: list[UnpackResult]) -> None:
 
 
 def _unpack_job(
-    job: tuple[str, object, bytes | None, Path, bool, str | None],
+    job: tuple[str, object, bytes | None, Path, bool, str | None, Limits],
 ) -> UnpackResult | tuple:
     """Worker: unpack one row; errors come back as (where, detail, hint) values."""
-    where, path, blob, out, defer, stamp = job
+    where, path, blob, out, defer, stamp, limits = job
     try:
         if not isinstance(blob, bytes | bytearray) or not blob:
             raise BadRecordError(where, "task_binary is empty")
-        return unpack_row(path, bytes(blob), out, where, defer=defer, stamp=stamp)
+        return unpack_row(path, bytes(blob), out, where, defer=defer, stamp=stamp, limits=limits)
     except BadRecordError as e:
         return (e.where, e.detail, e.hint)
+
+
+# The C writer's batches: rows per call, and the blob bytes one call may hold at most.
+BATCH_ROWS = 64
+BATCH_BYTES = 256 * 1024 * 1024
+
+
+def _native_batches(native, jobs, threads: int):
+    """What `_unpack_job` gives per job, in order, from one C call per batch of rows:
+    the rows' inflate and write run on the call's own threads without the GIL. A row it
+    declines (anything not plain) or that failed part way goes through the Python
+    extractor, which decides with its own messages."""
+    from apexrl.artifacts.archive import native_limits
+
+    batch: list[tuple] = []
+    size = 0
+    for job in jobs:
+        batch.append(job)
+        size += len(job[2] or b"")
+        if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
+            yield from _native_batch(native, batch, threads, native_limits)
+            batch, size = [], 0
+    if batch:
+        yield from _native_batch(native, batch, threads, native_limits)
+
+
+def _native_batch(native, batch: list[tuple], threads: int, native_limits) -> list:
+    from apexrl.artifacts.archive import _empty_folder
+
+    results: list = [None] * len(batch)
+    started: dict[int, tuple[str, str, str, str | None]] = {}
+    for i, (where, path, blob, out, _defer, stamp, _limits) in enumerate(batch):
+        try:
+            if not isinstance(blob, bytes | bytearray) or not blob:
+                raise BadRecordError(where, "task_binary is empty")
+            first = _start_row(path, blob, out, where, stamp)
+        except BadRecordError as e:
+            results[i] = (e.where, e.detail, e.hint)
+            continue
+        if isinstance(first, UnpackResult):
+            results[i] = first
+        else:
+            started[i] = first
+    order = sorted(started)
+    items = [(batch[i][2], started[i][2], started[i][0]) for i in order]
+    outcomes = native.extract_gz_many(items, native_limits(batch[0][6]), threads) if items else []
+    for i, outcome in zip(order, outcomes, strict=True):
+        where, _, blob, out, defer, _, limits = batch[i]
+        path, sha, tmp, stamp = started[i]
+        try:
+            if not isinstance(outcome, tuple):  # declined (None) or failed part way (errno)
+                if outcome is not None:
+                    _empty_folder(tmp)
+                _extract_row(blob, tmp, where, limits, path, native=False)
+            results[i] = _end_row(out, path, sha, tmp, stamp, defer)
+        except BadRecordError as e:
+            results[i] = (e.where, e.detail, e.hint)
+    return results
 
 
 def _finish_all(
@@ -267,14 +358,17 @@ def _finish_all(
 def unpack_dataset(
     source, out: Path, *, strict: bool, on_row=None, on_error=None, workers: int | None = None
 ) -> list[UnpackResult]:
-    """Unpack every row of a dataset into `out`, rows in parallel processes.
+    """Unpack every row of a dataset into `out`, rows in parallel: batches of rows through
+    the C tar writer on its own threads where it is built, else worker processes.
 
     Bad rows raise with strict; otherwise they go to `on_error` and the rest are written."""
+    from apexrl.artifacts.archive import native_untar
     from apexrl.tasks.dataset import iter_rows, row_count
-    from apexrl.tasks.parallel import ordered_map
+    from apexrl.tasks.parallel import default_workers, ordered_map
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    limits = Limits.from_env()  # once: every row is held to the same limits
     results: list[UnpackResult] = []
     seen: dict[str, str] = {}
 
@@ -296,7 +390,7 @@ def unpack_dataset(
                 fail(e)
                 continue
             seen[path] = where
-            yield where, path, row.get("task_binary"), out, strict, stamps.get(path)
+            yield where, path, row.get("task_binary"), out, strict, stamps.get(path), limits
 
     with dir_lock(out):  # a second unpack into `out` waits for this one
         for debris in [*out.glob(".*.unpack-tmp"), *out.glob(".*.old")]:  # a killed run's
@@ -305,9 +399,13 @@ def unpack_dataset(
         existing = set(os.listdir(out))
         stamps = _compact_stamps(os.fspath(out), existing)
         try:  # --strict: rows are extracted aside and moved into place only at the end
-            for result in ordered_map(
-                _unpack_job, jobs(), workers=workers, n_items=row_count(source)
-            ):
+            native = native_untar()
+            if native is not None:
+                results_iter = _native_batches(native, jobs(), workers or default_workers())
+            else:
+                n_items = row_count(source)
+                results_iter = ordered_map(_unpack_job, jobs(), workers=workers, n_items=n_items)
+            for result in results_iter:
                 if isinstance(result, tuple):
                     fail(BadRecordError(*result[:2], hint=result[2]))
                     continue

@@ -1,0 +1,724 @@
+/* apexrl.artifacts._untar: the plain-tar fast path of apexrl.artifacts.archive.
+
+   extract(raw, dest, strip, limits, compressed_size)  an uncompressed tar
+   extract_gz(blob, dest, strip, limits)                a gzip tar, inflated here (zlib)
+     limits = (max_members, max_member_bytes, max_total_bytes, max_ratio, ratio_floor, umask)
+     -> (n_files, n_dirs, n_bytes) once the tree is written, or
+     -> None, having written nothing, for anything it does not take as given.
+   The GIL is released for all of it: unpack's threads run these side by side.
+
+   It takes only what the Python extractor would write without a question: ustar/GNU
+   headers whose checksum, octal fields and bounds are right, PAX records that set
+   `path` or `size` (or keys extraction ignores), regular files and folders, names
+   of ASCII components that are neither empty, ".", nor "..", within every limit.
+   Everything else (links, devices, long-name records, odd spellings, a limit hit)
+   is None, and the Python extractor, which names the member and the reason, runs
+   instead. The check is a full pass over the headers before the first write.
+
+   Writing never follows a link: every folder is made with mkdirat and opened with
+   O_DIRECTORY|O_NOFOLLOW relative to its parent's descriptor, every file is made
+   with O_CREAT|O_EXCL|O_NOFOLLOW. A write that fails part way (a duplicate name, a
+   file where a folder goes, a full disk) raises OSError; the caller clears the
+   folder (it was empty) and runs the Python extractor, which decides. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define NAME_CAP 4096 /* longer names: the Python path */
+#define MAX_DEPTH 128 /* deeper trees: the Python path */
+
+typedef struct {
+    size_t name_off; /* into the names arena */
+    size_t name_len;
+    int is_dir;
+    int exec;
+    size_t data_off; /* into raw */
+    size_t size;
+} entry_t;
+
+typedef struct {
+    entry_t *items;
+    size_t n, cap;
+    char *names;
+    size_t names_len, names_cap;
+} plan_t;
+
+static void plan_free(plan_t *p) {
+    free(p->items);
+    free(p->names);
+}
+
+/* 0 ok, -1 out of memory */
+static int plan_add(plan_t *p, const char *name, size_t len, int is_dir, int exec,
+                    size_t data_off, size_t size) {
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        entry_t *items = realloc(p->items, cap * sizeof(entry_t));
+        if (!items) return -1;
+        p->items = items;
+        p->cap = cap;
+    }
+    if (p->names_len + len > p->names_cap) {
+        size_t cap = p->names_cap ? p->names_cap : 4096;
+        while (cap < p->names_len + len) cap *= 2;
+        char *names = realloc(p->names, cap);
+        if (!names) return -1;
+        p->names = names;
+        p->names_cap = cap;
+    }
+    memcpy(p->names + p->names_len, name, len);
+    entry_t *e = &p->items[p->n++];
+    e->name_off = p->names_len;
+    e->name_len = len;
+    e->is_dir = is_dir;
+    e->exec = exec;
+    e->data_off = data_off;
+    e->size = size;
+    p->names_len += len;
+    return 0;
+}
+
+/* A tar numeric field as archive._octal reads it: up to the first NUL, spaces
+   trimmed both ends, octal digits only (empty is 0). -1: not for this path. */
+static int parse_octal(const unsigned char *f, size_t len, uint64_t *out) {
+    size_t end = 0;
+    while (end < len && f[end]) end++;
+    size_t s = 0;
+    while (s < end && f[s] == ' ') s++;
+    size_t e = end;
+    while (e > s && f[e - 1] == ' ') e--;
+    uint64_t v = 0;
+    for (size_t i = s; i < e; i++) {
+        if (f[i] < '0' || f[i] > '7') return -1;
+        if (v >> 58) return -1;
+        v = v * 8 + (uint64_t)(f[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t field_len(const unsigned char *f, size_t cap) {
+    size_t n = 0;
+    while (n < cap && f[n]) n++;
+    return n;
+}
+
+/* A name the Python extractor writes as it is: ASCII without NUL or backslash, no
+   leading '/', every '/'-separated part non-empty and neither "." nor "..". */
+static int plain_name(const char *s, size_t len) {
+    if (len == 0 || len >= NAME_CAP || s[0] == '/') return 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len) {
+            unsigned char c = (unsigned char)s[i];
+            if (c == 0 || c >= 0x80 || c == '\\') return 0;
+            if (c != '/') continue;
+        }
+        size_t part = i - start;
+        if (part == 0 || part > 255) return 0;
+        if (s[start] == '.' && (part == 1 || (part == 2 && s[start + 1] == '.'))) return 0;
+        start = i + 1;
+    }
+    return 1;
+}
+
+static int ignored_pax_key(const unsigned char *k, size_t n) {
+    static const char *keys[] = {"mtime", "atime", "ctime", "uid",   "gid",
+                                 "uname", "gname", "comment", NULL};
+    for (int i = 0; keys[i]; i++)
+        if (strlen(keys[i]) == n && memcmp(k, keys[i], n) == 0) return 1;
+    return n >= 7 && memcmp(k, "SCHILY.", 7) == 0;
+}
+
+typedef struct {
+    const unsigned char *path; /* NULL: no path record */
+    size_t path_len;
+    int has_size;
+    uint64_t size;
+} pax_t;
+
+/* archive._pax_records with the lean parser's key rules. 0 ok, -1 decline. */
+static int parse_pax(const unsigned char *d, size_t n, pax_t *pax) {
+    size_t pos = 0;
+    memset(pax, 0, sizeof *pax);
+    while (pos < n) {
+        size_t lim = pos + 24 < n ? pos + 24 : n, space = pos;
+        while (space < lim && d[space] != ' ') space++;
+        if (space >= lim) return -1;
+        uint64_t length = 0;
+        if (space == pos) return -1;
+        for (size_t i = pos; i < space; i++) {
+            if (d[i] < '0' || d[i] > '9') return -1;
+            length = length * 10 + (uint64_t)(d[i] - '0');
+            if (length > n) return -1;
+        }
+        size_t end = pos + (size_t)length;
+        if (length <= space - pos + 1 || end > n || d[end - 1] != '\n') return -1;
+        const unsigned char *kv = d + space + 1;
+        size_t kvlen = end - 1 - (space + 1);
+        const unsigned char *eq = memchr(kv, '=', kvlen);
+        if (!eq) return -1;
+        size_t klen = (size_t)(eq - kv);
+        const unsigned char *val = eq + 1;
+        size_t vlen = kvlen - klen - 1;
+        if (klen == 4 && memcmp(kv, "path", 4) == 0) {
+            pax->path = val;
+            pax->path_len = vlen;
+        } else if (klen == 4 && memcmp(kv, "size", 4) == 0) {
+            uint64_t v = 0;
+            if (vlen == 0) return -1;
+            for (size_t i = 0; i < vlen; i++) {
+                if (val[i] < '0' || val[i] > '9') return -1;
+                if (v > (UINT64_MAX / 16)) return -1;
+                v = v * 10 + (uint64_t)(val[i] - '0');
+            }
+            pax->has_size = 1;
+            pax->size = v;
+        } else if (!ignored_pax_key(kv, klen)) {
+            return -1; /* linkpath, hdrcharset, GNU.sparse.*: the Python path */
+        }
+        pos = end;
+    }
+    return 0;
+}
+
+/* Pass 1: every header read and checked. 1 = the plan holds the whole archive,
+   0 = decline, -1 = out of memory. */
+static int plan_archive(const unsigned char *raw, size_t n, plan_t *plan) {
+    size_t pos = 0;
+    int pending_pax = 0;
+    pax_t pax;
+    char name[NAME_CAP + 260];
+    memset(&pax, 0, sizeof pax);
+    for (;;) {
+        if (n < 512 || pos > n - 512) return 0; /* no end-of-archive block */
+        const unsigned char *h = raw + pos;
+        uint64_t chk, size, mode;
+        unsigned long sum = 0;
+        int zero = 1;
+        for (int i = 0; i < 512; i++) {
+            sum += (i >= 148 && i < 156) ? 32u : h[i];
+            if (h[i]) zero = 0;
+        }
+        if (zero) return pending_pax ? 0 : 1;
+        if (parse_octal(h + 148, 8, &chk) < 0 || chk != sum) return 0;
+        int gnu = memcmp(h + 257, "ustar  \0", 8) == 0;
+        if (!gnu && memcmp(h + 257, "ustar\0", 6) != 0) return 0;
+        if (parse_octal(h + 124, 12, &size) < 0 || parse_octal(h + 100, 8, &mode) < 0) return 0;
+        size_t data_at = pos + 512;
+        if (size > n - data_at) return 0; /* truncated */
+        size_t end = data_at + (size_t)size + ((512 - (size_t)size % 512) % 512);
+        if (end > n) return 0;
+        unsigned char type = h[156];
+        if (type == 'x') {
+            if (pending_pax) return 0;
+            if (parse_pax(raw + data_at, (size_t)size, &pax) < 0) return 0;
+            pending_pax = 1;
+            pos = end;
+            continue;
+        }
+        int is_dir;
+        if (type == '0' || type == 0) is_dir = 0;
+        else if (type == '5') is_dir = 1;
+        else return 0; /* links, devices, GNU long names, sparse, global headers */
+        size_t len;
+        if (pending_pax && pax.path) {
+            if (pax.path_len >= NAME_CAP) return 0;
+            memcpy(name, pax.path, pax.path_len);
+            len = pax.path_len;
+        } else {
+            size_t nlen = field_len(h, 100);
+            size_t plen = field_len(h + 345, 155);
+            len = 0;
+            if (plen) {
+                if (gnu) return 0; /* GNU keeps times there */
+                memcpy(name, h + 345, plen);
+                name[plen] = '/';
+                len = plen + 1;
+            }
+            memcpy(name + len, h, nlen);
+            len += nlen;
+        }
+        if (pending_pax && pax.has_size) {
+            size = pax.size;
+            if (size > n - data_at) return 0;
+            end = data_at + (size_t)size + ((512 - (size_t)size % 512) % 512);
+            if (end > n) return 0;
+        }
+        pending_pax = 0;
+        memset(&pax, 0, sizeof pax);
+        if (!is_dir && type == 0 && len && name[len - 1] == '/') is_dir = 1;
+        if (is_dir) {
+            if (size) return 0; /* data on a folder */
+            while (len && name[len - 1] == '/') len--;
+        }
+        if (memchr(name, 0, len)) return 0;
+        if (plan_add(plan, name, len, is_dir, (mode & 0100) != 0, data_at, (size_t)size) < 0)
+            return -1;
+        pos = end;
+    }
+}
+
+typedef struct {
+    int fd;
+    size_t end; /* the folder's path is cur[0:end] */
+} level_t;
+
+typedef struct {
+    int root;
+    level_t lev[MAX_DEPTH];
+    int depth;
+    char cur[NAME_CAP];
+} tree_t;
+
+static void tree_close(tree_t *t) {
+    while (t->depth > 0) close(t->lev[--t->depth].fd);
+}
+
+static int top_fd(tree_t *t) { return t->depth ? t->lev[t->depth - 1].fd : t->root; }
+
+/* Make (or enter) every folder of path p[0:len] and leave it open on top. 0 or -1. */
+static int enter_dir(tree_t *t, const char *p, size_t len) {
+    int k = 0;
+    while (k < t->depth) {
+        size_t e = t->lev[k].end;
+        if (e > len || (e < len && p[e] != '/') || memcmp(p, t->cur, e) != 0) break;
+        k++;
+    }
+    while (t->depth > k) close(t->lev[--t->depth].fd);
+    size_t start = k ? t->lev[k - 1].end + 1 : 0;
+    char part[256];
+    while (start < len) {
+        const char *slash = memchr(p + start, '/', len - start);
+        size_t stop = slash ? (size_t)(slash - p) : len;
+        size_t plen = stop - start;
+        if (t->depth >= MAX_DEPTH || plen == 0 || plen > 255) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        memcpy(part, p + start, plen);
+        part[plen] = 0;
+        int parent = top_fd(t);
+        if (mkdirat(parent, part, 0755) < 0 && errno != EEXIST) return -1;
+        int fd = openat(parent, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) return -1; /* a file or a link where the folder goes: ENOTDIR/ELOOP */
+        memcpy(t->cur + start, p + start, plen);
+        if (start) t->cur[start - 1] = '/';
+        t->lev[t->depth].fd = fd;
+        t->lev[t->depth].end = stop;
+        t->depth++;
+        start = stop + 1;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const unsigned char *d, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, d, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        d += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Pass 2. 0 or -1 with errno set. */
+static int write_plan(tree_t *t, const plan_t *plan, const unsigned char *raw, size_t skip_prefix,
+                      mode_t umask_bits, unsigned long long *n_files, unsigned long long *n_dirs,
+                      unsigned long long *n_bytes) {
+    for (size_t i = 0; i < plan->n; i++) {
+        const entry_t *e = &plan->items[i];
+        const char *name = plan->names + e->name_off + skip_prefix;
+        size_t len = e->name_len - skip_prefix;
+        if (e->is_dir) {
+            if (enter_dir(t, name, len) < 0) return -1;
+            (*n_dirs)++;
+            continue;
+        }
+        const char *slash = NULL;
+        for (size_t j = len; j > 0; j--)
+            if (name[j - 1] == '/') {
+                slash = name + j - 1;
+                break;
+            }
+        size_t parent_len = slash ? (size_t)(slash - name) : 0;
+        if (enter_dir(t, name, parent_len) < 0) return -1;
+        char leaf[256];
+        size_t leaf_len = len - (slash ? parent_len + 1 : 0);
+        if (leaf_len == 0 || leaf_len > 255) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        memcpy(leaf, slash ? slash + 1 : name, leaf_len);
+        leaf[leaf_len] = 0;
+        mode_t mode = e->exec ? 0755 : 0644;
+        int fd = openat(top_fd(t), leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd < 0) return -1; /* a duplicate or a folder of this name: the Python path */
+        if (write_all(fd, raw + e->data_off, e->size) < 0 ||
+            ((mode & umask_bits) && fchmod(fd, mode) < 0)) {
+            int err = errno;
+            close(fd);
+            errno = err;
+            return -1;
+        }
+        if (close(fd) < 0) return -1;
+        (*n_files)++;
+        *n_bytes += e->size;
+    }
+    return 0;
+}
+
+typedef struct {
+    long long max_members, max_member_bytes, max_total_bytes, ratio_floor;
+    double max_ratio;
+    mode_t umask_bits;
+} limits_t;
+
+typedef struct {
+    unsigned long long n_files, n_dirs, n_bytes;
+    int err; /* errno of a failed write */
+} outcome_t;
+
+enum { DONE = 1, DECLINE = 0, FAILED = -1, NOMEM = -2 };
+
+/* Plan, check and write one uncompressed tar; no Python object is touched (the
+   caller has released the GIL). */
+static int extract_core(const unsigned char *raw, size_t n, const char *dest, const char *strip,
+                        size_t strip_len, const limits_t *lim, long long compressed_size,
+                        outcome_t *out) {
+    plan_t plan = {0};
+    int rc = plan_archive(raw, n, &plan);
+    if (rc <= 0) {
+        plan_free(&plan);
+        return rc < 0 ? NOMEM : DECLINE;
+    }
+    /* tar_members' strip: a leading "<strip>/" shared by every member is removed and
+       a member named "<strip>" itself is dropped. */
+    size_t skip = 0;
+    if (strip && strip_len > 0) {
+        int all = 1;
+        for (size_t i = 0; i < plan.n && all; i++) {
+            const entry_t *e = &plan.items[i];
+            const char *nm = plan.names + e->name_off;
+            all = e->name_len >= strip_len && memcmp(nm, strip, strip_len) == 0 &&
+                  (e->name_len == strip_len || nm[strip_len] == '/');
+        }
+        if (all) {
+            size_t kept = 0;
+            for (size_t i = 0; i < plan.n; i++)
+                if (plan.items[i].name_len != strip_len) plan.items[kept++] = plan.items[i];
+            plan.n = kept;
+            skip = strip_len + 1;
+        }
+    }
+    rc = DECLINE;
+    if ((long long)plan.n > lim->max_members) goto out;
+    unsigned long long total = 0;
+    for (size_t i = 0; i < plan.n; i++) {
+        const entry_t *e = &plan.items[i];
+        if (!plain_name(plan.names + e->name_off + skip, e->name_len - skip)) goto out;
+        if ((long long)e->size > lim->max_member_bytes) goto out;
+        total += e->size;
+    }
+    if ((long long)total > lim->max_total_bytes) goto out;
+    if (compressed_size > 0 && (double)total > (double)lim->ratio_floor &&
+        (double)total > lim->max_ratio * (double)compressed_size)
+        goto out;
+    tree_t *t = malloc(sizeof(tree_t));
+    if (!t) {
+        rc = NOMEM;
+        goto out;
+    }
+    t->depth = 0;
+    t->root = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    rc = DONE;
+    if (t->root < 0 || write_plan(t, &plan, raw, skip, lim->umask_bits, &out->n_files,
+                                  &out->n_dirs, &out->n_bytes) < 0) {
+        out->err = errno;
+        rc = FAILED;
+    }
+    tree_close(t);
+    if (t->root >= 0) close(t->root);
+    free(t);
+out:
+    plan_free(&plan);
+    return rc;
+}
+
+/* gunzip() of archive.py: gzip members (zero padding after the last), the output held
+   to `allowed` bytes. DONE with *raw (malloc'd), DECLINE for anything gunzip would
+   refuse or that passes the bound (gunzip then names it), NOMEM. */
+static int inflate_gz(const unsigned char *blob, size_t n, size_t allowed, unsigned char **raw,
+                      size_t *raw_len) {
+    size_t cap = n * 8 > 65536 ? n * 8 : 65536;
+    if (cap > allowed + 1) cap = allowed + 1;
+    unsigned char *buf = malloc(cap);
+    if (!buf) return NOMEM;
+    size_t have = 0, pos = 0;
+    int rc = DECLINE;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+        free(buf);
+        return NOMEM;
+    }
+    while (pos < n) {
+        z.next_in = (unsigned char *)blob + pos;
+        z.avail_in = (uInt)((n - pos) > UINT32_MAX ? UINT32_MAX : (n - pos));
+        int zr = Z_OK;
+        while (zr != Z_STREAM_END) {
+            if (have == cap) {
+                if (cap > allowed) goto out; /* past the bound: gunzip's refusal */
+                size_t grown = cap * 2 > allowed + 1 ? allowed + 1 : cap * 2;
+                unsigned char *b = realloc(buf, grown);
+                if (!b) {
+                    rc = NOMEM;
+                    goto out;
+                }
+                buf = b;
+                cap = grown;
+            }
+            z.next_out = buf + have;
+            z.avail_out = (uInt)((cap - have) > UINT32_MAX ? UINT32_MAX : (cap - have));
+            uInt before = z.avail_out;
+            zr = inflate(&z, Z_NO_FLUSH);
+            have += before - z.avail_out;
+            if (zr == Z_BUF_ERROR && z.avail_in == 0) goto out; /* truncated */
+            if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) goto out;
+        }
+        if (have > allowed) goto out;
+        pos = (size_t)(z.next_in - blob);
+        while (pos < n && blob[pos] == 0) pos++; /* padding after the last member */
+        if (pos < n && inflateReset(&z) != Z_OK) goto out;
+    }
+    rc = DONE;
+out:
+    inflateEnd(&z);
+    if (rc == DONE) {
+        *raw = buf;
+        *raw_len = have;
+    } else {
+        free(buf);
+    }
+    return rc;
+}
+
+static int parse_limits(PyObject *seq, limits_t *lim) {
+    unsigned int umask_bits;
+    if (!PyArg_ParseTuple(seq, "LLLdLI", &lim->max_members, &lim->max_member_bytes,
+                          &lim->max_total_bytes, &lim->max_ratio, &lim->ratio_floor, &umask_bits))
+        return -1;
+    lim->umask_bits = (mode_t)umask_bits;
+    return 0;
+}
+
+static PyObject *outcome_value(int rc, const outcome_t *o, PyObject *dest_obj) {
+    if (rc == DONE) return Py_BuildValue("(KKK)", o->n_files, o->n_dirs, o->n_bytes);
+    if (rc == DECLINE) return Py_NewRef(Py_None);
+    if (rc == NOMEM) return PyErr_NoMemory();
+    errno = o->err;
+    return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dest_obj);
+}
+
+static PyObject *untar_extract(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw;
+    PyObject *dest_obj = NULL, *lim_obj;
+    const char *strip = NULL;
+    Py_ssize_t strip_len = 0;
+    long long compressed_size;
+    limits_t lim;
+    if (!PyArg_ParseTuple(args, "y*O&z#O!L", &raw, PyUnicode_FSConverter, &dest_obj, &strip,
+                          &strip_len, &PyTuple_Type, &lim_obj, &compressed_size))
+        return NULL;
+    PyObject *result = NULL;
+    if (parse_limits(lim_obj, &lim) == 0) {
+        outcome_t o = {0, 0, 0, 0};
+        int rc;
+        const char *dest = PyBytes_AS_STRING(dest_obj);
+        Py_BEGIN_ALLOW_THREADS
+        rc = extract_core((const unsigned char *)raw.buf, (size_t)raw.len, dest, strip,
+                          (size_t)strip_len, &lim, compressed_size, &o);
+        Py_END_ALLOW_THREADS
+        result = outcome_value(rc, &o, dest_obj);
+    }
+    PyBuffer_Release(&raw);
+    Py_XDECREF(dest_obj);
+    return result;
+}
+
+static PyObject *untar_extract_gz(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer blob;
+    PyObject *dest_obj = NULL, *lim_obj;
+    const char *strip = NULL;
+    Py_ssize_t strip_len = 0;
+    limits_t lim;
+    if (!PyArg_ParseTuple(args, "y*O&z#O!", &blob, PyUnicode_FSConverter, &dest_obj, &strip,
+                          &strip_len, &PyTuple_Type, &lim_obj))
+        return NULL;
+    PyObject *result = NULL;
+    if (parse_limits(lim_obj, &lim) == 0) {
+        outcome_t o = {0, 0, 0, 0};
+        int rc;
+        const char *dest = PyBytes_AS_STRING(dest_obj);
+        /* gunzip's bound: the limits' total (plus tar headers), and the ratio past its floor */
+        double by_ratio = lim.max_ratio * (double)(blob.len > 0 ? blob.len : 1);
+        double cap = (double)lim.max_total_bytes + 64.0 * 1024 * 1024;
+        double floor_ = (double)lim.ratio_floor;
+        double allowed = by_ratio > floor_ ? by_ratio : floor_;
+        if (allowed > cap) allowed = cap;
+        Py_BEGIN_ALLOW_THREADS
+        unsigned char *raw = NULL;
+        size_t raw_len = 0;
+        rc = inflate_gz((const unsigned char *)blob.buf, (size_t)blob.len, (size_t)allowed, &raw,
+                        &raw_len);
+        if (rc == DONE) {
+            rc = extract_core(raw, raw_len, dest, strip, (size_t)strip_len, &lim,
+                              (long long)blob.len, &o);
+            free(raw);
+        }
+        Py_END_ALLOW_THREADS
+        result = outcome_value(rc, &o, dest_obj);
+    }
+    PyBuffer_Release(&blob);
+    Py_XDECREF(dest_obj);
+    return result;
+}
+
+/* --- many tasks in one call, on threads of its own ------------------------------------ */
+
+typedef struct {
+    Py_buffer blob;
+    PyObject *dest; /* bytes (PyUnicode_FSConverter) */
+    const char *strip;
+    Py_ssize_t strip_len;
+    int rc;
+    outcome_t o;
+} job_t;
+
+typedef struct {
+    job_t *jobs;
+    size_t n;
+    size_t next; /* taken with an atomic add */
+    limits_t lim;
+} batch_t;
+
+static void run_gz_job(job_t *j, const limits_t *lim) {
+    double by_ratio = lim->max_ratio * (double)(j->blob.len > 0 ? j->blob.len : 1);
+    double cap = (double)lim->max_total_bytes + 64.0 * 1024 * 1024;
+    double allowed = by_ratio > (double)lim->ratio_floor ? by_ratio : (double)lim->ratio_floor;
+    if (allowed > cap) allowed = cap;
+    unsigned char *raw = NULL;
+    size_t raw_len = 0;
+    j->rc = inflate_gz((const unsigned char *)j->blob.buf, (size_t)j->blob.len, (size_t)allowed,
+                       &raw, &raw_len);
+    if (j->rc != DONE) return;
+    j->rc = extract_core(raw, raw_len, PyBytes_AS_STRING(j->dest), j->strip,
+                         (size_t)j->strip_len, lim, (long long)j->blob.len, &j->o);
+    free(raw);
+}
+
+static void *batch_worker(void *arg) {
+    batch_t *b = arg;
+    for (;;) {
+        size_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        if (i >= b->n) return NULL;
+        run_gz_job(&b->jobs[i], &b->lim);
+    }
+}
+
+static void release_jobs(job_t *jobs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        PyBuffer_Release(&jobs[i].blob);
+        Py_XDECREF(jobs[i].dest);
+    }
+    PyMem_Free(jobs);
+}
+
+/* extract_gz_many([(blob, dest, strip), ...], limits, threads) -> [outcome, ...]
+   outcome: (n_files, n_dirs, n_bytes) | None (declined, nothing written) | errno (int,
+   a write failed part way: the caller empties dest). */
+static PyObject *untar_extract_gz_many(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *items, *lim_obj;
+    int threads;
+    batch_t b;
+    memset(&b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "O!O!i", &PyList_Type, &items, &PyTuple_Type, &lim_obj, &threads))
+        return NULL;
+    if (parse_limits(lim_obj, &b.lim) < 0) return NULL;
+    size_t n = (size_t)PyList_GET_SIZE(items);
+    job_t *jobs = PyMem_Calloc(n ? n : 1, sizeof(job_t));
+    if (!jobs) return PyErr_NoMemory();
+    size_t ready = 0;
+    for (; ready < n; ready++) {
+        job_t *j = &jobs[ready];
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(items, ready), "y*O&z#", &j->blob,
+                              PyUnicode_FSConverter, &j->dest, &j->strip, &j->strip_len)) {
+            release_jobs(jobs, ready);
+            return NULL;
+        }
+    }
+    b.jobs = jobs;
+    b.n = n;
+    if (threads < 1) threads = 1;
+    if (threads > 16) threads = 16;
+    if ((size_t)threads > n) threads = n ? (int)n : 1;
+    pthread_t tids[16];
+    int started = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; started < threads - 1; started++)
+        if (pthread_create(&tids[started], NULL, batch_worker, &b) != 0) break;
+    batch_worker(&b); /* this thread works too; a thread that did not start is no loss */
+    for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    Py_END_ALLOW_THREADS
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        job_t *j = &jobs[i];
+        PyObject *v;
+        if (j->rc == DONE) v = Py_BuildValue("(KKK)", j->o.n_files, j->o.n_dirs, j->o.n_bytes);
+        else if (j->rc == FAILED) v = PyLong_FromLong(j->o.err ? j->o.err : EIO);
+        else if (j->rc == NOMEM) v = PyLong_FromLong(ENOMEM);
+        else v = Py_NewRef(Py_None);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    release_jobs(jobs, n);
+    return out;
+}
+
+static PyMethodDef untar_methods[] = {
+    {"extract", untar_extract, METH_VARARGS,
+     "extract(raw, dest, strip, limits, compressed_size) -> (n_files, n_dirs, n_bytes) | None\n"
+     "limits: (max_members, max_member_bytes, max_total_bytes, max_ratio, ratio_floor, umask)"},
+    {"extract_gz", untar_extract_gz, METH_VARARGS,
+     "extract_gz(blob, dest, strip, limits) -> (n_files, n_dirs, n_bytes) | None: a gzip tar, "
+     "inflated here within gunzip's bound"},
+    {"extract_gz_many", untar_extract_gz_many, METH_VARARGS,
+     "extract_gz_many([(blob, dest, strip), ...], limits, threads) -> [outcome, ...]: "
+     "outcome (n_files, n_dirs, n_bytes) | None (declined) | errno (failed part way)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef untar_module = {
+    PyModuleDef_HEAD_INIT, "_untar", "The plain-tar fast path of apexrl.artifacts.archive.", -1,
+    untar_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__untar(void) { return PyModule_Create(&untar_module); }

@@ -1,0 +1,315 @@
+"""The C fast path of tar extraction (apexrl/artifacts/_untar.c) against the Python
+extractor: the same tree for every plain archive, nothing written for anything else
+(the Python extractor then decides, with its own messages), and no link followed."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apexrl.artifacts import archive
+from apexrl.errors import BadRecordError
+
+LIMITS = archive.Limits()
+
+
+def _native():
+    """The built module itself: `make install` builds it, so its absence is a failure."""
+    from apexrl.artifacts import _untar
+
+    return _untar
+
+
+def _call(raw: bytes, dest: Path, strip: str | None = None, limits=LIMITS, compressed=0):
+    dest.mkdir(parents=True, exist_ok=True)
+    return _native().extract(raw, os.fspath(dest), strip, archive.native_limits(limits), compressed)
+
+
+def _snapshot(root: Path) -> dict[str, tuple]:
+    out: dict[str, tuple] = {}
+    for p in sorted(root.rglob("*")):
+        st_ = os.lstat(p)
+        rel = str(p.relative_to(root))
+        if stat.S_ISLNK(st_.st_mode):
+            out[rel] = ("link", os.readlink(p))
+        elif stat.S_ISREG(st_.st_mode):
+            out[rel] = ("file", stat.S_IMODE(st_.st_mode), p.read_bytes())
+        else:
+            out[rel] = ("dir", stat.S_IMODE(st_.st_mode))
+    return out
+
+
+def _python_extract(monkeypatch, raw: bytes, dest: Path, **kw):
+    with monkeypatch.context() as m:
+        m.setenv("APEXRL_NATIVE_UNTAR", "0")
+        assert archive.native_untar() is None
+        return archive.extract_tar(raw, dest, where="t", **kw)
+
+
+def _tarfile_bytes(members, fmt=tarfile.PAX_FORMAT) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:", format=fmt) as t:
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            if kind in ("file", "exec"):
+                info.mode = 0o755 if kind == "exec" else 0o644
+                info.size = len(payload)
+                t.addfile(info, io.BytesIO(payload))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE}[
+                kind
+            ]
+            info.linkname = payload if isinstance(payload, str) else ""
+            t.addfile(info)
+    return buf.getvalue()
+
+
+def test_the_module_is_built_and_used():
+    assert archive.native_untar() is _native()
+
+
+def test_a_packed_task_extracts_to_the_same_tree(tmp_path, monkeypatch):
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all
+    from apexrl.tasks.example import write_example
+    from apexrl.tasks.pack import pack_task_dir
+
+    write_example(tmp_path / "expert", seed=0)
+    list(convert_all(load_source(tmp_path / "expert"), tmp_path / "tasks", {}, strict=True))
+    for task in sorted((tmp_path / "tasks").iterdir()):
+        blob = pack_task_dir(task)[0]
+        raw = archive.gunzip(blob, "t")
+        fast, slow = tmp_path / "fast" / task.name, tmp_path / "slow" / task.name
+        assert _call(raw, fast, strip=task.name, compressed=len(blob)) is not None, task.name
+        _python_extract(monkeypatch, raw, slow, strip=task.name, links="in_tree")
+        assert _snapshot(fast) == _snapshot(slow) == _snapshot(task)
+
+
+@pytest.mark.parametrize("fmt", [tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT])
+def test_tarfile_formats_and_long_names(tmp_path, monkeypatch, fmt):
+    members = [
+        ("t", "dir", b""),
+        ("t/a/b/c.txt", "file", b"x" * 1000),
+        ("t/a/run.sh", "exec", b"#!/bin/sh\n"),
+        ("t/.apps_data/mail/inbox.mbox", "file", b"From a\n"),
+        ("t/empty", "file", b""),
+        ("t/z/deep/" + "d" * 90 + "/f", "file", b"long"),  # > 100 bytes: PAX or prefix
+    ]
+    raw = _tarfile_bytes(members, fmt)
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    done = _call(raw, fast, strip="t")
+    if fmt == tarfile.GNU_FORMAT:  # a GNU long-name record: the Python path's
+        assert done is None and list(fast.iterdir()) == []
+        return
+    assert done == (5, 0, 1021)  # files, folder members (the stripped root is none), bytes
+    _python_extract(monkeypatch, raw, slow, strip="t")
+    assert _snapshot(fast) == _snapshot(slow)
+    assert stat.S_IMODE(os.lstat(fast / "a" / "run.sh").st_mode) == 0o755
+    assert stat.S_IMODE(os.lstat(fast / "a" / "b" / "c.txt").st_mode) == 0o644
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        [("a", "sym", "b")],  # links: the Python path checks them on the real filesystem
+        [("a", "file", b"x"), ("h", "hard", "a")],
+        [("./a", "file", b"x")],  # names it would normalise
+        [("a//b", "file", b"x")],
+        [("a/./b", "file", b"x")],
+        [("../evil", "file", b"x")],
+        [("/abs", "file", b"x")],
+        [("a\\b", "file", b"x")],
+        [("résumé.txt", "file", b"x")],  # non-ASCII (a PAX path record)
+    ],
+)
+def test_anything_not_plain_is_left_to_python_with_nothing_written(tmp_path, members):
+    raw = _tarfile_bytes(members)
+    assert _call(raw, tmp_path / "d") is None
+    assert list((tmp_path / "d").iterdir()) == []
+
+
+def test_devices_long_names_and_corrupt_headers_are_declined(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:", format=tarfile.GNU_FORMAT) as t:
+        info = tarfile.TarInfo("fifo")
+        info.type = tarfile.FIFOTYPE
+        t.addfile(info)
+    assert _call(buf.getvalue(), tmp_path / "fifo") is None
+    raw = bytearray(archive.tar_bytes([archive.bytes_entry("f.txt", b"x" * 1000)]))
+    for at in (0, 130, 150, 300):  # name, size, checksum, magic: the checksum fails
+        bad = bytearray(raw)
+        bad[at] ^= 1
+        assert _call(bytes(bad), tmp_path / f"bad{at}") is None, at
+    assert _call(bytes(raw[:700]), tmp_path / "short") is None  # truncated data
+    assert _call(bytes(raw[:1536]), tmp_path / "noend") is None  # no end-of-archive block
+    assert _call(b"", tmp_path / "empty") is None
+    for d in tmp_path.iterdir():
+        assert list(d.iterdir()) == [], d
+
+
+def test_limits_are_declined_and_python_names_them(tmp_path):
+    raw = archive.tar_bytes([archive.bytes_entry(f"f{i}", b"x" * 2000) for i in range(3)])
+    small = archive.Limits(max_member_bytes=1000)
+    assert _call(raw, tmp_path / "a", limits=small) is None
+    assert _call(raw, tmp_path / "b", limits=archive.Limits(max_total_bytes=5000)) is None
+    assert _call(raw, tmp_path / "c", limits=archive.Limits(max_members=2)) is None
+    ratio = archive.Limits(max_ratio=2.0, ratio_floor=100)
+    assert _call(raw, tmp_path / "d", limits=ratio, compressed=100) is None
+    assert _call(raw, tmp_path / "e", limits=ratio, compressed=5000) == (3, 0, 6000)
+    with pytest.raises(BadRecordError, match="member 'f0'.*1000-byte limit"):
+        archive.extract_tar(raw, tmp_path / "f", where="t", limits=small)
+
+
+def test_a_failed_write_is_undone_and_python_decides(tmp_path, monkeypatch):
+    """A duplicate name (the later file wins) and a folder over a file: the C writer
+    stops at the clash, its folder is emptied, and the Python extractor's outcome is
+    the one the caller sees, exactly as with the fast path turned off."""
+    dup = archive.tar_bytes(
+        [archive.bytes_entry("d/f", b"first"), archive.bytes_entry("d/f", b"second")]
+    )
+    with pytest.raises(OSError):
+        _call(dup, tmp_path / "raw")
+    archive.extract_tar(dup, tmp_path / "fast", where="t")
+    _python_extract(monkeypatch, dup, tmp_path / "slow")
+    assert _snapshot(tmp_path / "fast") == _snapshot(tmp_path / "slow")
+    assert (tmp_path / "fast" / "d" / "f").read_bytes() == b"second"
+    clash = archive.tar_bytes(
+        [archive.bytes_entry("a", b"file"), archive.bytes_entry("a/b", b"under a file")]
+    )
+    with pytest.raises(BadRecordError) as fast_err:
+        archive.extract_tar(clash, tmp_path / "c1", where="row 3")
+    with pytest.raises(BadRecordError) as slow_err:
+        _python_extract(monkeypatch, clash, tmp_path / "c2")
+    assert str(fast_err.value).replace("row 3", "t") == str(slow_err.value)
+
+
+def test_no_link_is_followed_when_one_is_planted(tmp_path):
+    """The writer opens every folder with O_NOFOLLOW relative to its parent: a link in
+    the destination (only the Python path is given a non-empty folder, but the C code
+    holds the line by itself) stops the write instead of redirecting it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    os.symlink(outside, dest / "a")
+    raw = archive.tar_bytes([archive.bytes_entry("a/evil", b"x")])
+    with pytest.raises(OSError):
+        _call(raw, dest)
+    assert list(outside.iterdir()) == []
+    os.symlink(outside, tmp_path / "dest-link")
+    with pytest.raises(OSError):
+        _call(raw, tmp_path / "dest-link")  # the destination itself a link
+    assert list(outside.iterdir()) == []
+    archive.extract_tar(raw, tmp_path / "p", where="t")  # the public entry: a fresh folder
+    assert (tmp_path / "p" / "a" / "evil").read_bytes() == b"x"
+
+
+def test_modes_ignore_the_umask(tmp_path):
+    raw = archive.tar_bytes(
+        [archive.bytes_entry("x.sh", b"#!", executable=True), archive.bytes_entry("y", b"")]
+    )
+    old = os.umask(0o077)
+    try:
+        dest = tmp_path / "d"
+        dest.mkdir()
+        _native().extract(raw, os.fspath(dest), None, (10, 1 << 20, 1 << 20, 1000.0, 0, 0o077), 0)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.lstat(dest / "x.sh").st_mode) == 0o755
+    assert stat.S_IMODE(os.lstat(dest / "y").st_mode) == 0o644
+
+
+_part = st.sampled_from(["a", "b", ".h", "c.txt", "D"])
+_plain_member = st.tuples(
+    st.lists(_part, min_size=1, max_size=4).map("/".join),
+    st.sampled_from(["file", "exec", "dir"]),
+    st.binary(max_size=700),
+)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    members=st.lists(_plain_member, min_size=1, max_size=12),
+    fmt=st.sampled_from(["apexrl", "pax", "ustar"]),
+    strip=st.sampled_from([None, "a"]),
+)
+def test_property_same_outcome_as_python(tmp_path_factory, monkeypatch, members, fmt, strip):
+    """Random plain trees, clashes included: the same tree, or the same refusal."""
+    if fmt == "apexrl":
+        entries = [
+            archive.Entry(n, "dir")
+            if k == "dir"
+            else archive.bytes_entry(n, d, executable=k == "exec")
+            for n, k, d in members
+        ]
+        raw = archive.tar_bytes(entries)
+    else:
+        raw = _tarfile_bytes(members, tarfile.PAX_FORMAT if fmt == "pax" else tarfile.USTAR_FORMAT)
+    base = tmp_path_factory.mktemp("same")
+    outcomes = []
+    used = []
+    for label, dest in (("fast", base / "fast"), ("slow", base / "slow")):
+        dest.mkdir()
+        try:
+            if label == "fast":
+                try:
+                    used.append(_call(raw, base / "probe", strip=strip) is not None)
+                except OSError:  # a clash found while writing
+                    used.append(False)
+                archive.extract_tar(raw, dest, where="t", strip=strip)
+            else:
+                _python_extract(monkeypatch, raw, dest, strip=strip)
+            outcomes.append(_snapshot(dest))
+        except BadRecordError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]
+    assert used == [_no_clash(members, strip)]  # the fast path took every plain tree
+
+
+def _no_clash(members, strip: str | None) -> bool:
+    """No file named twice, and no file where a folder goes (its name a folder's, or
+    a parent of another member): the trees the C writer writes without a question."""
+    names = [(n, k) for n, k, _ in members]
+    if strip and all(n == strip or n.startswith(strip + "/") for n, _ in names):
+        names = [(n[len(strip) + 1 :], k) for n, k in names if n != strip]
+    files = [n for n, k in names if k != "dir"]
+    dirs = {n for n, k in names if k == "dir"}
+    parents = {n.rsplit("/", 1)[0] for n, _ in names if "/" in n}
+    parents |= {p.rsplit("/", i)[0] for p in parents for i in range(1, p.count("/") + 1)}
+    return len(files) == len(set(files)) and not (set(files) & (dirs | parents))
+
+
+def test_unpack_in_c_batches_and_in_processes_agree(tmp_path, monkeypatch):
+    """unpack_dataset takes batches through the C writer when it is built, worker
+    processes when not: the same folders and the same stamp log either way."""
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all
+    from apexrl.tasks.dataset import write_dataset
+    from apexrl.tasks.example import write_example
+    from apexrl.tasks.pack import find_task_dirs, pack_dirs
+    from apexrl.tasks.unpack import unpack_dataset
+
+    write_example(tmp_path / "expert", seed=1)
+    list(convert_all(load_source(tmp_path / "expert"), tmp_path / "tasks", {}, strict=True))
+    write_dataset(pack_dirs(find_task_dirs(tmp_path / "tasks")), tmp_path / "ds")
+    a = unpack_dataset(tmp_path / "ds", tmp_path / "a", strict=False, workers=2)
+    monkeypatch.setenv("APEXRL_NATIVE_UNTAR", "0")
+    b = unpack_dataset(tmp_path / "ds", tmp_path / "b", strict=False, workers=2)
+    assert [(r.path, r.status, r.sha256) for r in a] == [(r.path, r.status, r.sha256) for r in b]
+    snap_a, snap_b = _snapshot(tmp_path / "a"), _snapshot(tmp_path / "b")
+    assert {k: v for k, v in snap_a.items() if not k.startswith(".apexrl")} == {
+        k: v for k, v in snap_b.items() if not k.startswith(".apexrl")
+    }
+    log = ".apexrl/unpacked.log"
+    assert sorted(snap_a[log][2].splitlines()) == sorted(snap_b[log][2].splitlines())
+    for task in find_task_dirs(tmp_path / "tasks"):
+        assert _snapshot(tmp_path / "a" / task.name) == _snapshot(task)
