@@ -313,3 +313,81 @@ def test_unpack_in_c_batches_and_in_processes_agree(tmp_path, monkeypatch):
     assert sorted(snap_a[log][2].splitlines()) == sorted(snap_b[log][2].splitlines())
     for task in find_task_dirs(tmp_path / "tasks"):
         assert _snapshot(tmp_path / "a" / task.name) == _snapshot(task)
+
+
+def _gz_call(blob: bytes, dest: Path, strip: str | None = None, limits=LIMITS):
+    dest.mkdir(parents=True, exist_ok=True)
+    return _native().extract_gz(blob, os.fspath(dest), strip, archive.native_limits(limits))
+
+
+def test_gzip_inside_the_c_call_keeps_gunzips_rules(tmp_path):
+    """Inflate in C reads what gunzip reads (members, zero padding) and declines what
+    gunzip refuses (truncated, a bad CRC, a bomb past the bound), writing nothing."""
+    import gzip
+
+    raw = archive.tar_bytes([archive.bytes_entry("t/f.txt", b"hello " * 500)])
+    blob = archive.gzip_fast(raw)
+    assert _gz_call(blob, tmp_path / "one", "t") == (1, 0, 3000)
+    assert _gz_call(archive.gzip_bytes(raw), tmp_path / "zlib", "t") == (1, 0, 3000)
+    half = len(raw) // 2
+    multi = gzip.compress(raw[:half]) + gzip.compress(raw[half:]) + b"\0" * 8
+    assert _gz_call(multi, tmp_path / "multi", "t") == (1, 0, 3000)
+    assert (tmp_path / "multi" / "f.txt").read_bytes() == b"hello " * 500
+    bad_crc = bytearray(blob)
+    bad_crc[-6] ^= 1
+    declined = {
+        "truncated": blob[:-20],
+        "crc": bytes(bad_crc),
+        "garbage": blob + b"junk",
+        "not-gzip": raw,
+        "empty": b"",
+    }
+    for name, data in declined.items():
+        assert _gz_call(data, tmp_path / name, "t") is None, name
+        assert list((tmp_path / name).iterdir()) == [], name
+    bomb = archive.gzip_bytes(archive.tar_bytes([archive.bytes_entry("z", bytes(40 << 20))]))
+    assert _gz_call(bomb, tmp_path / "bomb") is None  # 40 MiB of zeros from ~40 KiB
+    with pytest.raises(BadRecordError, match="compression bomb"):
+        archive.extract_targz(bomb, tmp_path / "bomb", where="row 1")
+
+
+def test_a_batch_with_rows_of_every_kind_matches_the_process_path(tmp_path, monkeypatch):
+    """One C batch holding a plain row, a row with an in-tree link (declined: Python
+    writes it), a row with a duplicate name (fails part way: Python decides), an
+    escaping link and an empty blob (refused by name): unpack_dataset gives the same
+    results, trees and errors as the worker-process path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from apexrl.tasks.unpack import unpack_dataset
+
+    def tgz(entries):
+        return archive.gzip_fast(archive.tar_bytes(entries))
+
+    rows = {
+        "plain": tgz([archive.Entry("plain", "dir"), archive.bytes_entry("plain/a.txt", b"a")]),
+        "linked": tgz(
+            [
+                archive.bytes_entry("linked/a.txt", b"a"),
+                archive.Entry("linked/l", "symlink", linkname="a.txt"),
+            ]
+        ),
+        "dup": tgz([archive.bytes_entry("dup/f", b"1"), archive.bytes_entry("dup/f", b"2")]),
+        "escape": tgz([archive.Entry("escape/l", "symlink", linkname="../../etc")]),
+        "empty": b"",
+    }
+    ds = tmp_path / "ds.parquet"
+    pq.write_table(pa.table({"path": list(rows), "task_binary": list(rows.values())}), ds)
+    outcomes = []
+    for mode in ("1", "0"):
+        monkeypatch.setenv("APEXRL_NATIVE_UNTAR", mode)
+        errors: list[str] = []
+        out = tmp_path / f"out{mode}"
+        got = unpack_dataset(ds, out, strict=False, on_error=lambda e: errors.append(str(e)))
+        snap = {k: v for k, v in _snapshot(out).items() if not k.startswith(".apexrl")}
+        outcomes.append(([(r.path, r.status) for r in got], sorted(errors), snap))
+    assert outcomes[0] == outcomes[1]
+    results, errors, snap = outcomes[0]
+    assert [p for p, _ in results] == ["plain", "linked", "dup"]
+    assert snap["dup/f"][2] == b"2" and snap["linked/l"] == ("link", "a.txt")
+    assert len(errors) == 2 and any("empty" in e for e in errors)
