@@ -45,7 +45,7 @@ help:
 	@echo "make lint         ruff check + format check"
 	@echo "make completions  regenerate completions/ from the CLI"
 
-$(VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_untar.c | builddeps
+$(VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_fasttar.c | builddeps
 	@test -n "$(PYTHON312)" || { echo "no Python >= 3.12 found: install one or set PYTHON312=/path/to/python"; exit 2; }
 	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 12), "need Python >= 3.12, set PYTHON312="'
@@ -88,7 +88,7 @@ endef
 sysdeps:
 	$(call apt_install_missing,$(APT_PACKAGES))
 
-# apexrl's one C extension (apexrl/artifacts/_untar.c: the plain-tar fast path, linking
+# apexrl's one C extension (apexrl/artifacts/_fasttar.c: the plain-tar fast path, linking
 # zlib) is compiled by `pip install -e`: a C compiler and zlib's headers.
 builddeps:
 	$(call apt_install_missing,$(BUILD_APT_PACKAGES))
@@ -100,7 +100,7 @@ test: install sysdeps vllm
 	  $(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not skyrl"
 	$(MAKE) test-train
 
-$(TRAIN_VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_untar.c | builddeps
+$(TRAIN_VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_fasttar.c | builddeps
 	@test -n "$(PYTHON312)" || { echo "no Python >= 3.12 found: install one or set PYTHON312=/path/to/python"; exit 2; }
 	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON312) -m venv $(TRAIN_VENV)
 	$(TRAIN_VENV)/bin/pip install -q --upgrade pip

@@ -1,8 +1,8 @@
-"""The one compiled part of apexrl: the plain-tar fast path (apexrl/artifacts/_untar.c).
+"""The one compiled part of apexrl: the tar fast paths (apexrl/artifacts/_fasttar.c).
 
 Everything else is declared in pyproject.toml. apexrl works without the extension
-(archive.py falls back to its Python extractor), but `make install` builds it and
-tests/test_untar_native.py checks that it is there.
+(archive.py and tasks/pack.py fall back to their Python code), but `make install` builds it and
+tests/test_fasttar.py checks that it is there.
 """
 
 from setuptools import Extension, setup
@@ -10,10 +10,17 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "apexrl.artifacts._untar",
-            sources=["apexrl/artifacts/_untar.c"],
+            "apexrl.artifacts._fasttar",
+            sources=["apexrl/artifacts/_fasttar.c"],
             libraries=["z"],  # zlib1g-dev: inflate of task binaries inside the C call
-            extra_compile_args=["-O2", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra"],
+            extra_compile_args=[
+                "-O2",
+                "-std=c11",
+                "-D_GNU_SOURCE",
+                "-Wall",
+                "-Wextra",
+                "-Wno-format-truncation",
+            ],
         )
     ]
 )

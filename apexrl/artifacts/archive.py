@@ -763,17 +763,17 @@ _NATIVE_UNSET = object()
 _native: Any = _NATIVE_UNSET
 
 
-def native_untar() -> Any:
-    """The C fast path (`apexrl.artifacts._untar`, built from _untar.c by `make install`),
-    or None where it is not built or APEXRL_NATIVE_UNTAR=0 turns it off."""
+def native_tar() -> Any:
+    """The C fast path (`apexrl.artifacts._fasttar`, built from _fasttar.c by `make install`),
+    or None where it is not built or APEXRL_NATIVE_TAR=0 turns it off."""
     global _native
     if _native is _NATIVE_UNSET:
         try:
-            from apexrl.artifacts import _untar
+            from apexrl.artifacts import _fasttar
         except ImportError:
-            _untar = None
-        _native = _untar
-    if os.environ.get("APEXRL_NATIVE_UNTAR", "1") == "0":
+            _fasttar = None
+        _native = _fasttar
+    if os.environ.get("APEXRL_NATIVE_TAR", "1") == "0":
         return None
     return _native
 
@@ -793,11 +793,11 @@ def native_limits(limits: Limits) -> tuple:
 def _extract_native(
     fn: str, data: bytes, dest: Path, limits: Limits, strip: str | None, empty: bool, *extra: int
 ) -> Extracted | None:
-    """The tree written by the C fast path (`fn` of _untar), or None, nothing written,
+    """The tree written by the C fast path (`fn` of _fasttar), or None, nothing written,
     when the archive is not plain or the module is not built. A write that fails part
     way (a duplicate name, a file where a folder goes) is undone here, so the Python
     extractor starts from the same empty folder and decides."""
-    native = native_untar()
+    native = native_tar()
     if native is None:
         return None
     base = os.fspath(dest)

@@ -12,7 +12,14 @@ import os
 import stat
 from pathlib import Path
 
-from apexrl.artifacts.archive import GZIP_LEVEL, gzip_bytes, gzip_fast, tar_header, walk_sorted
+from apexrl.artifacts.archive import (
+    GZIP_LEVEL,
+    gzip_bytes,
+    gzip_fast,
+    native_tar,
+    tar_header,
+    walk_sorted,
+)
 from apexrl.errors import BadRecordError
 
 __all__ = ["GZIP_LEVEL", "gzip_bytes", "pack_task_dir", "tar_task_dir"]
@@ -28,7 +35,19 @@ def tar_task_dir(task_dir: Path, *, keep: dict[str, bytes] | None = None) -> byt
 
     Headers come from apexrl.artifacts.archive (ustar + PAX for long names); files
     are read whole here, which is what keeps packing near `tar czf`'s speed. With
-    `keep`, the bytes of a top-level task.toml / archipelago.json are put there too."""
+    `keep`, the bytes of a top-level task.toml / archipelago.json are put there too.
+
+    The C fast path (archive.native_tar: the same bytes, tests/test_fasttar.py) packs
+    any tree of plain ASCII-named files and folders; a link, a special file or a
+    non-ASCII name comes here, where it is packed or named."""
+    native = native_tar()
+    if native is not None:
+        done = native.tar_dir(os.fspath(task_dir))
+        if done is not None:
+            tar, kept = done
+            if keep is not None:
+                keep.update(kept)
+            return tar
     parts: list[bytes] = []
     for rel, full, is_dir in walk_sorted(task_dir):
         if is_dir:

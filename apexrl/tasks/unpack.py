@@ -362,7 +362,7 @@ def unpack_dataset(
     the C tar writer on its own threads where it is built, else worker processes.
 
     Bad rows raise with strict; otherwise they go to `on_error` and the rest are written."""
-    from apexrl.artifacts.archive import native_untar
+    from apexrl.artifacts.archive import native_tar
     from apexrl.tasks.dataset import iter_rows, row_count
     from apexrl.tasks.parallel import default_workers, ordered_map
 
@@ -399,7 +399,7 @@ def unpack_dataset(
         existing = set(os.listdir(out))
         stamps = _compact_stamps(os.fspath(out), existing)
         try:  # --strict: rows are extracted aside and moved into place only at the end
-            native = native_untar()
+            native = native_tar()
             if native is not None:
                 results_iter = _native_batches(native, jobs(), workers or default_workers())
             else:

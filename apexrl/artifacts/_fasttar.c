@@ -1,4 +1,5 @@
-/* apexrl.artifacts._untar: the plain-tar fast path of apexrl.artifacts.archive.
+/* apexrl.artifacts._fasttar: the C fast paths of apexrl.artifacts.archive (extraction of
+   plain archives) and of tasks.pack (the deterministic tar of a folder: see tar_dir below).
 
    extract(raw, dest, strip, limits, compressed_size)  an uncompressed tar
    extract_gz(blob, dest, strip, limits)                a gzip tar, inflated here (zlib)
@@ -24,10 +25,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -532,7 +536,7 @@ static PyObject *outcome_value(int rc, const outcome_t *o, PyObject *dest_obj) {
     return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dest_obj);
 }
 
-static PyObject *untar_extract(PyObject *self, PyObject *args) {
+static PyObject *fasttar_extract(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer raw;
     PyObject *dest_obj = NULL, *lim_obj;
@@ -559,7 +563,7 @@ static PyObject *untar_extract(PyObject *self, PyObject *args) {
     return result;
 }
 
-static PyObject *untar_extract_gz(PyObject *self, PyObject *args) {
+static PyObject *fasttar_extract_gz(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer blob;
     PyObject *dest_obj = NULL, *lim_obj;
@@ -651,7 +655,7 @@ static void release_jobs(job_t *jobs, size_t n) {
 /* extract_gz_many([(blob, dest, strip), ...], limits, threads) -> [outcome, ...]
    outcome: (n_files, n_dirs, n_bytes) | None (declined, nothing written) | errno (int,
    a write failed part way: the caller empties dest). */
-static PyObject *untar_extract_gz_many(PyObject *self, PyObject *args) {
+static PyObject *fasttar_extract_gz_many(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *items, *lim_obj;
     int threads;
@@ -703,22 +707,369 @@ static PyObject *untar_extract_gz_many(PyObject *self, PyObject *args) {
     return out;
 }
 
-static PyMethodDef untar_methods[] = {
-    {"extract", untar_extract, METH_VARARGS,
+/* --- packing: the deterministic tar of a folder ------------------------------------------
+
+   tar_dir(path) -> (tar, {"task.toml": bytes, "archipelago.json": bytes}) | None
+   The bytes of tasks.pack.tar_task_dir: walk_sorted's order (a folder's entries sorted
+   by name, then each sub-folder's in turn), archive.tar_header's ustar blocks (PAX
+   `path` records for names over 100 bytes), mtime 0, modes 0755/0644, 1024 zero bytes
+   at the end. None for what the Python path reports or spells otherwise: a link, a
+   special file, a non-ASCII name, a file of 8 GiB or more, any error on the way. */
+
+typedef struct {
+    unsigned char *buf;
+    size_t len, cap;
+} out_t;
+
+static int out_reserve(out_t *o, size_t more) {
+    if (o->len + more <= o->cap) return 0;
+    size_t cap = o->cap ? o->cap : 65536;
+    while (cap < o->len + more) cap *= 2;
+    unsigned char *b = realloc(o->buf, cap);
+    if (!b) return -1;
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+/* archive._ustar_block into o->buf + at (512 bytes). */
+static void ustar_block(unsigned char *h, const char *name, size_t name_len, unsigned long mode,
+                        unsigned long long size, char typeflag) {
+    memset(h, 0, 512);
+    memcpy(h, name, name_len > 100 ? 100 : name_len);
+    snprintf((char *)h + 100, 8, "%07lo", mode);
+    memcpy(h + 108, "0000000", 8);
+    memcpy(h + 116, "0000000", 8);
+    snprintf((char *)h + 124, 12, "%011llo", size);
+    memcpy(h + 136, "00000000000", 12);
+    h[156] = (unsigned char)typeflag;
+    memcpy(h + 257, "ustar\0" "00", 8);
+    unsigned long sum = 256; /* the checksum field counted as eight spaces */
+    for (int i = 0; i < 512; i++)
+        if (i < 148 || i >= 156) sum += h[i];
+    snprintf((char *)h + 148, 7, "%06lo", sum);
+    h[155] = ' ';
+}
+
+/* archive.tar_header(name, size, mode, kind) appended to o (names are ASCII here). */
+static int put_header(out_t *o, const char *name, size_t name_len, unsigned long mode,
+                      unsigned long long size, char typeflag) {
+    if (name_len > 100) {
+        /* _pax_record("path", name): "<len> path=<name>\n", len counting itself */
+        size_t body = 1 + 4 + 1 + name_len + 1, length = body, digits;
+        for (;;) {
+            char tmp[32];
+            digits = (size_t)snprintf(tmp, sizeof tmp, "%zu", length);
+            if (digits + body == length) break;
+            length = digits + body;
+        }
+        size_t padded = length + ((512 - length % 512) % 512);
+        if (out_reserve(o, 512 + padded + 512) < 0) return -1;
+        ustar_block(o->buf + o->len, "././@PaxHeader", 14, 0644, length, 'x');
+        o->len += 512;
+        unsigned char *r = o->buf + o->len;
+        memset(r, 0, padded);
+        int n = snprintf((char *)r, 32, "%zu path=", length);
+        memcpy(r + n, name, name_len);
+        r[n + name_len] = '\n';
+        o->len += padded;
+    } else if (out_reserve(o, 512) < 0) {
+        return -1;
+    }
+    ustar_block(o->buf + o->len, name, name_len, mode, size, typeflag);
+    o->len += 512;
+    return 0;
+}
+
+static int ascii_name(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s >= 0x80) return 0;
+    return 1;
+}
+
+typedef struct {
+    char *name;
+    unsigned char type; /* d_type */
+} dirent_t;
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(((const dirent_t *)a)->name, ((const dirent_t *)b)->name);
+}
+
+typedef struct {
+    char *rel; /* the folder's name relative to the root ("" for the root) */
+} pending_dir_t;
+
+typedef struct {
+    out_t out;
+    const char *root;
+    pending_dir_t *stack;
+    size_t n, cap;
+    unsigned char *keep_toml, *keep_arch; /* copies of the top-level metadata files */
+    size_t keep_toml_len, keep_arch_len;
+    int have_toml, have_arch;
+} packer_t;
+
+static int push_dir(packer_t *p, const char *rel) {
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 32;
+        pending_dir_t *st = realloc(p->stack, cap * sizeof *st);
+        if (!st) return -1;
+        p->stack = st;
+        p->cap = cap;
+    }
+    p->stack[p->n].rel = strdup(rel);
+    if (!p->stack[p->n].rel) return -1;
+    p->n++;
+    return 0;
+}
+
+/* One regular file: header, then its bytes read to their end. 0, or -1 (decline). */
+static int pack_file(packer_t *p, int dirfd, const char *leaf, const char *rel, size_t rel_len) {
+    int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
+    /* Reserve the header's room, read the bytes after it, then write the header. */
+    /* room for the header: a PAX path record is at most the name plus 40 bytes */
+    size_t header = rel_len > 100 ? 1024 + ((rel_len + 40 + 511) / 512) * 512 : 512;
+    size_t want = (size_t)st.st_size + 1;
+    if (out_reserve(&p->out, header + want) < 0) {
+        close(fd);
+        return -1;
+    }
+    size_t at = p->out.len + header, got = 0;
+    for (;;) {
+        if (out_reserve(&p->out, header + got + 65536) < 0) {
+            close(fd);
+            return -1;
+        }
+        ssize_t r = read(fd, p->out.buf + at + got, p->out.cap - at - got);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            close(fd);
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+        at = p->out.len + header; /* out_reserve may have moved the buffer */
+    }
+    close(fd);
+    if ((unsigned long long)got >= (1ULL << 33)) return -1; /* 8 GiB: a PAX size record */
+    unsigned long mode = (st.st_mode & 0111) ? 0755 : 0644;
+    /* Move the data to right after the real header, which may be shorter than reserved. */
+    size_t start = p->out.len;
+    out_t hdr = {0};
+    if (put_header(&hdr, rel, rel_len, mode, got, '0') < 0) {
+        free(hdr.buf);
+        return -1;
+    }
+    memmove(p->out.buf + start + hdr.len, p->out.buf + start + header, got);
+    memcpy(p->out.buf + start, hdr.buf, hdr.len);
+    free(hdr.buf);
+    p->out.len = start + hdr.len + got;
+    size_t pad = (512 - got % 512) % 512;
+    if (out_reserve(&p->out, pad) < 0) return -1;
+    memset(p->out.buf + p->out.len, 0, pad);
+    unsigned char *data = p->out.buf + start + hdr.len;
+    p->out.len += pad;
+    if (strchr(rel, '/') == NULL) { /* a top-level metadata file: its bytes kept */
+        unsigned char **slot = NULL;
+        size_t *slot_len = NULL;
+        int *have = NULL;
+        if (strcmp(rel, "task.toml") == 0) {
+            slot = &p->keep_toml, slot_len = &p->keep_toml_len, have = &p->have_toml;
+        } else if (strcmp(rel, "archipelago.json") == 0) {
+            slot = &p->keep_arch, slot_len = &p->keep_arch_len, have = &p->have_arch;
+        }
+        if (slot) {
+            *slot = malloc(got ? got : 1);
+            if (!*slot) return -1;
+            memcpy(*slot, data, got);
+            *slot_len = got;
+            *have = 1;
+        }
+    }
+    return 0;
+}
+
+/* One folder's entries (sorted), its sub-folders pushed for later. 0 or -1. */
+static int pack_folder(packer_t *p, const char *rel) {
+    size_t rel_len = strlen(rel);
+    char path[NAME_CAP * 2];
+    int dirfd;
+    if (rel_len == 0) {
+        dirfd = open(p->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } else {
+        if (strlen(p->root) + 1 + rel_len >= sizeof path) return -1;
+        snprintf(path, sizeof path, "%s/%s", p->root, rel);
+        dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (dirfd < 0) return -1;
+    int listfd = dup(dirfd);
+    DIR *d = listfd >= 0 ? fdopendir(listfd) : NULL;
+    if (!d) {
+        if (listfd >= 0) close(listfd);
+        close(dirfd);
+        return -1;
+    }
+    dirent_t *names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 32;
+            dirent_t *nn = realloc(names, cap * sizeof *nn);
+            if (!nn) {
+                rc = -1;
+                break;
+            }
+            names = nn;
+        }
+        names[n].name = strdup(e->d_name);
+        names[n].type = e->d_type;
+        if (!names[n].name) {
+            rc = -1;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc == 0 && n) qsort(names, n, sizeof *names, cmp_names);
+    size_t first_sub = p->n;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *leaf = names[i].name;
+        int is_dir = names[i].type == DT_DIR, is_reg = names[i].type == DT_REG;
+        if (!ascii_name(leaf)) {
+            rc = -1;
+            break;
+        }
+        if (names[i].type == DT_UNKNOWN) { /* a filesystem without d_type: ask */
+            struct stat st;
+            if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                rc = -1;
+                break;
+            }
+            is_dir = S_ISDIR(st.st_mode);
+            is_reg = S_ISREG(st.st_mode);
+        }
+        size_t child_len = (rel_len ? rel_len + 1 : 0) + strlen(leaf);
+        if (child_len + 2 >= NAME_CAP) {
+            rc = -1;
+            break;
+        }
+        char child[NAME_CAP];
+        if (rel_len) snprintf(child, sizeof child, "%s/%s", rel, leaf);
+        else snprintf(child, sizeof child, "%s", leaf);
+        if (is_dir) {
+            char dname[NAME_CAP];
+            snprintf(dname, sizeof dname, "%s/", child);
+            if (put_header(&p->out, dname, child_len + 1, 0755, 0, '5') < 0 ||
+                push_dir(p, child) < 0)
+                rc = -1;
+        } else if (is_reg) { /* pack_file checks the opened file is still regular */
+            if (pack_file(p, dirfd, leaf, child, child_len) < 0) rc = -1;
+        } else {
+            rc = -1; /* a link or a special file: the Python path names it */
+        }
+    }
+    /* The sub-folders go next, the first name first: reverse this folder's pushes. */
+    for (size_t a = first_sub, b = p->n ? p->n - 1 : 0; rc == 0 && a < b; a++, b--) {
+        pending_dir_t t = p->stack[a];
+        p->stack[a] = p->stack[b];
+        p->stack[b] = t;
+    }
+    for (size_t i = 0; i < n; i++) free(names[i].name);
+    free(names);
+    close(dirfd);
+    return rc;
+}
+
+static int pack_tree(packer_t *p) {
+    if (push_dir(p, "") < 0) return -1;
+    while (p->n) {
+        char *rel = p->stack[--p->n].rel;
+        int rc = pack_folder(p, rel);
+        free(rel);
+        if (rc < 0) return -1;
+    }
+    if (out_reserve(&p->out, 1024) < 0) return -1;
+    memset(p->out.buf + p->out.len, 0, 1024);
+    p->out.len += 1024;
+    return 0;
+}
+
+static void packer_free(packer_t *p) {
+    while (p->n) free(p->stack[--p->n].rel);
+    free(p->stack);
+    free(p->out.buf);
+    free(p->keep_toml);
+    free(p->keep_arch);
+}
+
+static PyObject *fasttar_tar_dir(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *root_obj = NULL;
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &root_obj)) return NULL;
+    packer_t p;
+    memset(&p, 0, sizeof p);
+    p.root = PyBytes_AS_STRING(root_obj);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pack_tree(&p);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc < 0) {
+        result = Py_NewRef(Py_None);
+    } else {
+        PyObject *tar = PyBytes_FromStringAndSize((const char *)p.out.buf, (Py_ssize_t)p.out.len);
+        PyObject *keep = PyDict_New();
+        int ok = tar && keep;
+        if (ok && p.have_toml) {
+            PyObject *v = PyBytes_FromStringAndSize((const char *)p.keep_toml,
+                                                    (Py_ssize_t)p.keep_toml_len);
+            ok = v && PyDict_SetItemString(keep, "task.toml", v) == 0;
+            Py_XDECREF(v);
+        }
+        if (ok && p.have_arch) {
+            PyObject *v = PyBytes_FromStringAndSize((const char *)p.keep_arch,
+                                                    (Py_ssize_t)p.keep_arch_len);
+            ok = v && PyDict_SetItemString(keep, "archipelago.json", v) == 0;
+            Py_XDECREF(v);
+        }
+        if (ok) result = PyTuple_Pack(2, tar, keep);
+        Py_XDECREF(tar);
+        Py_XDECREF(keep);
+    }
+    packer_free(&p);
+    Py_DECREF(root_obj);
+    return result;
+}
+
+static PyMethodDef fasttar_methods[] = {
+    {"extract", fasttar_extract, METH_VARARGS,
      "extract(raw, dest, strip, limits, compressed_size) -> (n_files, n_dirs, n_bytes) | None\n"
      "limits: (max_members, max_member_bytes, max_total_bytes, max_ratio, ratio_floor, umask)"},
-    {"extract_gz", untar_extract_gz, METH_VARARGS,
+    {"extract_gz", fasttar_extract_gz, METH_VARARGS,
      "extract_gz(blob, dest, strip, limits) -> (n_files, n_dirs, n_bytes) | None: a gzip tar, "
      "inflated here within gunzip's bound"},
-    {"extract_gz_many", untar_extract_gz_many, METH_VARARGS,
+    {"extract_gz_many", fasttar_extract_gz_many, METH_VARARGS,
      "extract_gz_many([(blob, dest, strip), ...], limits, threads) -> [outcome, ...]: "
      "outcome (n_files, n_dirs, n_bytes) | None (declined) | errno (failed part way)"},
+    {"tar_dir", fasttar_tar_dir, METH_VARARGS,
+     "tar_dir(path) -> (tar, {top-level task.toml / archipelago.json: bytes}) | None: "
+     "the bytes of tasks.pack.tar_task_dir"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef untar_module = {
-    PyModuleDef_HEAD_INIT, "_untar", "The plain-tar fast path of apexrl.artifacts.archive.", -1,
-    untar_methods, NULL, NULL, NULL, NULL,
+static struct PyModuleDef fasttar_module = {
+    PyModuleDef_HEAD_INIT, "_fasttar", "The C fast paths of tar extraction and packing (apexrl.artifacts.archive).", -1,
+    fasttar_methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__untar(void) { return PyModule_Create(&untar_module); }
+PyMODINIT_FUNC PyInit__fasttar(void) { return PyModule_Create(&fasttar_module); }

@@ -1,4 +1,4 @@
-"""The C fast path of tar extraction (apexrl/artifacts/_untar.c) against the Python
+"""The C fast path of tar extraction (apexrl/artifacts/_fasttar.c) against the Python
 extractor: the same tree for every plain archive, nothing written for anything else
 (the Python extractor then decides, with its own messages), and no link followed."""
 
@@ -22,9 +22,9 @@ LIMITS = archive.Limits()
 
 def _native():
     """The built module itself: `make install` builds it, so its absence is a failure."""
-    from apexrl.artifacts import _untar
+    from apexrl.artifacts import _fasttar
 
-    return _untar
+    return _fasttar
 
 
 def _call(raw: bytes, dest: Path, strip: str | None = None, limits=LIMITS, compressed=0):
@@ -48,8 +48,8 @@ def _snapshot(root: Path) -> dict[str, tuple]:
 
 def _python_extract(monkeypatch, raw: bytes, dest: Path, **kw):
     with monkeypatch.context() as m:
-        m.setenv("APEXRL_NATIVE_UNTAR", "0")
-        assert archive.native_untar() is None
+        m.setenv("APEXRL_NATIVE_TAR", "0")
+        assert archive.native_tar() is None
         return archive.extract_tar(raw, dest, where="t", **kw)
 
 
@@ -72,7 +72,7 @@ def _tarfile_bytes(members, fmt=tarfile.PAX_FORMAT) -> bytes:
 
 
 def test_the_module_is_built_and_used():
-    assert archive.native_untar() is _native()
+    assert archive.native_tar() is _native()
 
 
 def test_a_packed_task_extracts_to_the_same_tree(tmp_path, monkeypatch):
@@ -302,7 +302,7 @@ def test_unpack_in_c_batches_and_in_processes_agree(tmp_path, monkeypatch):
     list(convert_all(load_source(tmp_path / "expert"), tmp_path / "tasks", {}, strict=True))
     write_dataset(pack_dirs(find_task_dirs(tmp_path / "tasks")), tmp_path / "ds")
     a = unpack_dataset(tmp_path / "ds", tmp_path / "a", strict=False, workers=2)
-    monkeypatch.setenv("APEXRL_NATIVE_UNTAR", "0")
+    monkeypatch.setenv("APEXRL_NATIVE_TAR", "0")
     b = unpack_dataset(tmp_path / "ds", tmp_path / "b", strict=False, workers=2)
     assert [(r.path, r.status, r.sha256) for r in a] == [(r.path, r.status, r.sha256) for r in b]
     snap_a, snap_b = _snapshot(tmp_path / "a"), _snapshot(tmp_path / "b")
@@ -380,10 +380,12 @@ def test_a_batch_with_rows_of_every_kind_matches_the_process_path(tmp_path, monk
     pq.write_table(pa.table({"path": list(rows), "task_binary": list(rows.values())}), ds)
     outcomes = []
     for mode in ("1", "0"):
-        monkeypatch.setenv("APEXRL_NATIVE_UNTAR", mode)
+        monkeypatch.setenv("APEXRL_NATIVE_TAR", mode)
         errors: list[str] = []
         out = tmp_path / f"out{mode}"
-        got = unpack_dataset(ds, out, strict=False, on_error=lambda e: errors.append(str(e)))
+        got = unpack_dataset(
+            ds, out, strict=False, on_error=lambda e, errs=errors: errs.append(str(e))
+        )
         snap = {k: v for k, v in _snapshot(out).items() if not k.startswith(".apexrl")}
         outcomes.append(([(r.path, r.status) for r in got], sorted(errors), snap))
     assert outcomes[0] == outcomes[1]
@@ -391,3 +393,84 @@ def test_a_batch_with_rows_of_every_kind_matches_the_process_path(tmp_path, monk
     assert [p for p, _ in results] == ["plain", "linked", "dup"]
     assert snap["dup/f"][2] == b"2" and snap["linked/l"] == ("link", "a.txt")
     assert len(errors) == 2 and any("empty" in e for e in errors)
+
+
+# --- packing: tar_dir gives tar_task_dir's bytes -------------------------------------------
+
+
+def _python_tar(monkeypatch, folder: Path, keep: dict | None = None) -> bytes:
+    from apexrl.tasks.pack import tar_task_dir
+
+    with monkeypatch.context() as m:
+        m.setenv("APEXRL_NATIVE_TAR", "0")
+        return tar_task_dir(folder, keep=keep)
+
+
+_leaf = st.sampled_from(["a", "b.txt", ".hidden", "Z", "task.toml", "archipelago.json", "x" * 120])
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    files=st.dictionaries(
+        st.lists(_leaf, min_size=1, max_size=3).map("/".join),
+        st.tuples(st.binary(max_size=1500), st.booleans()),
+        max_size=10,
+    )
+)
+def test_property_tar_dir_is_byte_identical(tmp_path_factory, monkeypatch, files):
+    """Random trees (long names, nested folders, executables, empty files, the metadata
+    files at the top and below): the same bytes, the same kept metadata."""
+    root = tmp_path_factory.mktemp("pack") / "task"
+    root.mkdir()
+    for rel, (data, executable) in files.items():
+        path = root / rel
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():
+                continue
+            path.write_bytes(data)
+        except (NotADirectoryError, FileExistsError, IsADirectoryError):
+            continue  # a file where this tree wants a folder: not a tree
+        path.chmod(0o755 if executable else 0o644)
+    kept_c: dict = {}
+    done = _native().tar_dir(os.fspath(root))
+    assert done is not None
+    tar, kept_c = done
+    kept_py: dict = {}
+    assert tar == _python_tar(monkeypatch, root, kept_py)
+    assert kept_c == kept_py
+
+
+def test_tar_dir_of_converted_tasks_and_its_refusals(tmp_path, monkeypatch):
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all
+    from apexrl.tasks.example import write_example
+    from apexrl.tasks.pack import pack_task_dir
+
+    write_example(tmp_path / "expert", seed=3)
+    list(convert_all(load_source(tmp_path / "expert"), tmp_path / "tasks", {}, strict=True))
+    task = sorted((tmp_path / "tasks").iterdir())[0]
+    tar, kept = _native().tar_dir(os.fspath(task))
+    assert tar == _python_tar(monkeypatch, task) and set(kept) == {"task.toml", "archipelago.json"}
+    native_blob = pack_task_dir(task)
+    monkeypatch.setenv("APEXRL_NATIVE_TAR", "0")
+    assert pack_task_dir(task) == native_blob  # the task_binary and its sha256
+    monkeypatch.delenv("APEXRL_NATIVE_TAR")
+    # A link, a fifo, a non-ASCII name: declined by C; Python refuses or packs them.
+    (task / "link").symlink_to("task.toml")
+    assert _native().tar_dir(os.fspath(task)) is None
+    with pytest.raises(BadRecordError, match="symbolic links are not packed"):
+        pack_task_dir(task)
+    (task / "link").unlink()
+    os.mkfifo(task / "pipe")
+    assert _native().tar_dir(os.fspath(task)) is None
+    with pytest.raises(BadRecordError, match="special files"):
+        pack_task_dir(task)
+    (task / "pipe").unlink()
+    (task / "résumé.txt").write_text("cv")
+    assert _native().tar_dir(os.fspath(task)) is None
+    members, _ = archive.tar_members(archive.gunzip(pack_task_dir(task)[0], "t"), "t")
+    assert "résumé.txt" in {m.name for m in members}
+    assert _native().tar_dir(os.fspath(tmp_path / "missing")) is None
