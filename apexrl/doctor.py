@@ -52,6 +52,7 @@ def collect_checks() -> list[dict]:
         _row("python", "version", sys.version_info >= (3, 12), platform.python_version()),
         _row("python", "platform", True, f"{platform.system()} {platform.machine()}"),
     ]
+    rows.append(_native_row())
     for extra, modules in EXTRAS.items():
         ok, detail = import_check(modules)
         rows.append(_row("extra", extra, ok, detail))
@@ -65,6 +66,25 @@ def collect_checks() -> list[dict]:
         detail = "set" if not missing else f"not set: {', '.join(missing)}"
         rows.append(_row("credentials", name, not missing, detail))
     return rows
+
+
+def _native_row() -> dict:
+    """The C fast path of pack/unpack (apexrl/artifacts/_fasttar.c), built by `make install`;
+    without it apexrl runs its Python code, slower, with the same results."""
+    import os
+
+    from apexrl.artifacts.archive import native_tar
+
+    if native_tar() is not None:
+        return _row("native", "fasttar", True, "built: pack and unpack in C")
+    if os.environ.get("APEXRL_NATIVE_TAR", "1") == "0":
+        return _row("native", "fasttar", True, "off (APEXRL_NATIVE_TAR=0): the Python code runs")
+    return _row(
+        "native",
+        "fasttar",
+        False,
+        "not built: pack/unpack run in Python (reinstall with a C compiler and zlib headers)",
+    )
 
 
 def import_check(modules: tuple[str, ...], timeout_s: float = IMPORT_TIMEOUT_S) -> tuple[bool, str]:

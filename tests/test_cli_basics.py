@@ -40,7 +40,16 @@ def test_doctor_reports_presence_never_values(runner, monkeypatch):
     result = runner.invoke(app, ["doctor", "--json"])
     assert result.exit_code == 0
     rows = [json.loads(line) for line in result.stdout.splitlines()]
-    assert {r["section"] for r in rows} >= {"python", "extra", "gpu", "credentials", "tool"}
+    assert {r["section"] for r in rows} >= {
+        "python",
+        "native",
+        "extra",
+        "gpu",
+        "credentials",
+        "tool",
+    }
+    native = next(r for r in rows if r["section"] == "native")
+    assert native["ok"] is True and native["detail"].startswith("built"), native
     hf = next(r for r in rows if r["section"] == "credentials" and r["name"] == "hf")
     assert hf["ok"] is True
     assert "hf_SECRETVALUE123456" not in result.stdout + result.stderr
