@@ -528,6 +528,15 @@ static int parse_limits(PyObject *seq, limits_t *lim) {
     return 0;
 }
 
+/* gunzip's bound on a blob's output: the limits' total (plus 64 MiB of tar headers), and
+   the ratio once past its floor. */
+static size_t gz_bound(const limits_t *lim, Py_ssize_t blob_len) {
+    double by_ratio = lim->max_ratio * (double)(blob_len > 0 ? blob_len : 1);
+    double cap = (double)lim->max_total_bytes + 64.0 * 1024 * 1024;
+    double allowed = by_ratio > (double)lim->ratio_floor ? by_ratio : (double)lim->ratio_floor;
+    return (size_t)(allowed > cap ? cap : allowed);
+}
+
 static PyObject *outcome_value(int rc, const outcome_t *o, PyObject *dest_obj) {
     if (rc == DONE) return Py_BuildValue("(KKK)", o->n_files, o->n_dirs, o->n_bytes);
     if (rc == DECLINE) return Py_NewRef(Py_None);
@@ -578,17 +587,11 @@ static PyObject *fasttar_extract_gz(PyObject *self, PyObject *args) {
         outcome_t o = {0, 0, 0, 0};
         int rc;
         const char *dest = PyBytes_AS_STRING(dest_obj);
-        /* gunzip's bound: the limits' total (plus tar headers), and the ratio past its floor */
-        double by_ratio = lim.max_ratio * (double)(blob.len > 0 ? blob.len : 1);
-        double cap = (double)lim.max_total_bytes + 64.0 * 1024 * 1024;
-        double floor_ = (double)lim.ratio_floor;
-        double allowed = by_ratio > floor_ ? by_ratio : floor_;
-        if (allowed > cap) allowed = cap;
         Py_BEGIN_ALLOW_THREADS
         unsigned char *raw = NULL;
         size_t raw_len = 0;
-        rc = inflate_gz((const unsigned char *)blob.buf, (size_t)blob.len, (size_t)allowed, &raw,
-                        &raw_len);
+        rc = inflate_gz((const unsigned char *)blob.buf, (size_t)blob.len,
+                        gz_bound(&lim, blob.len), &raw, &raw_len);
         if (rc == DONE) {
             rc = extract_core(raw, raw_len, dest, strip, (size_t)strip_len, &lim,
                               (long long)blob.len, &o);
@@ -621,14 +624,10 @@ typedef struct {
 } batch_t;
 
 static void run_gz_job(job_t *j, const limits_t *lim) {
-    double by_ratio = lim->max_ratio * (double)(j->blob.len > 0 ? j->blob.len : 1);
-    double cap = (double)lim->max_total_bytes + 64.0 * 1024 * 1024;
-    double allowed = by_ratio > (double)lim->ratio_floor ? by_ratio : (double)lim->ratio_floor;
-    if (allowed > cap) allowed = cap;
     unsigned char *raw = NULL;
     size_t raw_len = 0;
-    j->rc = inflate_gz((const unsigned char *)j->blob.buf, (size_t)j->blob.len, (size_t)allowed,
-                       &raw, &raw_len);
+    j->rc = inflate_gz((const unsigned char *)j->blob.buf, (size_t)j->blob.len,
+                       gz_bound(lim, j->blob.len), &raw, &raw_len);
     if (j->rc != DONE) return;
     j->rc = extract_core(raw, raw_len, PyBytes_AS_STRING(j->dest), j->strip,
                          (size_t)j->strip_len, lim, (long long)j->blob.len, &j->o);
