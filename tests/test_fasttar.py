@@ -120,8 +120,7 @@ def test_tarfile_formats_and_long_names(tmp_path, monkeypatch, fmt):
     [
         [("a", "sym", "b")],  # links: the Python path checks them on the real filesystem
         [("a", "file", b"x"), ("h", "hard", "a")],
-        [("./a", "file", b"x")],  # names it would normalise
-        [("a//b", "file", b"x")],
+        [("a//b", "file", b"x")],  # names it would normalise (but a leading "./")
         [("a/./b", "file", b"x")],
         [("../evil", "file", b"x")],
         [("/abs", "file", b"x")],
@@ -228,7 +227,9 @@ def test_modes_ignore_the_umask(tmp_path):
 
 _part = st.sampled_from(["a", "b", ".h", "c.txt", "D"])
 _plain_member = st.tuples(
-    st.lists(_part, min_size=1, max_size=4).map("/".join),
+    st.tuples(st.sampled_from(["", "", "./", "././"]), st.lists(_part, min_size=1, max_size=4)).map(
+        lambda t: t[0] + "/".join(t[1])
+    ),
     st.sampled_from(["file", "exec", "dir"]),
     st.binary(max_size=700),
 )
@@ -281,6 +282,7 @@ def _no_clash(members, strip: str | None) -> bool:
     names = [(n, k) for n, k, _ in members]
     if strip and all(n == strip or n.startswith(strip + "/") for n, _ in names):
         names = [(n[len(strip) + 1 :], k) for n, k in names if n != strip]
+    names = [(n.removeprefix("./").removeprefix("./"), k) for n, k in names]  # the one rewrite
     files = [n for n, k in names if k != "dir"]
     dirs = {n for n, k in names if k == "dir"}
     parents = {n.rsplit("/", 1)[0] for n, _ in names if "/" in n}
@@ -474,3 +476,40 @@ def test_tar_dir_of_converted_tasks_and_its_refusals(tmp_path, monkeypatch):
     members, _ = archive.tar_members(archive.gunzip(pack_task_dir(task)[0], "t"), "t")
     assert "résumé.txt" in {m.name for m in members}
     assert _native().tar_dir(os.fspath(tmp_path / "missing")) is None
+
+
+def test_rows_as_the_recipe_and_gnu_tar_write_them(tmp_path, monkeypatch):
+    """Rows from outside apexrl: the recipe's packer (tarfile.add of the task dir under
+    its own name: PAX format, real mtimes, owner names) and GNU tar (`tar czf -C parent
+    <task>`: GNU magic) go through the C path and give the Python extractor's tree;
+    and `tar czf -C <task> .` (names under "./", the one rewrite the C path makes)."""
+    import subprocess
+
+    from tests.test_tasks_recipe_format import recipe_task
+
+    task = recipe_task(tmp_path / "tasks", "acme-corp", 1)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(task, arcname=task.name)
+    gnu = tmp_path / "gnu.tgz"
+    subprocess.run(["tar", "czf", str(gnu), "-C", str(task.parent), task.name], check=True)
+    dot = tmp_path / "dot.tgz"
+    subprocess.run(["tar", "czf", str(dot), "-C", str(task), "."], check=True)
+    for label, blob, taken in (
+        ("recipe", buf.getvalue(), True),
+        ("gnu", gnu.read_bytes(), True),
+        ("dot", dot.read_bytes(), True),
+    ):
+        done = _gz_call(blob, tmp_path / "c" / label, task.name)
+        assert (done is not None) == taken, label
+        fast = tmp_path / "fast" / label
+        fast.mkdir(parents=True)
+        archive.extract_targz(blob, fast, where=label, links="in_tree", strip=task.name)
+        slow = tmp_path / "slow" / label
+        with monkeypatch.context() as m:
+            m.setenv("APEXRL_NATIVE_TAR", "0")
+            archive.extract_targz(blob, slow, where=label, links="in_tree", strip=task.name)
+        want = {k: v[:1] + v[2:] for k, v in _snapshot(task).items()}  # modes: the writer's
+        for got in (fast, slow):
+            assert {k: v[:1] + v[2:] for k, v in _snapshot(got).items()} == want, label
+        assert _snapshot(fast) == _snapshot(slow), label

@@ -12,7 +12,8 @@
    headers whose checksum, octal fields and bounds are right, PAX records that set
    `path` or `size` (or keys extraction ignores), regular files and folders, names
    of ASCII components that are neither empty, ".", nor "..", within every limit.
-   Everything else (links, devices, long-name records, odd spellings, a limit hit)
+   A leading "./" is dropped, as check_name does. Everything else (links, devices,
+   long-name records, other spellings to normalise, a limit hit)
    is None, and the Python extractor, which names the member and the reason, runs
    instead. The check is a full pass over the headers before the first write.
 
@@ -339,13 +340,13 @@ static int write_all(int fd, const unsigned char *d, size_t n) {
 }
 
 /* Pass 2. 0 or -1 with errno set. */
-static int write_plan(tree_t *t, const plan_t *plan, const unsigned char *raw, size_t skip_prefix,
+static int write_plan(tree_t *t, const plan_t *plan, const unsigned char *raw,
                       mode_t umask_bits, unsigned long long *n_files, unsigned long long *n_dirs,
                       unsigned long long *n_bytes) {
     for (size_t i = 0; i < plan->n; i++) {
         const entry_t *e = &plan->items[i];
-        const char *name = plan->names + e->name_off + skip_prefix;
-        size_t len = e->name_len - skip_prefix;
+        const char *name = plan->names + e->name_off;
+        size_t len = e->name_len;
         if (e->is_dir) {
             if (enter_dir(t, name, len) < 0) return -1;
             (*n_dirs)++;
@@ -429,10 +430,27 @@ static int extract_core(const unsigned char *raw, size_t n, const char *dest, co
     }
     rc = DECLINE;
     if ((long long)plan.n > lim->max_members) goto out;
+    /* check_name's one rewrite taken here: a leading "./" (as `tar czf -C dir .` writes)
+       is dropped, and "." itself (that root) is no member; any other rewrite declines. */
+    size_t kept = 0;
+    for (size_t i = 0; i < plan.n; i++) {
+        entry_t e = plan.items[i];
+        e.name_off += skip;
+        e.name_len -= skip;
+        const char *nm = plan.names + e.name_off;
+        while (e.name_len >= 2 && nm[0] == '.' && nm[1] == '/') {
+            nm += 2;
+            e.name_off += 2;
+            e.name_len -= 2;
+        }
+        if (e.name_len == 1 && nm[0] == '.') continue;
+        plan.items[kept++] = e;
+    }
+    plan.n = kept;
     unsigned long long total = 0;
     for (size_t i = 0; i < plan.n; i++) {
         const entry_t *e = &plan.items[i];
-        if (!plain_name(plan.names + e->name_off + skip, e->name_len - skip)) goto out;
+        if (!plain_name(plan.names + e->name_off, e->name_len)) goto out;
         if ((long long)e->size > lim->max_member_bytes) goto out;
         total += e->size;
     }
@@ -448,7 +466,7 @@ static int extract_core(const unsigned char *raw, size_t n, const char *dest, co
     t->depth = 0;
     t->root = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     rc = DONE;
-    if (t->root < 0 || write_plan(t, &plan, raw, skip, lim->umask_bits, &out->n_files,
+    if (t->root < 0 || write_plan(t, &plan, raw, lim->umask_bits, &out->n_files,
                                   &out->n_dirs, &out->n_bytes) < 0) {
         out->err = errno;
         rc = FAILED;
