@@ -118,10 +118,11 @@ static size_t field_len(const unsigned char *f, size_t cap) {
 }
 
 /* A name the Python extractor writes as it is: ASCII without NUL or backslash, no
-   leading '/', every '/'-separated part non-empty and neither "." nor "..". */
+   leading '/', every '/'-separated part non-empty and neither "." nor "..", at most
+   MAX_DEPTH parts. */
 static int plain_name(const char *s, size_t len) {
     if (len == 0 || len >= NAME_CAP || s[0] == '/') return 0;
-    size_t start = 0;
+    size_t start = 0, parts = 0;
     for (size_t i = 0; i <= len; i++) {
         if (i < len) {
             unsigned char c = (unsigned char)s[i];
@@ -131,6 +132,7 @@ static int plain_name(const char *s, size_t len) {
         size_t part = i - start;
         if (part == 0 || part > 255) return 0;
         if (s[start] == '.' && (part == 1 || (part == 2 && s[start + 1] == '.'))) return 0;
+        if (++parts > MAX_DEPTH) return 0; /* deeper trees: the Python path */
         start = i + 1;
     }
     return 1;

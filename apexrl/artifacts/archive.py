@@ -1074,14 +1074,18 @@ class _Tree:
         full = f"{self.base}/{rel}" if rel else self.base
         if rel in self.real_dirs:
             return full
-        parent = rel.rpartition("/")[0]
-        self.dir_path(parent)
-        try:
-            os.mkdir(full, 0o755)
-        except FileExistsError:
-            if not stat.S_ISDIR(os.lstat(full).st_mode):
-                raise _Refusal(f"path goes through a link or a file ({rel!r})") from None
-        self.real_dirs.add(rel)
+        missing = []  # from `rel` up to the nearest folder already made (a loop: any depth)
+        while rel not in self.real_dirs:
+            missing.append(rel)
+            rel = rel.rpartition("/")[0]
+        for folder in reversed(missing):
+            path = f"{self.base}/{folder}"
+            try:
+                os.mkdir(path, 0o755)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    raise _Refusal(f"path goes through a link or a file ({folder!r})") from None
+            self.real_dirs.add(folder)
         return full
 
     def mkdir(self, rel: str) -> None:
