@@ -168,6 +168,14 @@ def test_strict_unpack_writes_nothing_and_foreign_dirs_are_kept(tmp_path):
         unpack_dataset(tmp_path / "ds", out, strict=True)
     assert not (out / "a-good").exists()  # --strict: nothing written before the failure
     assert not [p for p in out.iterdir() if p.name != ".apexrl"]
+    # the bad row first: the rows after it in the same batch leave no temp folder either
+    write_dataset(
+        [PackedTask(DatasetRow(path="a-bad"), b"x"), PackedTask(DatasetRow(path="b-good"), blob)],
+        tmp_path / "ds2",
+    )
+    with pytest.raises(BadRecordError, match="a-bad|#0"):
+        unpack_dataset(tmp_path / "ds2", out, strict=True)
+    assert not [p for p in out.iterdir() if p.name != ".apexrl"]
     # a folder of the same name that apexrl did not unpack is never replaced
     (out / "a-good").mkdir()
     (out / "a-good" / "mine.txt").write_text("user data")

@@ -414,6 +414,9 @@ def unpack_dataset(
                     on_row(result)
         except BaseException:
             _discard(results)
+            # rows this process extracted past the failure (the rest of a C batch) too
+            for debris in out.glob(f".*.{os.getpid()}-*.unpack-tmp"):
+                shutil.rmtree(debris, ignore_errors=True)
             raise
         if strict:
             results = _finish_all(os.fspath(out), results, existing, stamps)
