@@ -809,14 +809,14 @@ def _extract_native(
     try:
         done = getattr(native, fn)(data, base, strip, native_limits(limits), *extra)
     except OSError:
-        _empty_folder(base)
+        empty_folder(base)
         return None
     if done is None:
         return None
     return Extracted(n_files=done[0], n_dirs=done[1], bytes=done[2])
 
 
-def _empty_folder(base: str) -> None:
+def empty_folder(base: str) -> None:
     """Remove what the fast path wrote (files and folders only: it makes no links)."""
     import shutil
 

@@ -273,11 +273,15 @@ def _unpack_job(
     """Worker: unpack one row; errors come back as (where, detail, hint) values."""
     where, path, blob, out, defer, stamp, limits = job
     try:
-        if not isinstance(blob, bytes | bytearray) or not blob:
-            raise BadRecordError(where, "task_binary is empty")
+        _check_blob(blob, where)
         return unpack_row(path, bytes(blob), out, where, defer=defer, stamp=stamp, limits=limits)
     except BadRecordError as e:
         return (e.where, e.detail, e.hint)
+
+
+def _check_blob(blob: object, where: str) -> None:
+    if not isinstance(blob, bytes | bytearray) or not blob:
+        raise BadRecordError(where, "task_binary is empty")
 
 
 # The C writer's batches: rows per call, and the blob bytes one call may hold at most.
@@ -285,34 +289,34 @@ BATCH_ROWS = 64
 BATCH_BYTES = 256 * 1024 * 1024
 
 
-def _native_batches(native, jobs, threads: int):
+def _native_batches(native, jobs, threads: int, limits: Limits):
     """What `_unpack_job` gives per job, in order, from one C call per batch of rows:
     the rows' inflate and write run on the call's own threads without the GIL. A row it
     declines (anything not plain) or that failed part way goes through the Python
     extractor, which decides with its own messages."""
     from apexrl.artifacts.archive import native_limits
 
+    c_limits = native_limits(limits)
     batch: list[tuple] = []
     size = 0
     for job in jobs:
         batch.append(job)
         size += len(job[2] or b"")
         if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
-            yield from _native_batch(native, batch, threads, native_limits)
+            yield from _native_batch(native, batch, threads, c_limits)
             batch, size = [], 0
     if batch:
-        yield from _native_batch(native, batch, threads, native_limits)
+        yield from _native_batch(native, batch, threads, c_limits)
 
 
-def _native_batch(native, batch: list[tuple], threads: int, native_limits) -> list:
-    from apexrl.artifacts.archive import _empty_folder
+def _native_batch(native, batch: list[tuple], threads: int, c_limits: tuple) -> list:
+    from apexrl.artifacts.archive import empty_folder
 
     results: list = [None] * len(batch)
     started: dict[int, tuple[str, str, str, str | None]] = {}
     for i, (where, path, blob, out, _defer, stamp, _limits) in enumerate(batch):
         try:
-            if not isinstance(blob, bytes | bytearray) or not blob:
-                raise BadRecordError(where, "task_binary is empty")
+            _check_blob(blob, where)
             first = _start_row(path, blob, out, where, stamp)
         except BadRecordError as e:
             results[i] = (e.where, e.detail, e.hint)
@@ -323,14 +327,14 @@ def _native_batch(native, batch: list[tuple], threads: int, native_limits) -> li
             started[i] = first
     order = sorted(started)
     items = [(batch[i][2], started[i][2], started[i][0]) for i in order]
-    outcomes = native.extract_gz_many(items, native_limits(batch[0][6]), threads) if items else []
+    outcomes = native.extract_gz_many(items, c_limits, threads) if items else []
     for i, outcome in zip(order, outcomes, strict=True):
         where, _, blob, out, defer, _, limits = batch[i]
         path, sha, tmp, stamp = started[i]
         try:
             if not isinstance(outcome, tuple):  # declined (None) or failed part way (errno)
                 if outcome is not None:
-                    _empty_folder(tmp)
+                    empty_folder(tmp)
                 _extract_row(blob, tmp, where, limits, path, native=False)
             results[i] = _end_row(out, path, sha, tmp, stamp, defer)
         except BadRecordError as e:
@@ -401,7 +405,7 @@ def unpack_dataset(
         try:  # --strict: rows are extracted aside and moved into place only at the end
             native = native_tar()
             if native is not None:
-                results_iter = _native_batches(native, jobs(), workers or default_workers())
+                results_iter = _native_batches(native, jobs(), workers or default_workers(), limits)
             else:
                 n_items = row_count(source)
                 results_iter = ordered_map(_unpack_job, jobs(), workers=workers, n_items=n_items)
