@@ -53,6 +53,7 @@ def collect_checks() -> list[dict]:
         _row("python", "platform", True, f"{platform.system()} {platform.machine()}"),
     ]
     rows.append(_native_row())
+    rows.append(_scratch_row())
     for extra, modules in EXTRAS.items():
         ok, detail = import_check(modules)
         rows.append(_row("extra", extra, ok, detail))
@@ -85,6 +86,17 @@ def _native_row() -> dict:
         False,
         "not built: pack/unpack run in Python (reinstall with a C compiler and zlib headers)",
     )
+
+
+def _scratch_row() -> dict:
+    """Where the local environment puts trial folders (RAM or disk) and why."""
+    from apexrl.envs.scratch import ScratchError, choose
+
+    try:
+        s = choose()
+    except ScratchError as e:
+        return _row("local", "scratch", False, str(e))
+    return _row("local", "scratch", True, f"{s.kind}: {s.why}")
 
 
 def import_check(modules: tuple[str, ...], timeout_s: float = IMPORT_TIMEOUT_S) -> tuple[bool, str]:

@@ -43,6 +43,7 @@ def test_doctor_reports_presence_never_values(runner, monkeypatch):
     assert {r["section"] for r in rows} >= {
         "python",
         "native",
+        "local",
         "extra",
         "gpu",
         "credentials",
@@ -50,6 +51,8 @@ def test_doctor_reports_presence_never_values(runner, monkeypatch):
     }
     native = next(r for r in rows if r["section"] == "native")
     assert native["ok"] is True and native["detail"].startswith("built"), native
+    scratch = next(r for r in rows if r["section"] == "local" and r["name"] == "scratch")
+    assert scratch["ok"] is True and scratch["detail"].split(":")[0] in ("ram", "disk", "set")
     hf = next(r for r in rows if r["section"] == "credentials" and r["name"] == "hf")
     assert hf["ok"] is True
     assert "hf_SECRETVALUE123456" not in result.stdout + result.stderr

@@ -41,7 +41,6 @@ import os
 import secrets
 import shutil
 import signal
-import tempfile
 import time
 import weakref
 from pathlib import Path, PurePosixPath
@@ -53,7 +52,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode
 
 from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
-from apexrl.envs import sandbox
+from apexrl.envs import sandbox, scratch
 from apexrl.envs.pool import (  # noqa: F401  (the warm pool's names, re-exported)
     DIR_PREFIX,
     GATEWAY_LOG,
@@ -101,10 +100,9 @@ def bwrap_path() -> str:
 
 
 def default_work_dir() -> Path:
-    """$APEXRL_LOCAL_WORKDIR, else <tmp>/apexrl-local: where trial folders go."""
-    if os.environ.get("APEXRL_LOCAL_WORKDIR"):
-        return Path(os.environ["APEXRL_LOCAL_WORKDIR"])
-    return Path(tempfile.gettempdir()) / "apexrl-local"
+    """Where trial folders go: $APEXRL_LOCAL_WORKDIR, else RAM or disk by
+    $APEXRL_LOCAL_SCRATCH (`apexrl.envs.scratch`)."""
+    return scratch.choose().path
 
 
 def _pid_alive(pid: int) -> bool:

@@ -44,7 +44,7 @@ ENVIRONMENTS: dict[str, EnvironmentEntry] = {
             "bubblewrap over a private copy of the world, on this host",
             import_path="apexrl.envs.local:LocalEnvironment",
             world_store=True,
-            preflight=f"{_PREFLIGHT}:check_bwrap",
+            preflight=f"{_PREFLIGHT}:check_local",
             tools=("bwrap",),
         ),
         EnvironmentEntry(

@@ -4,7 +4,8 @@ An eval of 480 tasks x 8 attempts whose sandbox tool is missing used to start al
 them and report 3,840 identical errors. These checks run in seconds and stop the run
 with one message naming each problem and its fix:
 
-- the environment's tools: `bwrap` that can create a sandbox (local), `podman` /
+- the environment's tools: `bwrap` that can create a sandbox and a place for trial
+  folders (local, `apexrl.envs.scratch`), `podman` /
   `docker` with a daemon, the `modal` package and its credentials;
 - the world store: every selected task's world is there (local);
 - the engine: the local CPU engine's libraries when one will be started
@@ -98,6 +99,26 @@ def check_environment(environment: str, env: dict[str, str]) -> list[Problem]:
 
 def _which(tool: str, env: dict[str, str]) -> str | None:
     return shutil.which(tool, path=env.get("PATH"))
+
+
+def check_local(name: str, env: dict[str, str]) -> list[Problem]:
+    """The local environment: a bubblewrap that works, and a place for trial folders."""
+    return check_bwrap(name, env) + check_scratch(env)
+
+
+def check_scratch(env: dict[str, str]) -> list[Problem]:
+    from apexrl.envs.scratch import ScratchError, choose
+
+    try:
+        choose(env)
+    except ScratchError as e:
+        return [
+            Problem(
+                f"the local environment's trial folders: {e}",
+                "APEXRL_LOCAL_SCRATCH=auto|ram|disk, or APEXRL_LOCAL_WORKDIR=DIR",
+            )
+        ]
+    return []
 
 
 def check_bwrap(name: str, env: dict[str, str]) -> list[Problem]:

@@ -310,7 +310,7 @@ async def arun_trial(
     """run_trial for callers already in an event loop.
 
     agent_config: a Harbor AgentConfig to run instead of config.agent (custom agents)."""
-    from harbor.trial.trial import Trial
+    from apexrl.trial.task_memo import trial_class
 
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     task_dir = Path(task_dir)
@@ -330,7 +330,7 @@ async def arun_trial(
                         update={"override_timeout_sec": hc.agent.override_timeout_sec}
                     )
                 hc.agent = agent_config
-            trial = await Trial.create(hc)
+            trial = await trial_class().create(hc)  # Harbor's, task work memoised
             hr = await trial.run()
         except asyncio.CancelledError:
             raise

@@ -15,15 +15,23 @@ Writes bench/results.json key "trial_overhead". Target (issue 5): local overhead
 <= 2 s median and <= 0.2x the podman trial.
 
 test_bench_local_throughput (issue 20, part B) writes key "local_throughput": N oracle
-trials through `eval run`'s runner at concurrency 1 and 8, in trials per minute, with
-the gateways forked from the pre-imported fork server (ours) and, interleaved in the
-same rounds, with a fresh sandboxed Python per trial's gateway (the peer: the path
-before issue 20, APEXRL_LOCAL_FORKSERVER=0). CPU seconds per trial (the whole process
-tree: driver, sandboxes, gateways) come from a cpuacct cgroup where one can be made.
-Between runs, untimed, the peer's warm-pool refill finishes and the machine goes quiet
-(its fresh gateways' imports otherwise run into the next run), and the order of modes
-and concurrencies alternates per round. Targets: ours >= 5x the peer's trials/min at
-concurrency 8; ours at concurrency 8 >= 1.8x ours at concurrency 1.
+trials through `eval run`'s runner at concurrency 1 and 8, in trials per minute, in three
+modes interleaved in the same rounds: `forkserver` (ours: gateways forked from the
+pre-imported fork server, trial folders where `apexrl.envs.scratch` puts them by
+default, RAM here, Harbor's task load and hashes memoised by `apexrl.trial.task_memo`),
+`forkserver_disk` (the same with APEXRL_LOCAL_SCRATCH=disk, the scratch choice before
+it), and the peer `fresh_gateway` (a fresh sandboxed Python per trial's gateway, trial
+folders on disk, no memo: the path before issue 20, APEXRL_LOCAL_FORKSERVER=0
+APEXRL_TASK_MEMO=0). The rounds are repeat attempts of the same tasks (memo hits); a
+first pass over tasks never run (memo misses) is recorded on its own. CPU seconds per
+trial (the whole process tree: driver, sandboxes, gateways) come from a cpuacct cgroup
+where one can be made. Between runs, untimed, the peer's warm-pool refill finishes and
+the machine goes quiet (its fresh gateways' imports otherwise run into the next run),
+and the order of modes and concurrencies alternates per round. Run folders are kept
+until the end, as `eval run` keeps them (deleting them between runs would add file
+churn no real run has).
+Targets: ours >= 5x the peer's trials/min at concurrency 8; ours at concurrency 8 >=
+1.8x ours at concurrency 1.
 """
 
 from __future__ import annotations
@@ -257,23 +265,50 @@ def _tasks(root: Path, n: int) -> tuple[Path, Path]:
     return tree, root / "ex" / "world_files_zipped"
 
 
+def _scratch_kind(choice: str) -> str:
+    from apexrl.envs import scratch
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("APEXRL_LOCAL_WORKDIR", raising=False)
+        mp.setenv("APEXRL_LOCAL_SCRATCH", choice)
+        return scratch.choose().kind
+
+
+def _bench_work_dir(tmp_path: Path, mode: str, choice: str) -> Path:
+    """The mode's own trial-folder parent, where `choice` puts trial folders (RAM or disk)."""
+    kind = _scratch_kind(choice)
+    if kind == "ram":
+        from apexrl.envs import scratch
+
+        return scratch.RAM_ROOT / f"apexrl-bench-{os.getpid()}-{mode}"
+    return tmp_path / f"work-{mode}"
+
+
 @pytest.mark.timeout(2400)
 def test_bench_local_throughput(tmp_path, monkeypatch):
     from apexrl.envs import local, warm
     from apexrl.eval.runner import EvalRequest, run_eval
+    from apexrl.trial import task_memo
 
     monkeypatch.setenv("HARBOR_TELEMETRY", "0")
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     monkeypatch.setenv("APEXRL_WORLD_CACHE", str(tmp_path / "cache"))
     load_at_start = load_average()
     tasks, worlds = _tasks(tmp_path / "data", N_THROUGHPUT)
-    modes = {"forkserver": "1", "fresh_gateway": "0"}
+    # mode -> (APEXRL_LOCAL_FORKSERVER, APEXRL_LOCAL_SCRATCH, APEXRL_TASK_MEMO)
+    modes = {
+        "forkserver": ("1", "auto", "1"),
+        "forkserver_disk": ("1", "disk", "1"),
+        "fresh_gateway": ("0", "disk", "0"),
+    }
+    work_dirs = {m: _bench_work_dir(tmp_path, m, sc) for m, (_, sc, _) in modes.items()}
     cpu = _TreeCpu()
     counter = iter(range(10_000))
 
     def run(mode: str, concurrency: int, limit: int) -> tuple[float, float | None]:
-        monkeypatch.setenv("APEXRL_LOCAL_FORKSERVER", modes[mode])
-        monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(tmp_path / f"work-{mode}"))
+        monkeypatch.setenv("APEXRL_LOCAL_FORKSERVER", modes[mode][0])
+        monkeypatch.setenv("APEXRL_TASK_MEMO", modes[mode][2])
+        monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(work_dirs[mode]))
         req = EvalRequest(
             tasks=str(tasks),
             run_dir=tmp_path / f"run-{next(counter)}",
@@ -293,12 +328,16 @@ def test_bench_local_throughput(tmp_path, monkeypatch):
         assert local.POOL.wait_filled(120), "warm pool still filling after 120 s"
         wait_quiet()
         c1 = cpu.seconds()
-        shutil.rmtree(req.run_dir, ignore_errors=True)
         return wall, (c1 - c0) / limit if c0 is not None and c1 is not None else None
 
     try:
         for mode in modes:  # the first trials of a mode start its fork server / warm pool
             run(mode, 1, 2)
+        # One pass over tasks never run before (every Harbor task load and hash a miss),
+        # as the first attempt of each task in a run is; the rounds below are later
+        # attempts of the same tasks (eval -k, training epochs), which the memo serves.
+        task_memo.clear()
+        first_pass, _ = run("forkserver", 8, N_THROUGHPUT)
         walls: dict[str, list[float]] = {}
         cpus: dict[str, list[float]] = {}
         for r in range(RUNS):  # the order alternates per round (see results.interleaved)
@@ -312,6 +351,8 @@ def test_bench_local_throughput(tmp_path, monkeypatch):
         local.POOL.drain()
         warm.close_all()
         cpu.close()
+        for d in work_dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
 
     def per_min(key: str) -> float:
         return round(N_THROUGHPUT * 60 / statistics.median(walls[key]), 1)
@@ -340,9 +381,19 @@ def test_bench_local_throughput(tmp_path, monkeypatch):
     figures["forkserver_vs_fresh_gateway_concurrency_1"] = ratio(
         walls["fresh_gateway_c1"], walls["forkserver_c1"]
     )
+    figures["forkserver_vs_forkserver_disk_concurrency_8"] = ratio(
+        walls["forkserver_disk_c8"], walls["forkserver_c8"]
+    )
+    figures["forkserver_first_pass_concurrency_8_trials_per_min"] = round(
+        N_THROUGHPUT * 60 / first_pass, 1
+    )
+    figures["scratch_kind"] = {m: _scratch_kind(sc) for m, (_, sc, _) in modes.items()}
+    figures["task_memo"] = {m: memo == "1" for m, (_, _, memo) in modes.items()}
     figures["peer"] = (
         "fresh_gateway: APEXRL_LOCAL_FORKSERVER=0, a fresh bubblewrap sandbox and Python per "
-        "trial's gateway (warm pool of 2), the path before issue 20; same tasks, same rounds"
+        "trial's gateway (warm pool of 2), trial folders on disk, Harbor's task load and "
+        "hashes every trial (APEXRL_TASK_MEMO=0): the path before issue 20; "
+        "forkserver_disk: ours with APEXRL_LOCAL_SCRATCH=disk; same tasks, same rounds"
     )
     figures["target"] = (
         "forkserver >= 5x fresh_gateway trials/min at concurrency 8; forkserver concurrency 8 "
