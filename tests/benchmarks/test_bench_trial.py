@@ -211,7 +211,8 @@ def _podman(tmp_path: Path, task: Path, worlds: Path) -> dict:
     }
 
 
-N_THROUGHPUT = 24  # trials per (mode, concurrency) per round
+N_THROUGHPUT = 48  # trials per (mode, concurrency) per round: at 24 a run at 8 lasted 1.5 s,
+# too short for a rate (the first wave waits on 6 cold slots, the last runs half empty)
 CGROUP = Path("/sys/fs/cgroup/cpuacct")
 
 
