@@ -102,7 +102,8 @@ def bwrap_path() -> str:
 def default_work_dir() -> Path:
     """Where trial folders go: $APEXRL_LOCAL_WORKDIR, else RAM or disk by
     $APEXRL_LOCAL_SCRATCH (`apexrl.envs.scratch`)."""
-    return scratch.choose().path
+    chosen = scratch.choose()
+    return chosen.path if chosen.kind == "set" else scratch.own_folder(chosen.path)
 
 
 def _pid_alive(pid: int) -> bool:

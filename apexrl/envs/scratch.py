@@ -20,7 +20,9 @@ tmpfs has no such cost, and a trial's scratch is small next to a host's memory.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -87,6 +89,23 @@ def ram_unusable(root: Path = RAM_ROOT, min_free: int | None = None) -> str | No
     if free < need:
         return f"{root} has {free >> 20} MiB available, under the {need >> 20} MiB asked"
     return None
+
+
+def own_folder(path: Path) -> Path:
+    """Make `path` (apexrl's default folder in a shared, sticky parent such as /dev/shm
+    or /tmp) and check that it is this user's own: a folder, not a link, owned by this
+    uid, writable by nobody else. Another local user who made it first could otherwise
+    read or swap trial folders."""
+    with contextlib.suppress(FileExistsError):  # a link or a file: named below
+        path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise ScratchError(
+            f"{path} is not a folder of this user's that only it can write "
+            f"(mode {stat.filemode(st.st_mode)}, uid {st.st_uid}); remove it, or set "
+            "APEXRL_LOCAL_WORKDIR=DIR"
+        )
+    return path
 
 
 def choose(env: Mapping[str, str] | None = None) -> Scratch:

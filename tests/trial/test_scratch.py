@@ -122,3 +122,19 @@ def test_a_sandbox_sees_no_other_trial_folder_in_ram(tmp_path):
         assert "OTHER-TRIAL-SECRET" not in out.stdout + out.stderr
     finally:
         subprocess.run(["rm", "-rf", str(root)], check=True)
+
+
+def test_a_default_folder_someone_else_made_is_refused(clean_env, tmp_path):
+    mine = scratch.own_folder(tmp_path / "apexrl-local")
+    assert mine.is_dir() and scratch.own_folder(mine) == mine  # idempotent
+    os.symlink(tmp_path / "elsewhere", tmp_path / "linked")
+    with pytest.raises(scratch.ScratchError, match="not a folder of this user's"):
+        scratch.own_folder(tmp_path / "linked")
+    (tmp_path / "shared").mkdir(mode=0o777)
+    os.chmod(tmp_path / "shared", 0o777)
+    with pytest.raises(scratch.ScratchError, match="drwxrwxrwx"):
+        scratch.own_folder(tmp_path / "shared")
+    (tmp_path / "theirs").mkdir()
+    os.chown(tmp_path / "theirs", 4242, 4242)
+    with pytest.raises(scratch.ScratchError, match="uid 4242"):
+        scratch.own_folder(tmp_path / "theirs")
