@@ -580,3 +580,126 @@ def test_a_tree_deeper_than_the_c_path_takes_is_written_by_python(tmp_path):
         assert (tmp_path / "p" / name).read_bytes() == b"deep"
     finally:  # shutil.rmtree (and so pytest's own cleanup) recurses: rm -rf does not
         subprocess.run(["rm", "-rf", str(tmp_path / "p")], check=True)
+
+
+# --- copy_tree: the local environment's world copy ----------------------------------------
+
+
+def _full_snapshot(root: Path) -> dict[str, tuple]:
+    """Every entry under root (and root): mode, owner, mtime, size and bytes."""
+    out = {}
+    for p in [root, *sorted(root.rglob("*"))]:
+        st_ = os.lstat(p)
+        data = p.read_bytes() if stat.S_ISREG(st_.st_mode) else None
+        out[str(p.relative_to(root))] = (st_.st_mode, st_.st_uid, st_.st_mtime_ns, data)
+    return out
+
+
+def _random_world(root: Path, rng) -> None:
+    folders = [root]
+    for _ in range(rng.randint(0, 40)):
+        p = rng.choice(folders) / f"e{rng.randint(0, 25)}"
+        if p.exists():
+            continue
+        if rng.random() < 0.3:
+            p.mkdir()
+            folders.append(p)
+            os.chmod(p, rng.choice([0o755, 0o700, 0o775]))
+        else:
+            size = rng.randint(0, 300_000) if rng.random() < 0.1 else rng.randint(0, 500)
+            p.write_bytes(rng.randbytes(size))
+            os.chmod(p, rng.choice([0o644, 0o755, 0o600, 0o444]))
+        os.utime(p, ns=(rng.randint(1, 2**40) * 1000, rng.randint(1, 2**40) * 1000))
+
+
+def _merge_target(d: Path) -> None:
+    """What a world copy merges into: a folder and a file already there."""
+    d.mkdir()
+    (d / "pre").mkdir()
+    (d / "pre" / "keep.txt").write_text("k")
+    (d / "e1").write_text("a longer file the copy overwrites")
+    for p in (d / "pre" / "keep.txt", d / "e1", d / "pre"):
+        os.utime(p, ns=(10**18, 10**18))
+
+
+def test_copy_tree_merges_as_copytree_does(tmp_path):
+    import random
+    import shutil
+
+    rng = random.Random(7)
+    for i in range(60):
+        base = tmp_path / str(i)
+        src, a, b = base / "src", base / "a", base / "b"
+        src.mkdir(parents=True)
+        _random_world(src, rng)
+        _merge_target(a)
+        _merge_target(b)
+        try:
+            shutil.copytree(src, a, symlinks=True, dirs_exist_ok=True)
+        except shutil.Error:  # a folder where the target has a file: both refuse
+            with pytest.raises(OSError):
+                _native().copy_tree(str(src), str(b), -1)
+            continue
+        n = _native().copy_tree(str(src), str(b), -1)
+        assert n == sum(1 for p in src.rglob("*") if p.is_file())
+        assert _full_snapshot(a) == _full_snapshot(b), i
+
+
+def test_copy_tree_owns_everything_it_copies_to_the_uid(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "a" / "b" / "f.txt").write_text("x")
+    dst.mkdir()
+    assert _native().copy_tree(str(src), str(dst), 4242) == 1
+    assert {os.lstat(p).st_uid for p in [dst, *dst.rglob("*")]} == {4242}
+
+
+@pytest.mark.parametrize("odd", ["link", "fifo", "deep"])
+def test_copy_tree_declines_what_is_not_plain(tmp_path, odd):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    if odd == "link":
+        os.symlink("/etc/passwd", src / "passwd")
+    elif odd == "fifo":
+        os.mkfifo(src / "pipe")
+    else:
+        deep = src
+        for _ in range(130):
+            deep = deep / "d"
+        os.makedirs(deep)
+    assert _native().copy_tree(str(src), str(dst), -1) is None
+    if odd == "deep":
+        os.system(f"rm -rf {tmp_path}/src {tmp_path}/dst")  # rmtree recurses on deep trees
+
+
+def test_copy_tree_never_follows_a_link_in_the_destination(tmp_path):
+    src, dst, outside = tmp_path / "src", tmp_path / "dst", tmp_path / "outside"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "f.txt").write_text("into the link?")
+    (src / "g.txt").write_text("over the link?")
+    outside.mkdir()
+    (outside / "g.txt").write_text("host file")
+    dst.mkdir()
+    os.symlink(outside, dst / "sub")
+    with pytest.raises(OSError):
+        _native().copy_tree(str(src), str(dst), -1)
+    (dst / "sub").unlink()
+    os.symlink(outside / "g.txt", dst / "g.txt")
+    with pytest.raises(OSError):
+        _native().copy_tree(str(src), str(dst), -1)
+    assert sorted(p.name for p in outside.iterdir()) == ["g.txt"]
+    assert (outside / "g.txt").read_text() == "host file"
+    os.symlink(outside, tmp_path / "via")
+    with pytest.raises(OSError):  # the destination itself a link
+        _native().copy_tree(str(src), str(tmp_path / "via"), -1)
+    assert sorted(p.name for p in outside.iterdir()) == ["g.txt"]
+
+
+def test_copy_tree_a_file_where_a_folder_goes_raises(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "sub").mkdir(parents=True)
+    dst.mkdir()
+    (dst / "sub").write_text("a file")
+    with pytest.raises(OSError):
+        _native().copy_tree(str(src), str(dst), -1)

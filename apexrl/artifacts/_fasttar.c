@@ -1,5 +1,6 @@
 /* apexrl.artifacts._fasttar: the C fast paths of apexrl.artifacts.archive (extraction of
-   plain archives) and of tasks.pack (the deterministic tar of a folder: see tar_dir below).
+   plain archives), of tasks.pack (the deterministic tar of a folder: see tar_dir below)
+   and of the local environment's world copy (copy_tree, at the end).
 
    extract(raw, dest, strip, limits, compressed_size)  an uncompressed tar
    extract_gz(blob, dest, strip, limits)                a gzip tar, inflated here (zlib)
@@ -34,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -1070,6 +1072,177 @@ static PyObject *fasttar_tar_dir(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---- copy_tree: the world copy of a local trial (apexrl.envs.local._make_world) --------
+
+   copy_tree(src, dst, uid) -> n_files | None
+   Every folder and regular file of src into the folder dst, merged as
+   shutil.copytree(dirs_exist_ok=True) merges: folders made or reused, files created or
+   overwritten, each given its source's permission bits (mode & 0777) and times, and
+   owned by uid (-1: left as made). Nothing in dst is followed: each folder is opened
+   O_DIRECTORY|O_NOFOLLOW relative to its parent, each file O_NOFOLLOW. None when src
+   holds anything but folders and regular files, or is deeper than COPY_MAX_DEPTH: the
+   caller's copytree then runs over what was written (the same end state). A failure
+   (a file where a folder goes, a full disk) raises OSError. The GIL is released. */
+
+#define COPY_MAX_DEPTH 128
+#define COPY_DECLINE (-2)
+#define COPY_BUF (1 << 17)
+
+typedef struct {
+    int uid;
+    long n_files;
+    int err;
+    char *buf;
+} copy_t;
+
+static int copy_fail(copy_t *c) {
+    c->err = errno ? errno : EIO;
+    return -1;
+}
+
+static int copy_attrs(copy_t *c, int fd, const struct stat *st) {
+    struct timespec times[2] = {st->st_atim, st->st_mtim};
+    if (fchmod(fd, st->st_mode & 0777) < 0 || futimens(fd, times) < 0) return copy_fail(c);
+    if (c->uid >= 0 && fchown(fd, (uid_t)c->uid, (gid_t)c->uid) < 0) return copy_fail(c);
+    return 0;
+}
+
+static int copy_bytes(copy_t *c, int in, int out, off_t size) {
+    off_t left = size;
+    while (left > 0) {  /* sendfile: any regular file to any file, across file systems */
+        ssize_t k = sendfile(out, in, NULL, left > (1 << 30) ? (1 << 30) : (size_t)left);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EINVAL || errno == ENOSYS)) break;
+        if (k < 0) return copy_fail(c);
+        if (k == 0) break; /* the source shrank: copy what is there, as copyfile does */
+        left -= k;
+    }
+    for (;;) { /* the rest (or all, where sendfile does not apply) */
+        ssize_t k = read(in, c->buf, COPY_BUF);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return copy_fail(c);
+        if (k == 0) return 0;
+        if (write_all(out, (const unsigned char *)c->buf, (size_t)k) < 0) return copy_fail(c);
+    }
+}
+
+static int copy_file(copy_t *c, int sdir, int ddir, const char *name, const struct stat *st) {
+    int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (in < 0) return copy_fail(c);
+    int out = openat(ddir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0) {
+        copy_fail(c);
+        close(in);
+        return -1;
+    }
+    int rc = copy_bytes(c, in, out, st->st_size);
+    if (rc == 0) rc = copy_attrs(c, out, st);
+    close(in);
+    if (close(out) < 0 && rc == 0) rc = copy_fail(c);
+    if (rc == 0) c->n_files++;
+    return rc;
+}
+
+static int copy_folder(copy_t *c, int sdir, int ddir, int depth) {
+    if (depth > COPY_MAX_DEPTH) return COPY_DECLINE;
+    int lfd = dup(sdir);
+    if (lfd < 0) return copy_fail(c);
+    DIR *d = fdopendir(lfd);
+    if (d == NULL) {
+        copy_fail(c);
+        close(lfd);
+        return -1;
+    }
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (e == NULL) {
+            if (errno) rc = copy_fail(c);
+            break;
+        }
+        const char *n = e->d_name;
+        if (n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0))) continue;
+        struct stat st;
+        if (fstatat(sdir, n, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = copy_fail(c);
+            break;
+        }
+        if (S_ISREG(st.st_mode)) {
+            rc = copy_file(c, sdir, ddir, n, &st);
+        } else if (S_ISDIR(st.st_mode)) {
+            if (mkdirat(ddir, n, 0700) < 0 && errno != EEXIST) {
+                rc = copy_fail(c);
+                break;
+            }
+            int dsub = openat(ddir, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (dsub < 0) { /* a file or a link where the folder goes */
+                rc = copy_fail(c);
+                break;
+            }
+            int ssub = openat(sdir, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (ssub < 0) {
+                rc = copy_fail(c);
+                close(dsub);
+                break;
+            }
+            rc = copy_folder(c, ssub, dsub, depth + 1);
+            if (rc == 0) rc = copy_attrs(c, dsub, &st); /* after its contents, as copytree */
+            close(ssub);
+            close(dsub);
+        } else {
+            rc = COPY_DECLINE; /* a link or a special file: copytree decides */
+        }
+        if (rc) break;
+    }
+    closedir(d);
+    return rc;
+}
+
+static PyObject *fasttar_copy_tree(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *src_obj = NULL, *dst_obj = NULL;
+    int uid = -1;
+    if (!PyArg_ParseTuple(args, "O&O&i", PyUnicode_FSConverter, &src_obj,
+                          PyUnicode_FSConverter, &dst_obj, &uid))
+        return NULL;
+    copy_t c = {uid, 0, 0, NULL};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    c.buf = malloc(COPY_BUF);
+    int sfd = -1, dfd = -1;
+    struct stat st;
+    if (c.buf == NULL) {
+        errno = ENOMEM;
+        rc = copy_fail(&c);
+    } else if ((sfd = open(PyBytes_AS_STRING(src_obj), O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                          O_CLOEXEC)) < 0 ||
+               (dfd = open(PyBytes_AS_STRING(dst_obj), O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                          O_CLOEXEC)) < 0 ||
+               fstat(sfd, &st) < 0) {
+        rc = copy_fail(&c);
+    } else {
+        rc = copy_folder(&c, sfd, dfd, 0);
+        if (rc == 0) rc = copy_attrs(&c, dfd, &st);
+    }
+    if (sfd >= 0) close(sfd);
+    if (dfd >= 0) close(dfd);
+    free(c.buf);
+    Py_END_ALLOW_THREADS
+    PyObject *result;
+    if (rc == COPY_DECLINE) {
+        result = Py_NewRef(Py_None);
+    } else if (rc < 0) {
+        errno = c.err;
+        result = PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dst_obj);
+    } else {
+        result = PyLong_FromLong(c.n_files);
+    }
+    Py_DECREF(src_obj);
+    Py_DECREF(dst_obj);
+    return result;
+}
+
 static PyMethodDef fasttar_methods[] = {
     {"extract", fasttar_extract, METH_VARARGS,
      "extract(raw, dest, strip, limits, compressed_size) -> (n_files, n_dirs, n_bytes) | None\n"
@@ -1083,6 +1256,9 @@ static PyMethodDef fasttar_methods[] = {
     {"tar_dir", fasttar_tar_dir, METH_VARARGS,
      "tar_dir(path) -> (tar, {top-level task.toml / archipelago.json: bytes}) | None: "
      "the bytes of tasks.pack.tar_task_dir"},
+    {"copy_tree", fasttar_copy_tree, METH_VARARGS,
+     "copy_tree(src, dst, uid) -> n_files | None: folders and regular files of src merged "
+     "into dst (copytree(dirs_exist_ok=True)), owned by uid (-1: unchanged); None: not plain"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -51,6 +51,7 @@ from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode
 
+from apexrl.artifacts.archive import native_tar
 from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
 from apexrl.envs import sandbox, scratch
 from apexrl.envs.pool import (  # noqa: F401  (the warm pool's names, re-exported)
@@ -360,16 +361,19 @@ class LocalEnvironment(BaseEnvironment):
         pristine = store.pristine(tw.world_id)
         assert self.root is not None
         world = self.root / "world"
-        shutil.copytree(pristine, world, symlinks=True, dirs_exist_ok=True)
-        if tw.task_files is not None:
-            shutil.copytree(tw.task_files, world, symlinks=False, dirs_exist_ok=True)
-        (world / "filesystem").mkdir(exist_ok=True)
-        self.world_dir = world
         uid = self._slot.uid if self._slot is not None else None
+        owned = _copy_world(pristine, world, uid, symlinks=True)
+        if tw.task_files is not None:
+            owned = _copy_world(tw.task_files, world, uid, symlinks=False) and owned
+        fs = world / "filesystem"
+        if not fs.is_dir():
+            fs.mkdir()
+            owned = False
+        self.world_dir = world
         for _, d in self._mounts_rw():
             d.mkdir(parents=True, exist_ok=True)
         for target, d in self._mounts_rw():  # the sandbox's uid owns its writable folders
-            if target not in ("/tests", "/solution"):
+            if target not in ("/tests", "/solution") and not (target == "/world" and owned):
                 chown_tree(d, uid)
         self._world_state = WorldState(
             after_root=world,
@@ -468,6 +472,19 @@ class LocalEnvironment(BaseEnvironment):
             self._slot.kill()
         if self.root is not None and not self._keep:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _copy_world(src: Path, dst: Path, uid: int | None, *, symlinks: bool) -> bool:
+    """Merge `src` into the trial's world copy (shutil.copytree(dirs_exist_ok=True)); in C
+    (`_fasttar.copy_tree`, the GIL released, chowned to `uid` as it goes) when the tree is
+    plain folders and files. True when everything it copied is owned by `uid` already."""
+    native = native_tar()
+    owner = -1 if uid is None else uid
+    if native is not None and native.copy_tree(str(src), str(dst), owner) is not None:
+        # the fork server's mount points under /world were made by root: chown them
+        return not any(t.startswith("/world/") for _, t in sandbox.zygote_rebinds())
+    shutil.copytree(src, dst, symlinks=symlinks, dirs_exist_ok=True)
+    return False
 
 
 def _copy_regular_tree(src: Path, dst: Path) -> None:

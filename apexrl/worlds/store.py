@@ -201,19 +201,33 @@ class WorldState:
 
 
 def walk_files(root: Path) -> dict[str, Path]:
-    """'filesystem/a/b.txt' -> path, for every regular file under the world's top folders."""
+    """'filesystem/a/b.txt' -> path, for every regular file under the world's top folders.
+
+    Links and special files are left out and links are never descended; unreadable
+    folders are skipped. Order: each folder's files, then its subfolders by name, depth
+    first (os.walk's, with sorted folders). Built on scandir's entry types: a world of
+    ~170 files is walked twice a trial, and pathlib per file held the GIL for ~1 ms."""
     out: dict[str, Path] = {}
+    base = len(str(root)) + 1
     for top in TOPS:
-        base = root / top
-        if not base.is_dir():
+        start = root / top
+        if not start.is_dir() or start.is_symlink():
             continue
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames.sort()
-            for name in filenames:
-                p = Path(dirpath) / name
-                if p.is_symlink() or not p.is_file():
-                    continue
-                out[p.relative_to(root).as_posix()] = p
+        stack = [str(start)]
+        while stack:
+            folder = stack.pop()
+            try:
+                with os.scandir(folder) as it:
+                    entries = list(it)
+            except OSError:
+                continue
+            subfolders = []
+            for e in entries:
+                if e.is_file(follow_symlinks=False):
+                    out[e.path[base:]] = Path(e.path)
+                elif e.is_dir(follow_symlinks=False):
+                    subfolders.append(e.path)
+            stack.extend(sorted(subfolders, reverse=True))
     return out
 
 

@@ -223,3 +223,35 @@ def test_links_planted_by_the_agent_never_reach_host_files(tmp_path, worlds, tas
     asyncio.run(go())
     assert victim.read_text() == "untouched"
     assert not (tmp_path / "copied").exists() and not (tmp_path / "stolen").exists()
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_world_copy_in_c_or_python_gives_the_sandbox_the_same_world(
+    tmp_path, monkeypatch, worlds, task_dirs, native
+):
+    """The world copy (C `copy_tree`, or shutil.copytree with APEXRL_NATIVE_TAR=0): the
+    task's files over the world, every entry the trial's own (root in its namespace)."""
+    monkeypatch.setenv("APEXRL_NATIVE_TAR", native)
+    task = task_named(task_dirs, "update-fy2025e-revenue")  # has a task input file
+    env = make_env(task, tmp_path / "trial", worlds)
+    listing = "cd /world && find . -mindepth 1 -printf '%P %U %m %s\\n' | sort"
+    edit = "echo more >> /world/filesystem/inputs/management_case_v2.csv && echo ok"
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            return [(await env.exec(c, timeout_sec=20)).stdout for c in (listing, edit)]
+        finally:
+            await env.stop(delete=True)
+
+    seen, edited = asyncio.run(go())
+    rows = [line.split() for line in seen.splitlines()]
+    assert {r[1] for r in rows} == {"0"}, seen  # not one left to host root (65534 here)
+    names = {r[0] for r in rows}
+    assert "filesystem/inputs/management_case_v2.csv" in names
+    assert edited.strip() == "ok"
+    EXPECTED.setdefault("listing", seen)
+    assert seen == EXPECTED["listing"]  # the same world either way
+
+
+EXPECTED: dict[str, str] = {}
