@@ -15,7 +15,8 @@ Writes bench/results.json key "trial_overhead". Target (issue 5): local overhead
 <= 2 s median and <= 0.2x the podman trial.
 
 test_bench_local_throughput (issue 20, part B) writes key "local_throughput": N oracle
-trials through `eval run`'s runner at concurrency 1 and 8, in trials per minute, in three
+trials through `eval run`'s runner at concurrency 1 and 8, in trials per minute, on the
+example worlds grown to the published ~166 files each (`_pad_worlds`), in three
 modes interleaved in the same rounds: `forkserver` (ours: gateways forked from the
 pre-imported fork server, trial folders where `apexrl.envs.scratch` puts them by
 default, RAM here, Harbor's task load and hashes memoised by `apexrl.trial.task_memo`),
@@ -266,6 +267,24 @@ def _tasks(root: Path, n: int) -> tuple[Path, Path]:
     return tree, root / "ex" / "world_files_zipped"
 
 
+WORLD_FILES = 166  # the published dataset's files per world (FACTS.md: ~166)
+
+
+def _pad_worlds(worlds: Path, files: int = WORLD_FILES) -> int:
+    """Grow each example world (~30 files) to `files` files with small text files under
+    filesystem/Archive/, so that the per-file work of a trial (the world copy, its
+    walks, the diff, the removal) is what a published world costs. Returns the count."""
+    import zipfile
+
+    for z in sorted(worlds.glob("*.zip")):
+        with zipfile.ZipFile(z, "a") as zf:
+            have = sum(1 for i in zf.infolist() if not i.is_dir())
+            for i in range(files - have):
+                body = (f"archived note {i}: figures as of the last review\n" * 40).encode()
+                zf.writestr(f"filesystem/Archive/{i // 20:02d}/note_{i:03d}.txt", body)
+    return files
+
+
 def _scratch_kind(choice: str) -> str:
     from apexrl.envs import scratch
 
@@ -296,6 +315,7 @@ def test_bench_local_throughput(tmp_path, monkeypatch):
     monkeypatch.setenv("APEXRL_WORLD_CACHE", str(tmp_path / "cache"))
     load_at_start = load_average()
     tasks, worlds = _tasks(tmp_path / "data", N_THROUGHPUT)
+    world_files = _pad_worlds(worlds)
     # mode -> (APEXRL_LOCAL_FORKSERVER, APEXRL_LOCAL_SCRATCH, APEXRL_TASK_MEMO)
     modes = {
         "forkserver": ("1", "auto", "1"),
@@ -361,6 +381,7 @@ def test_bench_local_throughput(tmp_path, monkeypatch):
     figures: dict = {
         "command": "make bench (tests/benchmarks/test_bench_trial.py::test_bench_local_throughput)",
         "n_trials_per_run": N_THROUGHPUT,
+        "world_files": world_files,
         "rounds": RUNS,
         "agent": "oracle (solution/solve.sh in the sandbox), example tasks, eval run's runner",
     }
