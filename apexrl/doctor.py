@@ -77,7 +77,7 @@ def _native_row() -> dict:
     from apexrl.artifacts.archive import native_tar
 
     if native_tar() is not None:
-        return _row("native", "fasttar", True, "built: pack and unpack in C")
+        return _row("native", "fasttar", True, "built: pack, unpack and the world copy in C")
     if os.environ.get("APEXRL_NATIVE_TAR", "1") == "0":
         return _row("native", "fasttar", True, "off (APEXRL_NATIVE_TAR=0): the Python code runs")
     return _row(
