@@ -107,10 +107,12 @@ def check_local(name: str, env: dict[str, str]) -> list[Problem]:
 
 
 def check_scratch(env: dict[str, str]) -> list[Problem]:
-    from apexrl.envs.scratch import ScratchError, choose
+    from apexrl.envs.scratch import ScratchError, choose, own_folder
 
     try:
-        choose(env)
+        chosen = choose(env)
+        if chosen.kind != "set":  # apexrl's own folder in a shared parent: this user's?
+            own_folder(chosen.path)
     except ScratchError as e:
         return [
             Problem(

@@ -138,3 +138,9 @@ def test_a_default_folder_someone_else_made_is_refused(clean_env, tmp_path):
     os.chown(tmp_path / "theirs", 4242, 4242)
     with pytest.raises(scratch.ScratchError, match="uid 4242"):
         scratch.own_folder(tmp_path / "theirs")
+    # preflight says so before any trial starts
+    clean_env.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "tmp" / "apexrl-local")
+    problems = check_scratch({"APEXRL_LOCAL_SCRATCH": "disk"})
+    assert len(problems) == 1 and "not a folder of this user's" in problems[0].what
