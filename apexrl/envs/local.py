@@ -362,13 +362,14 @@ class LocalEnvironment(BaseEnvironment):
         assert self.root is not None
         world = self.root / "world"
         uid = self._slot.uid if self._slot is not None else None
-        owned = _copy_world(pristine, world, uid, symlinks=True)
-        if tw.task_files is not None:
-            owned = _copy_world(tw.task_files, world, uid, symlinks=False) and owned
+        sources = [pristine] if tw.task_files is None else [pristine, tw.task_files]
+        in_c = [_copy_world(src, world, uid) for src in sources]  # every copy runs
         fs = world / "filesystem"
         if not fs.is_dir():
             fs.mkdir()
-            owned = False
+            chown_tree(fs, uid)
+        # the fork server's mount points under /world were made by root: chown them
+        owned = all(in_c) and not any(t.startswith("/world/") for _, t in sandbox.zygote_rebinds())
         self.world_dir = world
         for _, d in self._mounts_rw():
             d.mkdir(parents=True, exist_ok=True)
@@ -474,16 +475,16 @@ class LocalEnvironment(BaseEnvironment):
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _copy_world(src: Path, dst: Path, uid: int | None, *, symlinks: bool) -> bool:
+def _copy_world(src: Path, dst: Path, uid: int | None) -> bool:
     """Merge `src` into the trial's world copy (shutil.copytree(dirs_exist_ok=True)); in C
     (`_fasttar.copy_tree`, the GIL released, chowned to `uid` as it goes) when the tree is
-    plain folders and files. True when everything it copied is owned by `uid` already."""
+    plain folders and files, True then. Otherwise copytree, links copied as links: the
+    host never reads through a link a dataset's task files hold."""
     native = native_tar()
     owner = -1 if uid is None else uid
     if native is not None and native.copy_tree(str(src), str(dst), owner) is not None:
-        # the fork server's mount points under /world were made by root: chown them
-        return not any(t.startswith("/world/") for _, t in sandbox.zygote_rebinds())
-    shutil.copytree(src, dst, symlinks=symlinks, dirs_exist_ok=True)
+        return True
+    shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
     return False
 
 

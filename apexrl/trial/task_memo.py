@@ -26,7 +26,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ class _Entry:
     fingerprint: bytes
     task: Any  # the loaded Task (never handed out: callers get copies)
     download: Any  # Harbor's TaskDownloadResult
-    checksum: list[str] = field(default_factory=list)  # Task.checksum, once computed
+    checksum: str | None = None  # Task.checksum, once computed
 
 
 def _task_key(config: Any) -> tuple | None:
@@ -176,9 +176,9 @@ def _memo_task_class() -> Any:
                 entry = getattr(self, "_memo_entry", None)
                 if entry is None:
                     return Task.checksum.fget(self)
-                if not entry.checksum:
-                    entry.checksum.append(Task.checksum.fget(self))
-                return entry.checksum[0]
+                if entry.checksum is None:
+                    entry.checksum = Task.checksum.fget(self)
+                return entry.checksum
 
         _MEMO_TASK = MemoTask
     return _MEMO_TASK

@@ -255,3 +255,50 @@ def test_world_copy_in_c_or_python_gives_the_sandbox_the_same_world(
 
 
 EXPECTED: dict[str, str] = {}
+
+
+def test_world_copy_of_a_published_shape_task(tmp_path):
+    """A task converted from data in the published APEX-Agents shape (its input files a
+    snapshot folder laid out like a world): the sandbox's /world holds the world and the
+    task's files, the trial's own. A link added to the task's files is copied as a link,
+    never read through on the host."""
+    import shutil
+
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all
+    from tests.published_shape import build
+
+    build(tmp_path / "apex", bad=False)
+    outcomes = list(
+        convert_all(load_source(tmp_path / "apex"), tmp_path / "tasks", {}, strict=True)
+    )
+    snap = next(o.record for o in outcomes if o.record and o.record.task_name.endswith("LAW_02"))
+    task = tmp_path / "copy" / Path(snap.path).name
+    shutil.copytree(tmp_path / "tasks" / snap.path, task)
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY\n")
+    os.symlink(secret, task / "environment" / "task_files" / "filesystem" / "Inputs" / "x.txt")
+    env = make_env(task, tmp_path / "trial", tmp_path / "apex" / "world_files_zipped")
+    script = (
+        "cd /world && find . -mindepth 1 ! -type l -printf '%P %U\\n' | sort; "
+        "echo LINK $(readlink filesystem/Inputs/x.txt); cat filesystem/Inputs/x.txt"
+    )
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            return (await env.exec(script, timeout_sec=20)).stdout
+        finally:
+            await env.stop(delete=True)
+
+    out = asyncio.run(go())
+    rows = dict(line.split() for line in out.splitlines() if not line.startswith("LINK"))
+    for rel in (
+        "filesystem/Inputs/engagement.txt",
+        ".apps_data/chat/Groups/space_deal/messages.json",
+        "filesystem/Documents/figures.csv",
+        ".apps_data/mail/inbox.mbox",
+    ):
+        assert rows.get(rel) == "0", (rel, out)
+    assert set(rows.values()) == {"0"}, out
+    assert f"LINK {secret}" in out and "HOST-ONLY" not in out

@@ -124,3 +124,26 @@ def test_repeated_trials_of_one_task_score_and_lock_as_harbor_does(
     expected = [Packager.compute_content_hash(task)[0]]
     assert digests[0] == digests[1] != digests[2]
     assert digests[2].removeprefix("sha256:") == expected[0]
+
+
+def test_published_shape_tasks_load_as_harbor_loads_them(tmp_path):
+    """Every task converted from data in the published APEX-Agents shape: the memo's load,
+    checksum and content hash are Harbor's, first load and repeat alike."""
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all
+    from tests.published_shape import build
+
+    build(tmp_path / "apex", bad=False)
+    outcomes = list(
+        convert_all(load_source(tmp_path / "apex"), tmp_path / "tasks", {}, strict=True)
+    )
+    paths = [tmp_path / "tasks" / o.record.path for o in outcomes if o.record]
+    assert len(paths) >= 9
+    for path in paths:
+        plain = Task(task_dir=path)
+        for _ in range(2):
+            task, _ = _load(path, tmp_path)
+            assert task.config == plain.config and task.instruction == plain.instruction
+            assert _checksum(task) == _checksum(plain)
+            digest = task_memo.content_hash(path, Packager.compute_content_hash)[0]
+            assert digest == Packager.compute_content_hash(path)[0]
