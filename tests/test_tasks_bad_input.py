@@ -272,3 +272,36 @@ def test_strict_convert_writes_nothing_when_a_later_task_fails(tmp_path):
     ok = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(tmp_path / "ok")])
     assert ok.exit_code == 5  # without --strict: the good ones written, the bad one reported
     assert len([p for p in (tmp_path / "ok").iterdir() if not p.name.startswith(".")]) == 13
+
+
+def test_loader_changing_env_names_refused_at_convert_and_validate(runner, tmp_path):
+    """Issue 29: a record whose required_env_keys name LD_PRELOAD is refused by convert
+    (naming the record), and a task.toml that sets one fails `tasks validate`."""
+    tasks = [
+        make_task(1, "world_a", "law"),
+        make_task(2, "world_a", "law", required_env_keys=["FMP_API_KEY", "LD_PRELOAD"]),
+    ]
+    src = write_apex(tmp_path / "apex", tasks)
+    out = tmp_path / "out"
+    result = run_convert(runner, src, out)
+    assert result.exit_code == 5, result.output
+    assert "tasks_and_rubrics.json[1]" in result.stderr and "LD_PRELOAD" in result.stderr
+    assert [json.loads(line)["task_id"] for line in result.stdout.splitlines()] == [
+        f"task_{1:032x}"
+    ]
+    task = next(out.iterdir())
+    toml = (task / "task.toml").read_text()
+    for table, name in (
+        ("[environment.env]", "LD_PRELOAD"),
+        ("[verifier.env]", "PYTHONPATH"),
+        ("[solution.env]", "BASH_ENV"),
+    ):
+        if table not in toml:
+            toml += f"\n{table}\n"
+        bad = toml.replace(f"{table}\n", f'{table}\n{name} = "/world/x"\n', 1)
+        (task / "task.toml").write_text(bad)
+        result = runner.invoke(app, ["tasks", "validate", str(out)])
+        assert result.exit_code == 1, result.output
+        assert f"{table} sets {name}" in result.output, result.output
+    (task / "task.toml").write_text(toml)
+    assert runner.invoke(app, ["tasks", "validate", str(out)]).exit_code == 0

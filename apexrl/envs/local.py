@@ -74,6 +74,7 @@ from apexrl.envs.sandbox import (
     pass_env_from_environment,
     resolve_allowed,
 )
+from apexrl.tasks import envnames
 from apexrl.worlds.store import (
     TaskWorld,
     WorldState,
@@ -283,19 +284,31 @@ class LocalEnvironment(BaseEnvironment):
             if rc is not None:
                 raise SandboxDiedError(f"the sandbox's gateway process died (exit {rc})")
         merged = self._merge_env(env) or {}
+        _refuse_env(merged, "exec env")
         await asyncio.to_thread(self._own_log_dirs)
-        argv = self._bwrap_argv(
-            cwd=cwd or self.task_env_config.workdir or DEFAULT_CWD,
-            network=self._network_policy.network_mode != NetworkMode.NO_NETWORK,
-        ) + ["/bin/bash", "-c", command]
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            env=base_env(merged),  # through the environment: values never on a command line
+        # bwrap and its helpers get the fixed base environment only; the merged values
+        # reach the command inside the sandbox through a descriptor (never argv)
+        cmd, env_fd = sandbox.with_env(["/bin/bash", "-c", command], merged)
+        argv = (
+            self._bwrap_argv(
+                cwd=cwd or self.task_env_config.workdir or DEFAULT_CWD,
+                network=self._network_policy.network_mode != NetworkMode.NO_NETWORK,
+            )
+            + cmd
         )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env=base_env({}),
+                pass_fds=() if env_fd is None else (env_fd,),
+            )
+        finally:
+            if env_fd is not None:
+                os.close(env_fd)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec or None)
         except (TimeoutError, asyncio.CancelledError):
@@ -322,6 +335,7 @@ class LocalEnvironment(BaseEnvironment):
         are left out, so a dataset cannot ask for HF_TOKEN and get it."""
         if not self.task_env_config.env:
             return
+        _refuse_env(self.task_env_config.env, "the task's [environment.env]")
         resolved, refused = resolve_allowed(self.task_env_config.env, self._pass_env)
         for name in refused:
             self.logger.warning(
@@ -473,6 +487,14 @@ class LocalEnvironment(BaseEnvironment):
             self._slot.kill()
         if self.root is not None and not self._keep:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _refuse_env(env: dict[str, str], where: str) -> None:
+    """A name that changes how programs load is refused (`apexrl.tasks.envnames`)."""
+    try:
+        envnames.check_env(env, where)
+    except envnames.RefusedEnvError as e:
+        raise SandboxError(str(e), kind="start") from None
 
 
 def _copy_world(src: Path, dst: Path, uid: int | None) -> bool:

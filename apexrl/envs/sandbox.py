@@ -13,8 +13,12 @@ read-only), files of the host are only what the binds show, and the trial's own
 folders are chowned to U. When apexrl itself is not root, bwrap's own user
 namespace maps the caller's (unprivileged) uid to root inside instead.
 
-The environment is passed through bwrap's own environment, never as arguments, so
-values do not show in the host's process list.
+bwrap and the helpers after it (all host programs, bwrap running as root before any
+namespace exists) start with `base_env()` only, a fixed environment. A task's or an
+exec's own values go to the final command inside the sandbox through a file
+descriptor (`with_env`), never as arguments (values do not show in the host's
+process list) and never in a host program's environment (issue 29: `LD_PRELOAD` from
+a task ran a library inside bwrap as root).
 """
 
 from __future__ import annotations
@@ -170,6 +174,42 @@ def base_env(env: dict[str, str]) -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     return {**base, **{k: str(v) for k, v in env.items()}}
+
+
+# Run inside the sandbox by a bash started with base_env() only: read NAME=VALUE records
+# (NUL-terminated) from the descriptor, export them, close it, run the command.
+_ENV_LOADER = (
+    'while IFS= read -r -d "" kv; do export "$kv" || exit 125; done <&{fd}; exec {fd}<&-; exec "$@"'
+)
+
+
+def with_env(command: list[str], env: dict[str, str] | None) -> tuple[list[str], int | None]:
+    """`command` wrapped to receive `env` from a file descriptor inside the sandbox, and
+    that descriptor (the caller passes it with pass_fds and closes it after the start).
+    (command, None) when `env` is empty. Names are checked by `check_env` first."""
+    if not env:
+        return command, None
+    data = bytearray()
+    for name, value in env.items():
+        record = f"{name}={value}".encode("utf-8", "surrogateescape")
+        if b"\0" in record or not _NAME.match(name):
+            raise ValueError(f"environment variable {name!r}: not a plain name, or a NUL byte")
+        data += record + b"\0"
+    fd = os.memfd_create("apexrl-env", os.MFD_CLOEXEC)
+    try:
+        _write_all(fd, bytes(data))
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    loader = _ENV_LOADER.format(fd=fd)
+    return ["/bin/bash", "-c", loader, "apexrl-env", *command], fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def system_binds() -> list[str]:
@@ -346,6 +386,7 @@ def python_paths() -> list[str]:
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def pass_env_from_environment() -> set[str]:

@@ -28,6 +28,7 @@ from apexrl.artifacts.jsonl import read_records
 from apexrl.artifacts.models import ApexTask, ApexWorld, ImageRecord, TaskMetadata, TaskRecord
 from apexrl.errors import BadRecordError
 from apexrl.tasks.apex import ApexSource, input_file_names
+from apexrl.tasks.envnames import refused_names
 
 ANSWER_FILE = "/logs/agent/answer.txt"
 WORLD_FS = "/world/filesystem"
@@ -107,6 +108,7 @@ def _convert_each(
         slugs[slug] = where
         world = src.worlds.get(task.world_id)
         try:
+            _refuse_env_keys(where, task)
             record = write_task_dir(src, task, world, images.get(task.world_id), out, slug)
         except BadRecordError as err:  # e.g. a link in its files: this task only
             if strict:
@@ -114,6 +116,20 @@ def _convert_each(
             yield ConvertOutcome(error=err)
             continue
         yield ConvertOutcome(record=record)
+
+
+def _refuse_env_keys(where: str, task: ApexTask) -> None:
+    """required_env_keys become env names in task.toml: none that changes how programs
+    load (`apexrl.tasks.envnames`)."""
+    keys = (task.model_extra or {}).get("required_env_keys") or []
+    bad = refused_names(str(k) for k in keys)
+    if bad:
+        names = ", ".join(f"{n} ({why})" for n, why in bad)
+        raise BadRecordError(
+            f"{where} (task {task.task_id})",
+            f"required_env_keys names {names}",
+            hint="remove it from the record's required_env_keys",
+        )
 
 
 def write_task_dir(

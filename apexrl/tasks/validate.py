@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from apexrl.artifacts.models import Finding
 from apexrl.errors import BadRecordError
+from apexrl.tasks.envnames import task_env_problems
 from apexrl.tasks.meta import ARCHIPELAGO_FILE, read_task_meta, rubric_criteria
 
 # ${VAR} with no default: the task cannot run without it, so it must be declared
@@ -43,6 +44,9 @@ def validate_task_dir(task_dir: Path) -> Iterator[Finding]:
             yield finding("harbor_config", f"task.toml is not valid TOML: {e}")
         except ValidationError as e:
             yield finding("harbor_config", f"Harbor rejects task.toml: {_first(e)}")
+
+    for problem in task_env_problems(raw):
+        yield finding("env_names", problem)
 
     instruction = task_dir / "instruction.md"
     if not instruction.is_file():

@@ -50,6 +50,7 @@ ERROR_CLASSES = {
     "OracleError": "oracle_failed",
     "EnvironmentStartTimeoutError": "sandbox_start_timeout",
     "AgentSetupTimeoutError": "agent_setup_timeout",
+    "RefusedEnvError": "task_env_refused",
 }
 RETRYABLE = {"sandbox_start", "sandbox_gateway", "sandbox_start_timeout"}
 AGENT_STATUSES = {"complete", "agent_timeout", "context_length", "length", "error"}
@@ -284,6 +285,21 @@ def _task_meta(task_dir: Path) -> dict:
     return _META_CACHE[key]
 
 
+def _refuse_task_env(task_dir: Path) -> None:
+    """No trial of a task whose task.toml sets a name that changes how programs load."""
+    import tomllib
+
+    from apexrl.tasks.envnames import RefusedEnvError, task_env_problems
+
+    try:
+        raw = tomllib.loads((task_dir / "task.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return  # Harbor's own load names what is wrong
+    problems = task_env_problems(raw)
+    if problems:
+        raise RefusedEnvError(f"task {task_dir.name}: " + "; ".join(problems))
+
+
 def _failed_outcome(
     task_dir: Path, config: TrialConfig, started: datetime, wall_s: float, e: BaseException
 ) -> TrialOutcome:
@@ -323,6 +339,7 @@ async def arun_trial(
         if i > 0:
             shutil.rmtree(logs, ignore_errors=True)
         try:
+            _refuse_task_env(task_dir)
             hc = harbor_config(task_dir, config)
             if agent_config is not None:
                 if agent_config.override_timeout_sec is None:
