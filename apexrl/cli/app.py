@@ -93,6 +93,7 @@ _register()
 
 
 def main() -> None:
+    output.set_argv(sys.argv[1:])
     app(prog_name="apexrl")
 
 

@@ -43,7 +43,7 @@ def make_tiny(
         num_layers=layers,
         max_position_embeddings=window,
     )
-    typer.echo(str(path))
+    output.emit_path(path)
 
 
 @app.command()

@@ -176,15 +176,20 @@ def run(
         ),
         vllm_python=vllm_python,
         pass_env=list(pass_env or []),
+        command=output.command_line(),
     )
-    with _live_progress() as (on_start, on_result):
-        report, cfg = run_eval(
-            req,
-            trial_fn=ctx.obj.trial_fn if isinstance(ctx.obj, EvalDeps) else None,
-            on_start=on_start,
-            on_result=on_result,
-            on_bad_task=lambda e: output.warn(f"skipped task: {e}"),
-        )
+    try:
+        with _live_progress() as (on_start, on_result):
+            report, cfg = run_eval(
+                req,
+                trial_fn=ctx.obj.trial_fn if isinstance(ctx.obj, EvalDeps) else None,
+                on_start=on_start,
+                on_result=on_result,
+                on_bad_task=lambda e: output.warn(f"skipped task: {e}"),
+            )
+    except KeyboardInterrupt:
+        _interrupted(out)
+        raise typer.Exit(130) from None
     from apexrl.eval.report import summary_line
 
     s = report.summary
@@ -203,12 +208,36 @@ def run(
         from apexrl.eval.report import load_run, print_table
 
         print_table([load_run(out)], Console())
+    for cls, msgs in s.error_messages.items():
+        for msg, n in msgs.items():
+            output.warn(f"{cls} ({n} trial(s)): {msg}")
     if agent == "oracle" and s.pass_at_1.value < 1.0:
         output.error(
             f"the oracle passed {100 * s.pass_at_1.value:.1f}% of trials, not 100%: "
-            "the tasks, worlds or grading are inconsistent (see results.parquet)"
+            "the tasks, worlds or grading are inconsistent (reasons above; see results.parquet)"
         )
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _interrupted(run_dir: Path) -> None:
+    """Ctrl-C: what is saved and the command that resumes (summary.json is written)."""
+    import orjson
+
+    from apexrl.errors import ApexError
+    from apexrl.eval import resume
+    from apexrl.eval.report import resume_command
+
+    try:
+        summary = orjson.loads((run_dir / "summary.json").read_bytes())
+        config = resume.load_config(run_dir)
+    except (OSError, ValueError, ApexError):
+        output.error("interrupted before any trial ran")
+        return
+    done, planned = summary.get("trials_done"), summary.get("trials_planned")
+    output.error(
+        f"interrupted: {done} of {planned} trial(s) have a result in {run_dir}; "
+        f"resume with: {resume_command(config, run_dir)}"
+    )
 
 
 class _live_progress:  # noqa: N801 - used as a context manager
@@ -259,44 +288,78 @@ def report(
     fmt: Format = typer.Option(
         None, "--format", "-f", help="table (terminal default), md, json (piped default), html."
     ),
-    out: Path = typer.Option(
-        None, "-o", "--out", help="File to write (html default: RUN_DIR/report.html)."
+    out: str = typer.Option(
+        None,
+        "-o",
+        "--out",
+        help="File to write, - for stdout (html default: RUN_DIR/report.html).",
     ),
 ) -> None:
     """Pass@1 / Pass@k / Pass^k / mean score with 95% CIs, per domain, errors,
-    turns and tokens; with two runs, deltas (B - A) with paired CIs."""
+    turns and tokens; with two runs, deltas (B - A) with paired CIs. An interrupted
+    run says INCOMPLETE first, with the command that resumes it."""
     from apexrl.artifacts.atomic import write_text_atomic
     from apexrl.eval import report as rep
 
     runs = [rep.load_run(run_dir)] + ([rep.load_run(run_b)] if run_b else [])
+    to_stdout = out == "-"
+    target = None if out is None or to_stdout else _output_file(out)
+    for r in runs:
+        if r.incomplete:
+            output.warn(f"{r.label}: {r.incomplete}")
     if fmt is None:
         fmt = Format.table if output.stdout_is_terminal() and out is None else Format.json
-    if fmt is Format.html:
-        target = out or (run_dir / "report.html")
-        write_text_atomic(target, rep.render_html(runs))
-        output.info(f"wrote {target}")
-        typer.echo(str(target))
-        return
+        if target is not None:  # -o report.html / report.md: the format its name says
+            fmt = {".html": Format.html, ".htm": Format.html, ".md": Format.md}.get(
+                target.suffix, fmt
+            )
     if fmt is Format.table:
         import os
 
         from rich.console import Console
 
-        console = Console(no_color=bool(os.environ.get("NO_COLOR")), width=140)
-        if out is not None:
-            with open(out, "w", encoding="utf-8") as fh:
-                rep.print_table(runs, Console(file=fh, width=140, no_color=True))
+        if target is not None:
+            import io
+
+            buf = io.StringIO()
+            rep.print_table(runs, Console(file=buf, width=140, no_color=True))
+            write_text_atomic(target, buf.getvalue())
+            output.info(f"wrote {target}")
         else:
-            rep.print_table(runs, console)
+            rep.print_table(runs, Console(no_color=bool(os.environ.get("NO_COLOR")), width=140))
         return
-    if fmt is Format.md:
+    if fmt is Format.html:
+        text = rep.render_html(runs)
+        if target is None and not to_stdout:
+            target = run_dir / "report.html"
+    elif fmt is Format.md:
         text = rep.render_md(runs)
     else:
         import orjson
 
-        text = orjson.dumps(rep.render_json(runs), option=orjson.OPT_INDENT_2).decode() + "\n"
-    if out is not None:
-        write_text_atomic(out, text)
-        output.info(f"wrote {out}")
-    else:
-        typer.echo(text, nl=False)
+        # one NDJSON line when piped or written; indented for a person on a terminal
+        pretty = output.stdout_is_terminal() and target is None and not to_stdout
+        option = orjson.OPT_INDENT_2 if pretty else 0
+        text = orjson.dumps(rep.render_json(runs), option=option).decode() + "\n"
+    if target is not None:
+        write_text_atomic(target, text)
+        output.info(f"wrote {target}")
+        if fmt is Format.html:
+            output.emit_path(target, format="html")
+        return
+    typer.echo(text, nl=False)
+
+
+def _output_file(out: str) -> Path:
+    """-o FILE: its folder must exist (a typo is not silently created)."""
+    from apexrl.errors import UsageError
+
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise UsageError(f"-o {out} is a directory", hint="pass a file name, or - for stdout")
+    if not path.parent.is_dir():
+        raise UsageError(
+            f"-o {out}: folder {path.parent} does not exist",
+            hint="create it first, or pass - for stdout",
+        )
+    return path

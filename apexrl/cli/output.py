@@ -81,7 +81,70 @@ def _cell(value: Any) -> str:
 
 
 def emit_json(obj: BaseModel | dict) -> None:
-    sys.stdout.write(orjson.dumps(_as_dict(obj), option=orjson.OPT_INDENT_2).decode() + "\n")
+    """One JSON document: indented for a person on a terminal, one NDJSON line when piped."""
+    option = orjson.OPT_INDENT_2 if stdout_is_terminal() else 0
+    sys.stdout.write(orjson.dumps(_as_dict(obj), option=option).decode() + "\n")
+    sys.stdout.flush()
+
+
+def emit_path(path, *, json_out: bool = False, **fields: Any) -> None:
+    """A command's output path: the bare path on a terminal, a `{"path": ...}` record
+    (absolute, with `fields`) when piped or with --json."""
+    from pathlib import Path
+
+    if json_out or not stdout_is_terminal():
+        emit_records([{"path": str(Path(path).absolute()), **fields}], json_out=True)
+    else:
+        sys.stdout.write(f"{path}\n")
+        sys.stdout.flush()
+
+
+_ARGV: list[str] | None = None  # the command line, when run as the `apexrl` program
+
+
+def set_argv(argv: list[str]) -> None:
+    global _ARGV
+    _ARGV = list(argv)
+
+
+def command_line() -> str | None:
+    """The command line as a user reruns it (from the folder it ran in), or None when
+    the app was not started from a command line (tests calling it in-process)."""
+    if _ARGV is None:
+        return None
+    import shlex
+
+    return f"cd {shlex.quote(os.getcwd())} && " + shlex.join(["apexrl", *_ARGV])
+
+
+def stdout_reader_gone() -> bool:
+    """stdout is a pipe (or socket) whose reading end is closed: a BrokenPipeError came
+    from it, not from a connection to a server."""
+    import select
+    import stat
+
+    try:
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of stdout went away (`| head`): nothing more to say, exit 0. Later
+    writes and the interpreter's final flush go to /dev/null instead of raising."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (captured in tests): nothing to redirect
+        pass
+    return 0
 
 
 def stderr_is_plain() -> bool:
@@ -183,6 +246,8 @@ def report_failure(e: BaseException, *, debug: bool = False) -> int | None:
             traceback.print_exception(e)
         error(str(e))
         return int(e.code)
+    if isinstance(e, BrokenPipeError) and stdout_reader_gone():
+        return quiet_broken_pipe()
     if isinstance(e, OSError):
         if debug:
             traceback.print_exception(e)

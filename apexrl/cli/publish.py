@@ -129,6 +129,11 @@ def model(
     evals: list[Path] = typer.Option(
         [], "--eval", help="An `apexrl eval run` folder whose Pass@1 goes in the card (repeatable)."
     ),
+    allow_incomplete: bool = typer.Option(
+        False,
+        "--allow-incomplete",
+        help="Accept an interrupted --eval run (the card marks it INCOMPLETE).",
+    ),
     base_model: str = typer.Option(None, "--base-model", help="Hub id of the base model."),
     private: bool = PRIVATE_OPT,
     revision: str = typer.Option("main", "--revision", help="Branch to publish to."),
@@ -149,6 +154,7 @@ def model(
             repo=repo,
             stage_dir=sdir,
             evals=evals,
+            allow_incomplete=allow_incomplete,
             base_model=base_model,
             private=private,
             revision=revision,

@@ -17,9 +17,13 @@ def schema(
     SCHEMAS = all_schemas()
 
     if not name:
-        for key, model in SCHEMAS.items():
-            doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
-            typer.echo(f"{key}\t{doc}")
+        output.emit_records(
+            (
+                {"name": key, "description": (model.__doc__ or "").strip().split("\n")[0]}
+                for key, model in SCHEMAS.items()
+            ),
+            columns=["name", "description"],
+        )
         return
     if name not in SCHEMAS:
         import difflib

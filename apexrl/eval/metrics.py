@@ -47,7 +47,9 @@ COLUMNS = (
     "tool_call_success_rate",
     "duration_s",
     "criteria_unjudged",
+    "error_message",
 )
+MESSAGES_PER_CLASS = 5  # distinct error messages kept per class in the summary
 
 
 @dataclass
@@ -68,6 +70,7 @@ class Columns:
     tool_call_success_rate: list
     duration_s: np.ndarray
     criteria_unjudged: np.ndarray | None = None  # free-text criteria run without a judge
+    error_message: list | None = None  # why a trial did not complete (None: not recorded)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping | object]) -> Columns:
@@ -118,6 +121,7 @@ class Columns:
             tool_call_success_rate=lst("tool_call_success_rate"),
             duration_s=num("duration_s"),
             criteria_unjudged=num("criteria_unjudged", np.int64),
+            error_message=lst("error_message"),
         )
 
     def __len__(self) -> int:
@@ -291,7 +295,27 @@ def group_metrics(tasks: TaskTable, ks: list[int], n_trials: int, *, seed: int =
     )
 
 
-def summarize(rows: Columns | Iterable, *, seed: int = SEED) -> EvalSummary:
+def error_messages(cols: Columns) -> dict[str, dict[str, int]]:
+    """Error class -> its distinct messages (first line, capped) -> trials, most frequent
+    first: the reason next to the class, where a user looks (summary, report)."""
+    by_class: dict[str, Counter] = {}
+    messages = cols.error_message or [None] * len(cols)
+    for st, ec, msg in zip(cols.status.tolist(), cols.error_class, messages, strict=True):
+        if st == "complete" and not ec:
+            continue
+        text = (str(msg).strip().splitlines() or [""])[0][:300] if msg else "(no message recorded)"
+        by_class.setdefault(ec or st, Counter())[text] += 1
+    return {
+        cls: dict(c.most_common(MESSAGES_PER_CLASS))
+        for cls, c in sorted(by_class.items(), key=lambda kv: -sum(kv[1].values()))
+    }
+
+
+def summarize(
+    rows: Columns | Iterable, *, seed: int = SEED, planned: int | None = None
+) -> EvalSummary:
+    """The run's figures; `planned` (trials the run set out to do) makes `complete`
+    False while fewer rows than that have a result."""
     cols = rows if isinstance(rows, Columns) else Columns.from_rows(rows)
     tasks = TaskTable.from_columns(cols)
     k_max = int(tasks.n.max()) if len(tasks.n) else 0
@@ -318,6 +342,9 @@ def summarize(rows: Columns | Iterable, *, seed: int = SEED) -> EvalSummary:
     calls_rated = sum(n for _, n in rated)
     n = max(len(cols), 1)
     return EvalSummary(
+        complete=planned is None or len(cols) >= planned,
+        trials_planned=planned,
+        trials_done=len(cols),
         n_tasks=overall.n_tasks,
         n_trials=len(cols),
         attempts_max=k_max,
@@ -329,6 +356,7 @@ def summarize(rows: Columns | Iterable, *, seed: int = SEED) -> EvalSummary:
         per_domain=per_domain,
         status=dict(sorted(status.items())),
         errors=dict(errors.most_common()),
+        error_messages=error_messages(cols),
         turns_mean=float(cols.turns.sum() / n),
         tokens_in_mean=float(cols.tokens_in.sum() / n),
         tokens_out_mean=float(cols.tokens_out.sum() / n),

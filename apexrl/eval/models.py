@@ -25,6 +25,7 @@ class EvalResultRow(TrialResult):
     """One row of results.parquet: a TrialResult plus the trial's id."""
 
     trial_id: str
+    error_message: str | None = None  # the failure's reason, for a trial that did not complete
 
 
 class ModelInfo(BaseModel):
@@ -72,6 +73,8 @@ class EvalRunConfig(Record, TrialSpec):
     domains: list[str] = Field(default_factory=list)
     concurrency: int = 1
     ray_address: str | None = None
+    trials_planned: int | None = None  # attempts x selected tasks of the latest invocation
+    command: str | None = None  # the command line that ran it: rerun it to resume
 
     def identity(self) -> dict:
         return {
@@ -115,9 +118,27 @@ class GroupMetrics(BaseModel):
     mean_score: MetricCI
 
 
-class EvalSummary(Record):
-    """summary.json. Non-completed trials score 0 and are counted (never dropped)."""
+def planned_trials(config: EvalRunConfig | None) -> int | None:
+    """Trials the run's latest invocation planned: run.json's count, else (run dirs from
+    before it was recorded) attempts x tasks when no domain filter hides the count."""
+    if config is None:
+        return None
+    if config.trials_planned is not None:
+        return config.trials_planned
+    if config.domains:
+        return None
+    n = config.dataset.n_tasks if config.limit is None else min(config.limit, config.dataset.n_tasks)
+    return config.attempts * n
 
+
+class EvalSummary(Record):
+    """summary.json. Non-completed trials score 0 and are counted (never dropped).
+    `complete` is False while trials planned have no result (an interrupted run):
+    rerunning the same command resumes it."""
+
+    complete: bool = True
+    trials_planned: int | None = None  # None: not known (a run dir without run.json)
+    trials_done: int = 0
     n_tasks: int
     n_trials: int
     attempts_max: int
@@ -129,6 +150,8 @@ class EvalSummary(Record):
     per_domain: dict[str, GroupMetrics] = Field(default_factory=dict)
     status: dict[str, int] = Field(default_factory=dict)
     errors: dict[str, int] = Field(default_factory=dict)  # error class -> trials
+    # error class -> its distinct messages (first line, most frequent first) -> trials
+    error_messages: dict[str, dict[str, int]] = Field(default_factory=dict)
     turns_mean: float = 0.0
     tokens_in_mean: float = 0.0
     tokens_out_mean: float = 0.0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from apexrl.eval import resume
 from apexrl.eval.metrics import Columns, compare, summarize
-from apexrl.eval.models import EvalRunConfig, EvalSummary, MetricCI
+from apexrl.eval.models import EvalRunConfig, EvalSummary, MetricCI, planned_trials
 
 
 @dataclass
@@ -24,6 +24,13 @@ class LoadedRun:
     config: EvalRunConfig | None
     cols: Columns
     summary: EvalSummary
+
+    @property
+    def incomplete(self) -> str | None:
+        """The INCOMPLETE line of an interrupted run, None for a complete one."""
+        if self.summary.complete:
+            return None
+        return incomplete_line(self.summary, self.config, self.run_dir)
 
     @property
     def label(self) -> str:
@@ -38,7 +45,23 @@ def load_run(run_dir: Path) -> LoadedRun:
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir} is not a run directory", hint="pass -o RUN_DIR of eval run")
     cols = Columns.from_table(resume.read_results_table(run_dir))
-    return LoadedRun(run_dir, resume.load_config(run_dir), cols, summarize(cols))
+    config = resume.load_config(run_dir)
+    return LoadedRun(run_dir, config, cols, summarize(cols, planned=planned_trials(config)))
+
+
+def resume_command(config: EvalRunConfig | None, run_dir: Path) -> str:
+    """The command that resumes the run: the one recorded in run.json, else its shape."""
+    if config is not None and config.command:
+        return config.command
+    return f"apexrl eval run ... -o {run_dir} (the same options)"
+
+
+def incomplete_line(s: EvalSummary, config: EvalRunConfig | None, run_dir: Path) -> str:
+    """What an interrupted run says first: how much is missing and how to resume."""
+    return (
+        f"INCOMPLETE: {s.trials_done} of {s.trials_planned} planned trials have a result; "
+        f"the figures cover those only. Resume with: {resume_command(config, run_dir)}"
+    )
 
 
 def pct(x: float) -> str:
@@ -59,8 +82,9 @@ def summary_line(s: EvalSummary) -> str:
     """One line for a terminal: Pass@1 with its CI, trials, errors by class, unjudged criteria."""
     errs = ", ".join(f"{k} {v}" for k, v in sorted(s.errors.items(), key=lambda kv: -kv[1]))
     unjudged = f"; {s.criteria_unjudged} criteria unjudged" if s.criteria_unjudged else ""
+    partial = "" if s.complete else f"INCOMPLETE ({s.trials_done}/{s.trials_planned} trials): "
     return (
-        f"Pass@1 {fmt_ci(s.pass_at_1)} over {s.n_tasks} task(s), {s.n_trials} trial(s); "
+        f"{partial}Pass@1 {fmt_ci(s.pass_at_1)} over {s.n_tasks} task(s), {s.n_trials} trial(s); "
         f"errors: {errs or 'none'}{unjudged}"
     )
 
@@ -72,7 +96,8 @@ def pct_or_dash(x: float | None) -> str:
 # --- rows shared by table and Markdown --------------------------------------------------
 
 
-def summary_rows(s: EvalSummary) -> list[tuple[str, str]]:
+def summary_rows(s: EvalSummary, incomplete: str | None = None) -> list[tuple[str, str]]:
+    """Rows of one run's summary; `incomplete` (incomplete_line) goes first when set."""
     rows = [
         ("tasks / trials", f"{s.n_tasks} / {s.n_trials}"),
         (
@@ -83,14 +108,21 @@ def summary_rows(s: EvalSummary) -> list[tuple[str, str]]:
         ),
         ("Pass@1", fmt_ci(s.pass_at_1)),
     ]
+    if s.trials_planned is not None:
+        rows.insert(1, ("trials done / planned", f"{s.trials_done} / {s.trials_planned}"))
     if s.criteria_unjudged:  # first, before any score: those scores are not the benchmark's
         rows.insert(0, ("WARNING", unjudged_line(s.criteria_unjudged)))
+    if incomplete:
+        rows.insert(0, ("INCOMPLETE", incomplete.removeprefix("INCOMPLETE: ")))
     if s.attempts_max > 1:
         k = str(s.attempts_max)
         rows.append((f"Pass@{k}", fmt_ci(s.pass_at_k[k])))
         rows.append((f"Pass^{k}", fmt_ci(s.pass_hat_k[k])))
     rows.append(("mean score", fmt_ci(s.mean_score)))
     rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in s.errors.items()) or "none"))
+    for cls, msgs in s.error_messages.items():
+        for msg, n in msgs.items():
+            rows.append((f"  {cls}", f"{n} x {msg}"))
     rows.append(("mean turns", f"{s.turns_mean:.1f}"))
     rows.append(("mean tokens in / out", f"{s.tokens_in_mean:,.0f} / {s.tokens_out_mean:,.0f}"))
     rate = s.tool_call_success_rate
@@ -168,7 +200,8 @@ def config_rows(c: EvalRunConfig | None) -> list[tuple[str, str]]:
         ("budgets", f"max_steps {b.max_steps}, agent timeout {b.agent_timeout_s:g}s"),
         (
             "sampling",
-            f"temperature {s.temperature:g}, top_p {s.top_p:g}, max_tokens {s.max_tokens}",
+            f"temperature {s.temperature:g}, top_p {s.top_p:g}, max_tokens "
+            + (str(s.max_tokens) if s.max_tokens is not None else "engine default"),
         ),
         ("dataset", f"{c.dataset.source} ({c.dataset.n_tasks} tasks, {c.dataset.digest[:19]})"),
         ("apexrl", c.apexrl_version),
@@ -181,12 +214,15 @@ def config_rows(c: EvalRunConfig | None) -> list[tuple[str, str]]:
 def print_table(runs: list[LoadedRun], console) -> None:
     from rich.table import Table
 
+    for r in runs:
+        if r.incomplete:
+            console.print(f"[bold red]{r.label}[/]: {r.incomplete}", markup=True, highlight=False)
     if len(runs) == 1:
         r = runs[0]
         t = Table(title=f"eval {r.label}", show_header=False)
         t.add_column("metric", style="bold")
         t.add_column("value")
-        for k, v in config_rows(r.config) + summary_rows(r.summary):
+        for k, v in config_rows(r.config) + summary_rows(r.summary, r.incomplete):
             t.add_row(k, v)
         console.print(t)
         head, rows = domain_rows(r.summary)
@@ -219,7 +255,9 @@ def render_md(runs: list[LoadedRun]) -> str:
     if len(runs) == 1:
         r = runs[0]
         parts = [f"# Eval: {r.label}", ""]
-        kv = config_rows(r.config) + summary_rows(r.summary)
+        if r.incomplete:
+            parts += [f"> **{r.incomplete}**", ""]
+        kv = config_rows(r.config) + summary_rows(r.summary, r.incomplete)
         parts.append(_md_table(["", ""], [[k, v] for k, v in kv]))
         parts += ["", "## Per domain", "", _md_table(*domain_rows(r.summary)), ""]
         parts.append(
@@ -231,6 +269,7 @@ def render_md(runs: list[LoadedRun]) -> str:
     parts = [
         f"# Eval comparison: A = {runs[0].label}, B = {runs[1].label}",
         "",
+        *[f"> **{r.label}: {r.incomplete}**\n" for r in runs if r.incomplete],
         _compare_note(cmp),
         "",
         _md_table(*compare_rows(cmp)),
@@ -254,15 +293,34 @@ def render_json(runs: list[LoadedRun]) -> dict:
     if len(runs) == 1:
         r = runs[0]
         return {
+            **_progress(r),
             "run_dir": str(r.run_dir),
             "config": r.config.model_dump(mode="json") if r.config else None,
             "summary": r.summary.model_dump(mode="json"),
         }
     return {
-        "a": {"run_dir": str(runs[0].run_dir), "summary": runs[0].summary.model_dump(mode="json")},
-        "b": {"run_dir": str(runs[1].run_dir), "summary": runs[1].summary.model_dump(mode="json")},
+        "complete": all(r.summary.complete for r in runs),
+        "a": {
+            **_progress(runs[0]),
+            "run_dir": str(runs[0].run_dir),
+            "summary": runs[0].summary.model_dump(mode="json"),
+        },
+        "b": {
+            **_progress(runs[1]),
+            "run_dir": str(runs[1].run_dir),
+            "summary": runs[1].summary.model_dump(mode="json"),
+        },
         "comparison": compare(runs[0].cols, runs[1].cols),
     }
+
+
+def _progress(r: LoadedRun) -> dict:
+    """complete / trials_planned / trials_done first, and how to resume when incomplete."""
+    s = r.summary
+    out = {"complete": s.complete, "trials_planned": s.trials_planned, "trials_done": s.trials_done}
+    if not s.complete:
+        out["resume"] = resume_command(r.config, r.run_dir)
+    return out
 
 
 # --- HTML ----------------------------------------------------------------------------
@@ -383,7 +441,7 @@ def render_html(runs: list[LoadedRun]) -> str:
         title = f"Eval: {r.label}"
         body = [
             f"<h1>{html.escape(title)}</h1>",
-            _html_table(None, [list(x) for x in summary_rows(r.summary)]),
+            _html_table(None, [list(x) for x in summary_rows(r.summary, r.incomplete)]),
             "<h2>Per domain</h2>",
             _html_table(*domain_rows(r.summary)),
         ]

@@ -191,6 +191,7 @@ def execute_trial(
     started, t0 = _now(), time.perf_counter()
     task_dir = trial.task.path
     scratch = None
+    outcome: TrialOutcome | None = None
     try:
         if not task_dir.is_dir() and task_blob is not None:  # a Ray node without the dataset
             from apexrl.tasks.unpack import unpack_row
@@ -240,10 +241,19 @@ def execute_trial(
         world_id=data.get("world_id") or trial.task.world_id,
         started_at=data.get("started_at") or started,
         duration_s=data.get("duration_s") or round(time.perf_counter() - t0, 6),
+        error_message=_error_message(outcome, files),
     )
     if files.keys() == {"error.txt"}:
         files = {}  # nothing to publish as a trajectory; the row says what happened
     return TrialDone(EvalResultRow.model_validate(data), files)
+
+
+def _error_message(outcome: TrialOutcome | None, files: dict[str, bytes]) -> str | None:
+    """Why the trial failed, for the results row (capped: the full text is in its logs)."""
+    msg = outcome.error_message if outcome is not None else None
+    if msg is None and "error.txt" in files:
+        msg = files["error.txt"].decode(errors="replace").strip()
+    return msg[:2000] if msg else None
 
 
 def trial_config(run: EvalRunConfig, run_dir: Path, trial: PlannedTrial, endpoint: str | None):
@@ -335,7 +345,7 @@ def run_trials(
             on_result(td.row, prog)
         if time.monotonic() - last_compact > COMPACT_EVERY_S:
             resume.write_results(run_dir, done)
-            resume.write_summary(run_dir, summarize(done.values()))
+            resume.write_summary(run_dir, summarize(done.values(), planned=planned))
             last_compact = time.monotonic()
 
     try:
@@ -347,7 +357,7 @@ def run_trials(
                 _run_threads(trial_fn, todo, configs, run.concurrency, record)
     finally:
         resume.write_results(run_dir, done)
-        summary = summarize(done.values())
+        summary = summarize(done.values(), planned=planned)
         resume.write_summary(run_dir, summary)
     return RunReport(summary, ran=prog.done, planned=planned, skipped=planned - len(todo))
 
@@ -441,6 +451,7 @@ def build_run_config(
     ray_address: str | None,
     system_prompt: PromptInfo | None = None,
     extra_prompt: PromptInfo | None = None,
+    command: str | None = None,
 ) -> EvalRunConfig:
     """run.json from the request's TrialSpec, the resolved model and the selection."""
     trial = {k: getattr(spec, k) for k in TrialSpec.model_fields}
@@ -465,6 +476,7 @@ def build_run_config(
         domains=domains,
         concurrency=concurrency,
         ray_address=ray_address,
+        command=command,
     )
 
 
@@ -494,6 +506,7 @@ class EvalRequest(TrialSpec):
     ray_address: str | None = None
     retry_errors: bool = False
     force: bool = False
+    command: str | None = None  # the command line, recorded in run.json for resuming
 
 
 def run_eval(
@@ -540,7 +553,9 @@ def run_eval(
             ray_address=req.ray_address,
             system_prompt=req.system_prompt,
             extra_prompt=req.extra_prompt,
+            command=req.command,
         )
+        run.trials_planned = run.attempts * len(tasks)
         if trial_fn is None:  # apexrl's own trials: check their environment up front
             preflight(req, tasks, resolved)
         old = resume.load_config(run_dir)

@@ -24,6 +24,16 @@ class EvalEntry:
     per_domain: dict[str, tuple[float, float | None, float | None, int | None]] = field(
         default_factory=dict
     )
+    complete: bool = True  # False: an interrupted run, published with --allow-incomplete
+    trials_planned: int | None = None
+    trials_done: int | None = None
+
+    @property
+    def incomplete_note(self) -> str:
+        return (
+            f"INCOMPLETE: {self.trials_done} of {self.trials_planned} planned trials had a "
+            "result (an interrupted run); the figures cover those trials only"
+        )
 
 
 def _metric(m) -> tuple[float, float | None, float | None] | None:
@@ -64,6 +74,9 @@ def eval_entry(name: str, summary: dict, run: dict) -> EvalEntry | None:
         n_trials=src.get("n_trials"),
         pass_at_1=p1,
         per_domain=per,
+        complete=src.get("complete") is not False,
+        trials_planned=src.get("trials_planned"),
+        trials_done=src.get("trials_done"),
     )
 
 
@@ -156,6 +169,9 @@ def model_card(
             "bootstrap over tasks.\n\n"
         )
         out.append(eval_table(evals))
+        for e in evals:
+            if not e.complete:
+                out.append(f"\n**{e.name}: {e.incomplete_note}.**\n")
     else:
         out.append("No evaluation was attached (`apexrl publish model --eval RUN_DIR`).\n")
     if recipe or manifest:
@@ -258,6 +274,8 @@ def traces_card(
     entry = eval_entry("this run", summary, run) if summary else None
     out.append("\n## Metrics\n\n")
     out.append(eval_table([entry]) if entry else "summary.json has no Pass@1.\n")
+    if entry is not None and not entry.complete:
+        out.append(f"\n**{entry.incomplete_note}.**\n")
     out.append("\n## Schema\n\n| column | type | description |\n|---|---|---|\n")
     cols = TRACE_SCHEMA + (TOKEN_COLUMNS if include_tokens else [])
     out.extend(f"| {c} | {t} | {d} |\n" for c, t, d in cols)

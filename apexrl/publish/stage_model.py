@@ -41,6 +41,7 @@ def stage_model(
     revision: str = "main",
     license: str | None = None,
     redactor: Redactor | None = None,
+    allow_incomplete: bool = False,
 ) -> Plan:
     ckpt = Path(ckpt)
     if not ckpt.is_dir():
@@ -90,6 +91,14 @@ def stage_model(
         entry = cards.eval_entry(run_dir.name, summary, cards.read_json(run_dir / "run.json"))
         if entry is None:
             raise BadRecordError(f"{run_dir / 'summary.json'}", "has no pass_at_1 metric")
+        if not entry.complete and not allow_incomplete:
+            raise BadRecordError(
+                str(run_dir),
+                f"the eval run is incomplete ({entry.trials_done} of {entry.trials_planned} "
+                "trials have a result): its figures are not the run's",
+                hint="rerun its `apexrl eval run` command to finish it, or pass "
+                "--allow-incomplete (the card then says INCOMPLETE)",
+            )
         entries_eval.append(entry)
     card = cards.model_card(
         repo=repo,

@@ -1,0 +1,82 @@
+"""An interrupted eval is reported as such everywhere a user reads its figures (issue 32.1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from apexrl.cli.app import app
+from tests.eval.conftest import eval_runner, passing_trial
+
+
+def interrupting_trial(after: int):
+    """Passes `after` trials, then the user presses Ctrl-C."""
+    seen = {"n": 0}
+
+    def trial(task_dir, config):
+        if seen["n"] >= after:
+            raise KeyboardInterrupt
+        seen["n"] += 1
+        return passing_trial(task_dir, config)
+
+    return trial
+
+
+def run_args(tasks: Path, run_dir: Path) -> list[str]:
+    return ["eval", "run", "--agent", "oracle", "-t", str(tasks), "-o", str(run_dir), "-k", "2"]
+
+
+@pytest.fixture
+def partial_run(task_dirs, tmp_path) -> Path:
+    run_dir = tmp_path / "run"
+    res = eval_runner(interrupting_trial(13)).invoke(app, run_args(task_dirs, run_dir))
+    assert res.exit_code == 130, res.output
+    assert "interrupted: 13 of 28 trial(s) have a result" in res.stderr
+    assert "resume with: apexrl eval run ... -o" in res.stderr
+    return run_dir
+
+
+def test_summary_and_every_report_format_say_incomplete(partial_run, task_dirs):
+    summary = orjson.loads((partial_run / "summary.json").read_bytes())
+    assert summary["complete"] is False
+    assert (summary["trials_planned"], summary["trials_done"]) == (28, 13)
+    runner = eval_runner(passing_trial)
+    res = runner.invoke(app, ["eval", "report", str(partial_run)])
+    assert "INCOMPLETE: 13 of 28 planned trials" in res.stderr
+    data = orjson.loads(res.stdout)
+    assert (data["complete"], data["trials_planned"], data["trials_done"]) == (False, 28, 13)
+    assert "eval run" in data["resume"]
+    md = runner.invoke(app, ["eval", "report", str(partial_run), "-f", "md"]).stdout
+    assert md.splitlines()[2].startswith("> **INCOMPLETE: 13 of 28 planned trials")
+    table = runner.invoke(app, ["eval", "report", str(partial_run), "-f", "table"]).stdout
+    assert "INCOMPLETE: 13 of 28" in table.split("\n")[0]
+    html = runner.invoke(app, ["eval", "report", str(partial_run), "-f", "html", "-o", "-"]).stdout
+    assert html.startswith("<!doctype html>") and "INCOMPLETE" in html
+    # rerunning the same command resumes and completes it; the report stops warning
+    res = runner.invoke(app, run_args(task_dirs, partial_run))
+    assert res.exit_code == 0, res.output
+    assert "15 trial(s) run, 13 already done" in res.stderr
+    res = runner.invoke(app, ["eval", "report", str(partial_run)])
+    data = orjson.loads(res.stdout)
+    assert (data["complete"], data["trials_done"]) == (True, 28) and "resume" not in data
+    assert "INCOMPLETE" not in res.stderr
+
+
+def test_publish_refuses_an_incomplete_run_unless_allowed(partial_run, tmp_path):
+    from apexrl.engine.local import make_tiny_checkpoint
+
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", num_layers=1, hidden_size=32)
+    runner = eval_runner(passing_trial)
+    args = ["publish", "model", str(ckpt), "--repo", "me/m", "--eval", str(partial_run)]
+    res = runner.invoke(app, [*args, "--dry-run"])
+    assert res.exit_code == 1, res.output
+    assert "is incomplete (13 of 28 trials" in res.stderr and "--allow-incomplete" in res.stderr
+    stage = tmp_path / "stage"
+    res = runner.invoke(
+        app, [*args, "--dry-run", "--allow-incomplete", "--stage", str(stage), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    card = (stage / "README.md").read_text()
+    assert "INCOMPLETE" in card and "13 of 28" in card
