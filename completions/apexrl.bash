@@ -56,7 +56,7 @@ _apexrl() {
         "plan concurrency") words="--model-config --gpu-memory --engines --tp --gpu-mem-util --max-model-len --avg-tokens --overhead-gb --kv-cache-tokens --json --help" ;;
         "publish") words="dataset model traces --help" ;;
         "publish dataset") words="--repo --private --public --license --dry-run --strict --stage --commit-size --json --help" ;;
-        "publish model") words="--repo --eval --base-model --private --public --revision --license --dry-run --strict --stage --commit-size --json --help" ;;
+        "publish model") words="--repo --eval --allow-incomplete --base-model --private --public --revision --license --dry-run --strict --stage --commit-size --json --help" ;;
         "publish traces") words="--repo --include-tokens --private --public --license --dry-run --strict --stage --commit-size --json --help" ;;
         "schema") words="--help" ;;
         "tasks") words="convert example ls pack split unpack validate --help" ;;

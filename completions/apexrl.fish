@@ -115,6 +115,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from publish; and __fish_seen_subc
 complete -c apexrl -n '__fish_seen_subcommand_from publish; and __fish_seen_subcommand_from dataset' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from publish; and __fish_seen_subcommand_from model' -l repo
 complete -c apexrl -n '__fish_seen_subcommand_from publish; and __fish_seen_subcommand_from model' -l eval
+complete -c apexrl -n '__fish_seen_subcommand_from publish; and __fish_seen_subcommand_from model' -l allow-incomplete
 complete -c apexrl -n '__fish_seen_subcommand_from publish; and __fish_seen_subcommand_from model' -l base-model
 complete -c apexrl -n '__fish_seen_subcommand_from publish; and __fish_seen_subcommand_from model' -l private
 complete -c apexrl -n '__fish_seen_subcommand_from publish; and __fish_seen_subcommand_from model' -l public

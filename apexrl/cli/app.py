@@ -94,7 +94,13 @@ _register()
 
 def main() -> None:
     output.set_argv(sys.argv[1:])
-    app(prog_name="apexrl")
+    try:
+        app(prog_name="apexrl")
+    finally:  # output still buffered when its reader left (`| head`): not an error
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            output.quiet_broken_pipe()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -127,7 +127,11 @@ def planned_trials(config: EvalRunConfig | None) -> int | None:
         return config.trials_planned
     if config.domains:
         return None
-    n = config.dataset.n_tasks if config.limit is None else min(config.limit, config.dataset.n_tasks)
+    n = (
+        config.dataset.n_tasks
+        if config.limit is None
+        else min(config.limit, config.dataset.n_tasks)
+    )
     return config.attempts * n
 
 
