@@ -31,8 +31,16 @@ complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l log-file
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l ready-timeout
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l help
-complete -c apexrl -n '__fish_seen_subcommand_from eval' -a 'report run'
+complete -c apexrl -n '__fish_seen_subcommand_from eval' -a 'regrade report run'
 complete -c apexrl -n '__fish_seen_subcommand_from eval' -l help
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l out
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l grader
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l judge
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l judge-api-base
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l archipelago
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l reward
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l json
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from report' -l format
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from report' -l out
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from report' -l help
@@ -51,6 +59,8 @@ complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcomm
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l judge
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l no-judge
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l judge-api-base
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l grader
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l archipelago
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l tokenizer
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l chat-template
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l system-prompt

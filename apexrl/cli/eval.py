@@ -27,6 +27,11 @@ Agent = StrEnum("Agent", {n: n for n in agent_names()})
 Engine = StrEnum("Engine", {n: n for n in engine_choices()})
 
 
+class Grader(StrEnum):
+    apexrl = "apexrl"
+    archipelago = "archipelago"
+
+
 class Reward(StrEnum):
     pass_ = "pass"
     score = "score"
@@ -84,6 +89,14 @@ def run(
     judge_api_base: str = typer.Option(
         None, "--judge-api-base", help="OpenAI-compatible URL serving the judge (openai/<name>)."
     ),
+    grader: Grader = typer.Option(
+        Grader.apexrl, "--grader", help="Who grades: apexrl, or archipelago's own grading runner."
+    ),
+    archipelago: Path = typer.Option(
+        None,
+        "--archipelago",
+        help="archipelago checkout for --grader archipelago (default: $APEXRL_ARCHIPELAGO).",
+    ),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer (default: MODEL's)."),
     chat_template: str = typer.Option(None, "--chat-template", help="Template file or name."),
     system_prompt: Path = typer.Option(
@@ -138,6 +151,8 @@ def run(
         raise UsageError("--judge and --no-judge exclude each other", hint="pass one of them")
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
+    checkout = _grader_checkout(grader, archipelago, judge)
+
     if image_profile:
         from apexrl.envs.profiles import get_profile
 
@@ -164,6 +179,8 @@ def run(
         extra_prompt=read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None,
         budgets=AgentBudgets(**budgets),
         reward=reward.value,
+        grader=grader.value,
+        archipelago=checkout,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         ray_address=ray_address,
         retry_errors=retry_errors,
@@ -240,6 +257,26 @@ def _interrupted(run_dir: Path) -> None:
     )
 
 
+def _grader_checkout(grader: Grader, archipelago: Path | None, judge: str | None) -> str | None:
+    """--grader archipelago: the checkout (checked, its runner built now, not per trial)."""
+    from apexrl.errors import UsageError
+
+    if grader is not Grader.archipelago:
+        if archipelago is not None:
+            raise UsageError("--archipelago is for --grader archipelago")
+        return None
+    if not judge:
+        raise UsageError(
+            "--grader archipelago judges every criterion with an LLM: it needs --judge",
+            hint="e.g. --judge openai/NAME --judge-api-base URL, or a provider model",
+        )
+    from apexrl.grading.archipelago import resolve_checkout, runner_dir
+
+    checkout = resolve_checkout(archipelago)
+    runner_dir(checkout, log=output.info)
+    return str(checkout.root)
+
+
 class _live_progress:  # noqa: N801 - used as a context manager
     """A Rich progress bar on stderr: trials done/total, pass rate, errors, tok/s."""
 
@@ -279,6 +316,83 @@ class _live_progress:  # noqa: N801 - used as a context manager
 
     def __exit__(self, *exc):
         return self.prog.__exit__(*exc)
+
+
+@app.command("regrade")
+def regrade(
+    run_dir: Path = typer.Argument(..., help="RUN_DIR of `apexrl eval run`."),
+    out: Path = typer.Option(..., "-o", "--out", help="NEW_RUN folder (rerun the same to resume)."),
+    grader: list[Grader] = typer.Option(
+        None,
+        "--grader",
+        help="apexrl or archipelago; twice: both, with comparison.jsonl (default: the run's).",
+    ),
+    judge: str = typer.Option(None, "--judge", help="LiteLLM judge model (default: the run's)."),
+    judge_api_base: str = typer.Option(
+        None, "--judge-api-base", help="OpenAI-compatible URL serving the judge (openai/<name>)."
+    ),
+    archipelago: Path = typer.Option(
+        None,
+        "--archipelago",
+        help="archipelago checkout (default: the run's, $APEXRL_ARCHIPELAGO).",
+    ),
+    reward: Reward = typer.Option(None, "--reward", help="pass or score (default: the run's)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Grade RUN_DIR's trials again, without running them, into NEW_RUN.
+
+    Uses the evidence each trial kept (verifier/inputs/). With two graders, writes
+    NEW_RUN/comparison.jsonl (task, criterion, verdict under each, same). Judge replies
+    are cached by (model, prompt sha256): a rerun makes no judge call for a prompt seen.
+    """
+    from apexrl.errors import ExitCode
+    from apexrl.eval.regrade import RegradeRequest
+    from apexrl.eval.regrade import regrade as do_regrade
+
+    graders = [g.value for g in grader] if grader else []
+    if not graders:
+        from apexrl.eval.resume import load_config
+
+        old = load_config(run_dir)
+        graders = [old.grader if old else "apexrl"]
+    rep = do_regrade(
+        RegradeRequest(
+            run_dir=run_dir,
+            out=out,
+            graders=graders,
+            judge=judge,
+            judge_api_base=judge_api_base,
+            archipelago=str(archipelago) if archipelago else None,
+            reward=reward.value if reward else None,
+        ),
+        log=output.info,
+    )
+    from apexrl.eval.report import load_run, summary_line
+
+    s = load_run(out).summary
+    line = f"{rep.graded} grading(s) made, {rep.reused} reused, {rep.judge_calls} judge call(s)"
+    if rep.criteria:
+        line += f"; verdicts agree on {rep.same}/{rep.criteria} criteria"
+    output.info(f"{line}; {summary_line(s)} -> {out}")
+    record = {
+        "out": str(out),
+        "graders": graders,
+        "graded": rep.graded,
+        "reused": rep.reused,
+        "kept": rep.kept,
+        "missing": rep.missing,
+        "judge_calls": rep.judge_calls,
+        "criteria_compared": rep.criteria,
+        "criteria_same": rep.same,
+        "summary": s.model_dump(mode="json"),
+    }
+    output.emit_records([record], json_out=True)
+    if rep.missing:
+        output.warn(
+            f"{len(rep.missing)} completed trial(s) kept no grading inputs (first: "
+            f"{rep.missing[0]}); their rows are copied unchanged"
+        )
+        raise typer.Exit(int(ExitCode.PARTIAL))
 
 
 @app.command("report")

@@ -75,6 +75,7 @@ class EvalRunConfig(Record, TrialSpec):
     ray_address: str | None = None
     trials_planned: int | None = None  # attempts x selected tasks of the latest invocation
     command: str | None = None  # the command line that ran it: rerun it to resume
+    regraded_from: str | None = None  # `eval regrade`: the run whose trials were graded again
 
     def identity(self) -> dict:
         return {
@@ -90,6 +91,7 @@ class EvalRunConfig(Record, TrialSpec):
             "sampling": self.sampling.model_dump(mode="json"),
             "dataset_digest": self.dataset.digest,
             # only when set, so run dirs made before these options keep their identity
+            **({"grader": self.grader} if self.grader != "apexrl" else {}),
             **({"system_prompt_sha256": self.system_prompt.sha256} if self.system_prompt else {}),
             **({"extra_prompt_sha256": self.extra_prompt.sha256} if self.extra_prompt else {}),
         }

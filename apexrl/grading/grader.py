@@ -130,8 +130,10 @@ async def grade(
     total = len(final)
     passed = total > 0 and met == total
     score = met / total if total else 0.0
+    calls = sum(v.attempts for v in final if v.source == "judge") if judge else None
     return GradeResult(
         task_id=task_id,
+        judge_calls=calls,
         reward=score if reward == "score" else float(passed),
         reward_mode=reward,  # type: ignore[arg-type]
         passed=passed,

@@ -17,6 +17,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from apexrl.errors import RemoteError
 
@@ -145,6 +146,7 @@ class JudgeSettings:
     temperature: float = 0.0
     max_tokens: int = 1024
     concurrency: int = 8
+    cache: Any = None  # apexrl.grading.judge_cache.JudgeCache: replies by (model, prompt sha256)
 
 
 @dataclass
@@ -264,11 +266,26 @@ class Judge:
             {"role": "user", "content": prompt},
         ]
         why = ""
+        cache = self.settings.cache
+        if cache is not None:
+            hit = cache.get(self.settings.model, digest)
+            if hit is not None:
+                try:
+                    met, rationale = parse_verdict(hit)
+                    return JudgeVerdict(
+                        met=met, rationale=rationale, attempts=0, prompt_sha256=digest
+                    )
+                except ValueError:
+                    pass
         async with self._sem:
             for attempt in range(1, self.settings.max_attempts + 1):
+                if cache is not None:
+                    cache.count_call()
                 reply = await self._complete(messages)
                 try:
                     met, rationale = parse_verdict(reply)
+                    if cache is not None:
+                        cache.put(self.settings.model, digest, reply)
                     return JudgeVerdict(
                         met=met, rationale=rationale, attempts=attempt, prompt_sha256=digest
                     )

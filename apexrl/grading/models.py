@@ -54,6 +54,9 @@ class GradeResult(Record):
     judge_prompt_version: str | None = None
     judge_system_prompt: str | None = None
     duration_s: float = 0.0
+    grader: Literal["apexrl", "archipelago"] = "apexrl"  # who graded (--grader)
+    grader_commit: str | None = None  # archipelago: the checkout's commit, else its content key
+    judge_calls: int | None = None  # judge calls made (cached prompts cost none); None: unknown
 
     def rewards(self) -> dict[str, float]:
         """Harbor's reward.json: a flat object of numbers."""

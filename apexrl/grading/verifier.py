@@ -11,7 +11,12 @@ grading.json itself, after deleting whatever was in their place.
 kwargs (Harbor `verifier.kwargs`): judge (a LiteLLM model; None or "none":
 deterministic only, free-text criteria "unjudged"), judge_api_base, judge_timeout_s,
 judge_max_attempts, worlds_dir (the world store, for the before-state when the
-environment does not provide one), reward ("pass": 0/1, or "score": fraction met).
+environment does not provide one), reward ("pass": 0/1, or "score": fraction met),
+grader ("apexrl", or "archipelago": the peer's own grading runner from the checkout
+`archipelago` names, apexrl.grading.archipelago).
+
+Whatever the grader, the evidence is kept in verifier/inputs/ (apexrl.grading.inputs)
+so that `apexrl eval regrade` can grade the trial again without running it.
 """
 
 from __future__ import annotations
@@ -29,9 +34,17 @@ from harbor.verifier.base import BaseVerifier
 from apexrl.artifacts.atomic import atomic_path
 from apexrl.grading.evidence import collect_files, diff_world
 from apexrl.grading.grader import grade
+from apexrl.grading.inputs import (
+    INPUTS_DIR,
+    GradingInputs,
+    RubricError,
+    read_inputs,
+    task_rubric,
+    write_inputs,
+)
 from apexrl.grading.judge import JudgeSettings
 from apexrl.grading.requirements import judge_model
-from apexrl.tasks.convert import ANSWER_FILE, gold_file_hashes
+from apexrl.tasks.convert import ANSWER_FILE
 from apexrl.worlds.store import FS_DIR, WorldState
 
 OUT_NAMES = ("reward.json", "reward.txt", "verdicts.json", "grading.json")
@@ -52,10 +65,14 @@ class ApexVerifier(BaseVerifier):
         judge_max_attempts: int = 3,
         worlds_dir: str | None = None,
         reward: str = "pass",
+        grader: str = "apexrl",
+        archipelago: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.reward = reward
+        self.grader = grader
+        self.archipelago = archipelago
         model = judge_model(judge)  # None: unset or "none" (--no-judge)
         self.judge = (
             JudgeSettings(
@@ -75,24 +92,36 @@ class ApexVerifier(BaseVerifier):
         for name in OUT_NAMES:  # whatever the agent may have put there does not count
             (out / name).unlink(missing_ok=True)
         criteria, gold = self._task_inputs()
+        task_id = str(self.task.config.metadata.get("task_id") or self.task.name)
         with tempfile.TemporaryDirectory(prefix="apexrl-grade-") as tmp:
             answer = await self._answer(Path(tmp))
             state = await self._world_state(Path(tmp))
             changes = diff_world(state)
-            result = await grade(
-                criteria,
-                answer=answer,
-                fs_root=state.after_root / FS_DIR,
-                gold=gold,
+            kept = GradingInputs(  # what re-grading needs, in the run folder
+                task_id=task_id,
                 task_prompt=self.task.instruction,
-                judge=self.judge,
+                answer=answer,
+                messages=self._messages(),
                 changes=changes,
-                files=(collect_files(state, changes) if changes is not None else None)
-                if self.judge
-                else None,
-                task_id=str(self.task.config.metadata.get("task_id") or self.task.name),
-                reward=self.reward,
             )
+            write_inputs(out / INPUTS_DIR, kept, state.before, state.after_root)
+            if self.grader == "archipelago":
+                result = await self._grade_archipelago(criteria, out)
+            else:
+                result = await grade(
+                    criteria,
+                    answer=answer,
+                    fs_root=state.after_root / FS_DIR,
+                    gold=gold,
+                    task_prompt=self.task.instruction,
+                    judge=self.judge,
+                    changes=changes,
+                    files=(collect_files(state, changes) if changes is not None else None)
+                    if self.judge
+                    else None,
+                    task_id=task_id,
+                    reward=self.reward,
+                )
         _write(out / "grading.json", result.model_dump_json(indent=2))
         _write(
             out / "verdicts.json",
@@ -101,22 +130,44 @@ class ApexVerifier(BaseVerifier):
         _write(out / "reward.json", json.dumps(result.rewards()))
         return VerifierResult(rewards=result.rewards())
 
-    def _task_inputs(self) -> tuple[list[dict], dict]:
-        from apexrl.tasks.meta import read_criteria, read_gold
+    async def _grade_archipelago(self, criteria: list[dict], out: Path):
+        import asyncio
 
-        tests = self.task.paths.tests_dir
-        try:  # apexrl criteria or archipelago's verifier shape (verifier_values.criteria)
-            criteria = read_criteria(tests)
-        except (OSError, ValueError) as e:
-            raise VerifierInputError(f"{tests / 'verifiers.json'}: {e}") from None
+        from apexrl.grading.archipelago import grade_archipelago, resolve_checkout
+
+        if self.judge is None:
+            raise VerifierInputError("--grader archipelago judges every criterion: set --judge")
+        inputs, before, after = read_inputs(out / INPUTS_DIR)  # exactly what a regrade reads
+        return await asyncio.to_thread(
+            grade_archipelago,
+            criteria,
+            inputs,
+            before,
+            after,
+            judge=self.judge,
+            checkout=resolve_checkout(self.archipelago),
+            reward=self.reward,
+        )
+
+    def _messages(self) -> list[dict] | None:
+        """The agent's message list (tito.json beside its trajectory), if it kept one."""
+        from apexrl.agent.records import TITO_FILE
+        from apexrl.artifacts.nofollow import RefusedPath, read_regular
+
         try:
-            gold = read_gold(tests)
-        except (OSError, ValueError) as e:
-            raise VerifierInputError(f"{tests / 'golden_responses.json'}: {e}") from None
-        gold_dir = self.task.paths.solution_dir / "gold_files"
-        if gold_dir.is_dir():  # trusted host copy: hash it here
-            gold["gold_files"] = gold_file_hashes(gold_dir)
-        return criteria, gold
+            raw = json.loads(read_regular(self.trial_paths.agent_dir / TITO_FILE))
+        except (OSError, ValueError, RefusedPath):
+            return None
+        msgs = raw.get("messages") if isinstance(raw, dict) else None
+        if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
+            return None
+        return msgs
+
+    def _task_inputs(self) -> tuple[list[dict], dict]:
+        try:
+            return task_rubric(self.task.paths.tests_dir, self.task.paths.solution_dir)
+        except RubricError as e:
+            raise VerifierInputError(str(e)) from None
 
     async def _answer(self, tmp: Path) -> str:
         target = tmp / "answer.txt"

@@ -97,6 +97,9 @@ class TrialSpec(BaseModel):
     )
     judge_api_base: str | None = None  # OpenAI-compatible base URL for the judge (openai/<name>)
     reward: Literal["pass", "score"] = "pass"  # trial reward: all criteria met, or fraction met
+    # who grades: apexrl's grader, or archipelago's own grading runner from a checkout
+    grader: Literal["apexrl", "archipelago"] = "apexrl"
+    archipelago: str | None = None  # that checkout (default: $APEXRL_ARCHIPELAGO)
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
     sampling: Sampling = Field(default_factory=Sampling)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)

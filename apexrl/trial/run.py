@@ -108,6 +108,8 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
             "judge_api_base": config.judge_api_base,
             "worlds_dir": worlds,
             "reward": config.reward,
+            "grader": config.grader,
+            "archipelago": config.archipelago,
         },
         override_timeout_sec=config.verifier_timeout_s,
     )

@@ -1,0 +1,315 @@
+"""`apexrl eval regrade`: grade an eval run's trials again, without running them.
+
+Each graded trial kept its evidence in `logs/<trial>/verifier/inputs/`
+(apexrl.grading.inputs). A regrade reads it, grades it with each grader asked for
+(apexrl's, archipelago's runner), and writes a new run folder: run.json (the old run's
+with the new judge and grader), results and summary from the first grader,
+`grades/<grader>/<trial>.json` (each GradeResult), and with two graders
+`comparison.jsonl`, one record per criterion with the verdict under each.
+
+Resumable: a trial with `grades/<grader>/<trial>.json` is not graded again, and judge
+replies are cached in `judge_cache/` by (judge model, sha256 of the exact prompt), so
+a rerun, or a regrade of the same evidence, makes no judge call for a prompt seen.
+Trials that did not complete keep their rows (score 0): there is nothing to grade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from apexrl.artifacts.atomic import write_bytes_atomic
+from apexrl.errors import ApexError, UsageError
+from apexrl.eval import resume
+from apexrl.eval.metrics import summarize
+from apexrl.eval.models import LOGS_DIR, EvalResultRow, EvalRunConfig
+from apexrl.grading.models import GradeResult
+
+GRADES_DIR = "grades"
+CACHE_DIR = "judge_cache"
+COMPARISON_FILE = "comparison.jsonl"
+GRADERS = ("apexrl", "archipelago")
+
+
+@dataclass
+class RegradeRequest:
+    run_dir: Path
+    out: Path
+    graders: list[str]
+    judge: str | None = None  # None: the run's
+    judge_api_base: str | None = None
+    archipelago: str | None = None
+    reward: str | None = None  # None: the run's
+
+
+@dataclass
+class RegradeReport:
+    graded: int = 0  # trials graded now (per grader)
+    reused: int = 0  # trials whose grade was already in OUT
+    kept: int = 0  # trials that did not complete: rows kept as they were
+    missing: list[str] = field(default_factory=list)  # completed trials with no evidence kept
+    judge_calls: int = 0
+    criteria: int = 0  # criteria compared (two graders)
+    same: int = 0
+
+
+def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None) -> RegradeReport:
+    from apexrl.eval.runner import resolve_tasks, trial_id
+
+    run_dir, out = Path(req.run_dir), Path(req.out)
+    old = resume.load_config(run_dir)
+    if old is None:
+        raise UsageError(f"{run_dir} is not an eval run (no run.json)", hint="pass a RUN_DIR")
+    if out.resolve() == run_dir.resolve():
+        raise UsageError("-o must name a new folder, not the run being regraded")
+    bad = [g for g in req.graders if g not in GRADERS]
+    if bad or not req.graders:
+        raise UsageError(f"unknown grader {bad[0] if bad else ''!r}", hint=f"one of {GRADERS}")
+    judge = judge_settings(req, old)
+    checkout = None
+    if "archipelago" in req.graders:
+        from apexrl.grading.archipelago import resolve_checkout, runner_dir
+
+        checkout = resolve_checkout(req.archipelago or old.archipelago)
+        runner_dir(checkout, log=log)
+    rows = resume.load_journal(run_dir)
+    if not rows:
+        rows = _rows_from_results(run_dir)
+    tasks, _ = resolve_tasks(old.dataset.source, run_dir)
+    by_trial = {trial_id(t, r.attempt): t for r in rows.values() for t in tasks}
+    reward = req.reward or old.reward
+    out.mkdir(parents=True, exist_ok=True)
+    from apexrl.grading.judge_cache import JudgeCache
+
+    cache = JudgeCache(out / CACHE_DIR)
+    report = RegradeReport()
+    new_rows: dict[str, EvalResultRow] = {}
+    grades: dict[str, dict[str, GradeResult]] = {g: {} for g in req.graders}
+    for tid, row in sorted(rows.items()):
+        folder = run_dir / LOGS_DIR / tid / "verifier" / "inputs"
+        task = by_trial.get(tid)
+        if row.status != "complete":
+            report.kept += 1
+            new_rows[tid] = row
+            continue
+        if task is None or not folder.is_dir():
+            report.missing.append(tid)
+            new_rows[tid] = row
+            continue
+        for g in req.graders:
+            target = out / GRADES_DIR / g / f"{tid}.json"
+            if target.is_file():
+                grades[g][tid] = GradeResult.model_validate_json(target.read_bytes())
+                report.reused += 1
+                continue
+            log(f"regrade {tid} with {g}")
+            result = grade_trial(
+                g,
+                folder,
+                task.path,
+                judge=judge,
+                reward=reward,
+                checkout=checkout,
+                cache=cache,
+                worlds_dir=old.worlds_dir,
+            )
+            report.judge_calls += result.judge_calls or 0
+            write_bytes_atomic(target, result.model_dump_json(indent=1).encode())
+            grades[g][tid] = result
+            report.graded += 1
+        first = grades[req.graders[0]][tid]
+        new_rows[tid] = row.model_copy(
+            update={
+                "reward": first.reward,
+                "criteria_met": first.criteria_met,
+                "criteria_total": first.criteria_total,
+                "criteria_unjudged": sum(v.source == "unjudged" for v in first.verdicts),
+            }
+        )
+    _write_run(out, old, req, judge, reward, new_rows, grades[req.graders[0]])
+    if len(req.graders) > 1:
+        report.criteria, report.same = write_comparison(out / COMPARISON_FILE, req.graders, grades)
+    return report
+
+
+def judge_settings(req: RegradeRequest, old: EvalRunConfig):
+    from apexrl.grading.judge import JudgeSettings
+    from apexrl.grading.requirements import judge_model
+
+    model = judge_model(req.judge or old.judge)
+    if model is None:
+        if "archipelago" in req.graders:
+            raise UsageError(
+                "archipelago's grader judges every criterion: it needs --judge",
+                hint="pass --judge openai/NAME --judge-api-base URL (or a provider model)",
+            )
+        return None
+    api_base = req.judge_api_base or (old.judge_api_base if not req.judge else None)
+    return JudgeSettings(model=model, api_base=api_base)
+
+
+def grade_trial(
+    grader: str,
+    folder: Path,
+    task_dir: Path,
+    *,
+    judge,
+    reward: str,
+    checkout,
+    cache,
+    worlds_dir: Path | None,
+) -> GradeResult:
+    """One trial's kept evidence, graded by `grader`."""
+    import dataclasses
+
+    from apexrl.grading.inputs import RubricError, read_inputs, task_rubric
+
+    try:
+        inputs, before, after = read_inputs(folder)
+    except (OSError, ValueError) as e:
+        raise ApexError(f"{folder}: the kept grading inputs are unreadable: {e}") from None
+    try:
+        criteria, gold = task_rubric(task_dir / "tests", task_dir / "solution")
+    except RubricError as e:
+        raise ApexError(str(e)) from None
+    if judge is not None:
+        judge = dataclasses.replace(judge, cache=cache)
+    if grader == "archipelago":
+        from apexrl.grading.archipelago import grade_archipelago
+
+        return grade_archipelago(
+            criteria,
+            inputs,
+            before,
+            after,
+            judge=judge,
+            checkout=checkout,
+            reward=reward,
+            cache=cache,
+        )
+    return _grade_apexrl(criteria, gold, inputs, before, after, task_dir, judge, reward, worlds_dir)
+
+
+def _grade_apexrl(criteria, gold, inputs, before, after, task_dir, judge, reward, worlds_dir):
+    from apexrl.grading.evidence import collect_files, diff_world
+    from apexrl.grading.grader import grade
+    from apexrl.worlds.store import FS_DIR
+
+    with tempfile.TemporaryDirectory(prefix="apexrl-regrade-") as tmp:
+        state = world_state(Path(tmp), inputs, before, after, task_dir, worlds_dir)
+        changes = diff_world(state) if inputs.changes is not None else None
+        files = collect_files(state, changes) if changes is not None and judge else None
+        return asyncio.run(
+            grade(
+                criteria,
+                answer=inputs.answer,
+                fs_root=state.after_root / FS_DIR,
+                gold=gold,
+                task_prompt=inputs.task_prompt,
+                judge=judge,
+                changes=changes,
+                files=files,
+                task_id=inputs.task_id,
+                reward=reward,
+            )
+        )
+
+
+def world_state(tmp: Path, inputs, before, after, task_dir: Path, worlds_dir: Path | None):
+    """The trial's worlds again: the pristine world (when the store is at hand) with the
+    kept changes applied; without the store, only the changed files (the same diff)."""
+    from apexrl.worlds.store import WorldState, WorldStore, overlay_sources, task_world
+
+    sources: dict[str, Path] = {}
+    if worlds_dir is not None and Path(worlds_dir).is_dir():
+        try:
+            tw = task_world(task_dir)
+            sources = overlay_sources(
+                WorldStore(Path(worlds_dir)).pristine(tw.world_id), tw.task_files
+            )
+        except ApexError:
+            sources = {}
+    b_root, a_root = tmp / "before", tmp / "after"
+    for rel, data in before.items():
+        (b_root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (b_root / rel).write_bytes(data)
+        sources[rel] = b_root / rel
+    ch = inputs.changes
+    gone = set(ch.deleted) if ch is not None else set()
+    for rel, src in sources.items():
+        if rel in gone or rel in after:
+            continue
+        (a_root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, a_root / rel)
+    for rel, data in after.items():
+        (a_root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (a_root / rel).write_bytes(data)
+    a_root.mkdir(exist_ok=True)
+    return WorldState(after_root=a_root, before=sources if ch is not None else None)
+
+
+def write_comparison(path: Path, graders: list[str], grades) -> tuple[int, int]:
+    """comparison.jsonl: per criterion, the verdict under each grader and whether they agree."""
+    lines, n, same = [], 0, 0
+    a, rest = graders[0], graders[1:]
+    for tid in sorted(grades[a]):
+        others = [grades[g].get(tid) for g in rest]
+        if any(o is None for o in others):
+            continue
+        first = grades[a][tid]
+        maps = [{v.verifier_id: v for v in o.verdicts} for o in others]  # type: ignore[union-attr]
+        for v in first.verdicts:
+            verdicts = {a: v.met}
+            for g, m in zip(rest, maps, strict=True):
+                o = m.get(v.verifier_id)
+                verdicts[g] = o.met if o is not None else None
+            agree = len(set(verdicts.values())) == 1
+            n += 1
+            same += agree
+            rec = {
+                "task_id": first.task_id,
+                "trial_id": tid,
+                "verifier_id": v.verifier_id,
+                "criterion": v.criteria,
+                "verdicts": verdicts,
+                "same": agree,
+            }
+            lines.append(orjson.dumps(rec))
+    write_bytes_atomic(path, b"".join(x + b"\n" for x in lines))
+    return n, same
+
+
+def _rows_from_results(run_dir: Path) -> dict[str, EvalResultRow]:
+    table = resume.read_results_table(run_dir)
+    return {r["trial_id"]: EvalResultRow.model_validate(r) for r in table.to_pylist()}
+
+
+def _write_run(out, old, req, judge, reward, rows, first_grades) -> None:
+    from apexrl.eval.models import RUN_FILE, TRAJECTORIES_DIR
+
+    cfg = old.model_copy(
+        update={
+            "judge": judge.model if judge else old.judge,
+            "judge_api_base": judge.api_base if judge else old.judge_api_base,
+            "grader": req.graders[0],
+            "archipelago": req.archipelago or old.archipelago,
+            "reward": reward,
+            "regraded_from": str(Path(req.run_dir).resolve()),
+            "command": None,  # `eval run`'s resume command does not apply here
+        }
+    )
+    write_bytes_atomic(out / RUN_FILE, cfg.model_dump_json(indent=2).encode() + b"\n")
+    for tid, g in first_grades.items():
+        verdicts = orjson.dumps({"verdicts": [v.model_dump(mode="json") for v in g.verdicts]})
+        write_bytes_atomic(out / TRAJECTORIES_DIR / tid / "verdicts.json", verdicts)
+    (out / resume.JOURNAL_FILE).unlink(missing_ok=True)
+    for row in rows.values():
+        resume.append_result(out, row)
+    resume.write_results(out, rows)
+    resume.write_summary(out, summarize(rows.values(), planned=old.trials_planned))
