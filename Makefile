@@ -191,6 +191,7 @@ demo: install sysdeps
 	echo "== 10/11 eval run     (tiny random Qwen3 on the local CPU engine) -> $(DEMO)/eval-tiny"; \
 	$(PY) -c 'import sys; from apexrl.engine.local import make_tiny_checkpoint as m; m(sys.argv[1], max_position_embeddings=32768)' $(DEMO)/tiny-qwen3 >/dev/null 2>$(DEMO)/tiny-qwen3.log || { cat $(DEMO)/tiny-qwen3.log >&2; false; }; \
 	$$A eval run $(DEMO)/tiny-qwen3 --tasks $(DEMO)/tasks --worlds $(DEMO)/expert/world_files_zipped -o $(DEMO)/eval-tiny --limit 3 --max-steps 3 --max-tokens 64 -n 3 --no-judge > $(DEMO)/eval-tiny.json; \
+	$$A eval view $(DEMO)/eval-oracle $(DEMO)/eval-tiny > $(DEMO)/eval-view.path; \
 	$$A eval report $(DEMO)/eval-oracle $(DEMO)/eval-tiny --format html -o $(DEMO)/eval-report.html; \
 	echo "== 11/11 publish      (dry runs: dataset and traces)"; \
 	$$A publish dataset $(DEMO)/dataset --repo demo/apex-tasks --dry-run --license other > $(DEMO)/publish-dataset.jsonl 2> $(DEMO)/publish-dataset.log; \
@@ -204,6 +205,7 @@ demo: install sysdeps
 	$(PY) -c 'import sys; from apexrl.eval.models import EvalSummary as S; from apexrl.eval.report import summary_line as f; [print("eval", n + ":", f(S.model_validate_json(open(p).read()))) for n, p in zip(("oracle", "tiny"), sys.argv[1:])]' $(DEMO)/eval-oracle.json $(DEMO)/eval-tiny.json; \
 	echo; $$A eval report $(DEMO)/eval-oracle --format md; \
 	echo; echo "HTML report (oracle vs tiny model): $(DEMO)/eval-report.html"; \
+	echo "trial viewer (transcripts, verdicts, changed tasks): $$(cat $(DEMO)/eval-view.path)"; \
 	echo "artifacts in $(DEMO)/"
 
 clean:

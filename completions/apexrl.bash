@@ -13,6 +13,7 @@ _apexrl() {
             "eval regrade") path="eval regrade" ;;
             "eval report") path="eval report" ;;
             "eval run") path="eval run" ;;
+            "eval view") path="eval view" ;;
             "image") path="image" ;;
             "image push") path="image push" ;;
             "plan") path="plan" ;;
@@ -48,10 +49,11 @@ _apexrl() {
         "engine check") words="--endpoint --model --timeout --help" ;;
         "engine make-tiny") words="--tokenizer --seed --hidden-size --layers --window --help" ;;
         "engine serve") words="--model --engine --host --port --served-model-name --max-model-len --tensor-parallel-size --tp --threads --vllm-python --log-file --ready-timeout --help" ;;
-        "eval") words="regrade report run --help" ;;
+        "eval") words="regrade report run view --help" ;;
         "eval regrade") words="--out --grader --judge --judge-api-base --archipelago --reward --json --help" ;;
         "eval report") words="--format --out --help" ;;
         "eval run") words="--tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --no-judge --judge-api-base --grader --archipelago --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --nudge --reward --temperature --top-p --max-tokens --seed --ray-address --retry-errors --pass-env --force --json --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile --help" ;;
+        "eval view") words="--out --max-chars --help" ;;
         "image") words="push --help" ;;
         "image push") words="--to --tag --concurrency --retries --timeout --registry-endpoint --dry-run --json --help" ;;
         "plan") words="concurrency --help" ;;

@@ -31,7 +31,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subco
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l log-file
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l ready-timeout
 complete -c apexrl -n '__fish_seen_subcommand_from engine; and __fish_seen_subcommand_from serve' -l help
-complete -c apexrl -n '__fish_seen_subcommand_from eval' -a 'regrade report run'
+complete -c apexrl -n '__fish_seen_subcommand_from eval' -a 'regrade report run view'
 complete -c apexrl -n '__fish_seen_subcommand_from eval' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l out
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from regrade' -l grader
@@ -87,6 +87,9 @@ complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcomm
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l sandbox-timeout
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l image-profile
 complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from run' -l help
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from view' -l out
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from view' -l max-chars
+complete -c apexrl -n '__fish_seen_subcommand_from eval; and __fish_seen_subcommand_from view' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from image' -a 'push'
 complete -c apexrl -n '__fish_seen_subcommand_from image' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from image; and __fish_seen_subcommand_from push' -l to

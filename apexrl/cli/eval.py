@@ -395,6 +395,55 @@ def regrade(
         raise typer.Exit(int(ExitCode.PARTIAL))
 
 
+@app.command("view")
+def view(
+    runs: list[Path] = typer.Argument(
+        ..., help="RUN_DIR of `apexrl eval run`; more than one: their tasks side by side."
+    ),
+    out: str = typer.Option(
+        None,
+        "-o",
+        "--out",
+        help="HTML file to write, - for stdout (default: RUN_DIR/viewer.html, or "
+        "RUN_DIR/viewer-vs-<RUN_B>.html for several runs).",
+    ),
+    max_chars: int = typer.Option(
+        8000,
+        "--max-chars",
+        help="Longest text kept whole on the page (a message, tool argument or result); "
+        "longer ones keep head and tail and name the file with the rest.",
+    ),
+) -> None:
+    """One self-contained HTML page (no server, nothing fetched) to browse runs: a
+    sortable, filterable table of tasks and trials, each trial's transcript (messages,
+    tool calls and results, final answer, files written, each criterion's verdict and
+    rationale), and with several runs the tasks whose outcome changed, side by side."""
+    import sys
+
+    from apexrl.artifacts.atomic import write_text_atomic
+    from apexrl.errors import UsageError
+    from apexrl.eval import viewer
+
+    if max_chars < 200:
+        raise UsageError("--max-chars must be at least 200")
+    to_stdout = out == "-"
+    target = None if out is None or to_stdout else _output_file(out)
+    loaded = [viewer.load_view_run(r) for r in runs]
+    total = sum(len(r.rows) for r in loaded)
+    with output.progress("reading transcripts", total) as advance:
+        for r in loaded:
+            viewer.read_transcripts(r, cap=max_chars, on_trial=advance)
+    page = viewer.render_viewer(loaded, cap=max_chars)
+    if to_stdout:
+        sys.stdout.write(page)
+        sys.stdout.flush()
+        return
+    target = target or viewer.default_view_path(runs)
+    write_text_atomic(target, page)
+    output.info(f"wrote {target} ({len(page.encode()) / 1e6:.1f} MB, {total} trial(s))")
+    output.emit_path(target, format="html", trials=total)
+
+
 @app.command("report")
 def report(
     run_dir: Path = typer.Argument(..., help="RUN_DIR of `apexrl eval run`."),
@@ -443,9 +492,9 @@ def report(
             rep.print_table(runs, Console(no_color=bool(os.environ.get("NO_COLOR")), width=140))
         return
     if fmt is Format.html:
-        text = rep.render_html(runs)
         if target is None and not to_stdout:
             target = run_dir / "report.html"
+        text = rep.render_html(runs, page=target)
     elif fmt is Format.md:
         text = rep.render_md(runs)
     else:

@@ -127,6 +127,23 @@ class Columns:
     def __len__(self) -> int:
         return len(self.task_id)
 
+    def only_tasks(self, task_ids) -> Columns:
+        """The rows of these tasks (a comparison's shared tasks), in the same order."""
+        import dataclasses
+
+        mask = np.isin(self.task_id.astype(str), np.asarray(list(task_ids), dtype=str))
+        keep = np.flatnonzero(mask)
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is None:
+                out[f.name] = None
+            elif isinstance(v, np.ndarray):
+                out[f.name] = v[mask]
+            else:
+                out[f.name] = [v[i] for i in keep]
+        return Columns(**out)
+
     def passed(self) -> np.ndarray:
         complete = self.status == "complete"
         by_criteria = (self.criteria_total > 0) & (self.criteria_met >= self.criteria_total)

@@ -165,17 +165,40 @@ def _judge_label(judge: str | None) -> str:
 
 
 def compare_rows(cmp: dict) -> tuple[list[str], list[list[str]]]:
-    head = ["scope", "metric", "A", "B", "delta (B - A) [95% CI]"]
+    """One row per scope and metric; the last column says which tasks A, B and the
+    delta are over (the shared tasks when there are any), so no row mixes scopes."""
+    head = ["scope", "metric", "A", "B", "delta (B - A) [95% CI]", "over"]
     rows = []
     scopes = [("all", cmp["overall"]), *cmp["per_domain"].items()]
     for scope, group in scopes:
+        over = _over(group)
         for name, d in group["metrics"].items():
             if scope != "all" and name not in ("pass_at_1", "mean_score"):
                 continue
             rows.append(
-                [scope, _metric_label(name), pct_or_dash(d["a"]), pct_or_dash(d["b"]), fmt_delta(d)]
+                [
+                    scope,
+                    _metric_label(name),
+                    pct_or_dash(d["a"]),
+                    pct_or_dash(d["b"]),
+                    fmt_delta(d),
+                    over,
+                ]
             )
     return head, rows
+
+
+def _tasks(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
+
+
+def _over(group: dict) -> str:
+    if group["paired"]:
+        return f"{_tasks(group['n_shared_tasks'])} shared"
+    a, b = group["n_tasks_a"], group["n_tasks_b"]
+    if a and b:
+        return f"A {a}, B {_tasks(b)}, none shared (unpaired)"
+    return f"A only, {_tasks(a)}" if a else f"B only, {_tasks(b)}"
 
 
 def _metric_label(name: str) -> str:
@@ -335,81 +358,136 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+COLORS = ["#3b6fb6", "#e07b39"]
+
+
+def _legend_below(ax, ncol: int) -> None:
+    """The legend under the axes, where it cannot cover a bar or a line."""
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol, frameon=False)
+
+
+def plot_scope(runs: list[LoadedRun]) -> tuple[list[Columns], str]:
+    """What the plots of a page are over: each run's own rows, or for a comparison
+    the tasks both runs have (as its table is), with words saying which."""
+    if len(runs) == 1:
+        return [runs[0].cols], ""
+    shared = sorted(set(runs[0].cols.task_id.tolist()) & set(runs[1].cols.task_id.tolist()))
+    if not shared:
+        return [r.cols for r in runs], " (each run's own tasks: none shared)"
+    return [r.cols.only_tasks(shared) for r in runs], f" ({len(shared)} shared tasks)"
+
+
 def make_plots(runs: list[LoadedRun]) -> dict[str, str]:
-    """Per-domain Pass@1 bars (with CIs), the pass@k / pass^k curve, and the
-    distribution of trial scores; one series per run."""
+    """plot_figures(runs) as inline PNG data URLs."""
+    return {name: _png(fig) for name, fig in plot_figures(runs).items()}
+
+
+def plot_figures(runs: list[LoadedRun]) -> dict:
+    """Per-domain Pass@1 bars (with CIs and their values), the pass@k / pass^k curve
+    (when some run has k > 1), and the distribution of trial scores; one series per
+    run. For a comparison, all of them over the tasks both runs have."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
-    colors = ["#3b6fb6", "#e07b39"]
+    cols, scope = plot_scope(runs)
+    sums = [summarize(c) for c in cols]
     plots = {}
     # per-domain Pass@1
-    domains = sorted({d for r in runs for d in r.summary.per_domain})
+    domains = sorted({d for s in sums for d in s.per_domain})
     labels = [*domains, "all"]
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     width = 0.8 / len(runs)
     x = np.arange(len(labels))
-    for i, r in enumerate(runs):
-        ms = [r.summary.per_domain.get(d) for d in domains]
-        vals = [m.pass_at_1 if m else MetricCI(value=0, ci_low=0, ci_high=0) for m in ms]
-        vals.append(r.summary.pass_at_1)
-        v = np.array([m.value for m in vals]) * 100
-        err = np.array([[m.value - m.ci_low for m in vals], [m.ci_high - m.value for m in vals]])
+    for i, (r, s) in enumerate(zip(runs, sums, strict=True)):
+        ms = [s.per_domain[d].pass_at_1 if d in s.per_domain else None for d in domains]
+        ms.append(s.pass_at_1 if s.n_tasks else None)
+        xs = x + (i - (len(runs) - 1) / 2) * width
+        have = [j for j, m in enumerate(ms) if m is not None]
+        v = np.array([ms[j].value for j in have]) * 100
+        err = np.array(
+            [
+                [ms[j].value - ms[j].ci_low for j in have],
+                [ms[j].ci_high - ms[j].value for j in have],
+            ]
+        )
         ax.bar(
-            x + (i - (len(runs) - 1) / 2) * width,
+            xs[have],
             v,
             width,
             yerr=err * 100,
             capsize=3,
-            color=colors[i],
+            color=COLORS[i],
+            edgecolor=COLORS[i],
+            linewidth=1.2,  # a 0% bar still draws its edge on the axis
             label=r.label,
         )
+        for j in have:  # the value over each bar (and its CI): 0% reads as 0%, not as no bar
+            ax.text(
+                xs[j],
+                ms[j].ci_high * 100 + 2,
+                f"{ms[j].value * 100:.0f}%",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color=COLORS[i],
+            )
+        for j in set(range(len(ms))) - set(have):
+            ax.text(xs[j], 2, "n/a", ha="center", va="bottom", fontsize=7, color="#777")
     ax.set_xticks(x, labels, rotation=0, fontsize=8)
     ax.set_ylabel("Pass@1 (%)")
-    ax.set_ylim(0, 105)
-    ax.set_title("Pass@1 per domain (95% CI)")
-    ax.legend(fontsize=8)
-    plots["domains"] = _png(fig)
-    # pass@k curve
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    for i, r in enumerate(runs):
-        ks = sorted(int(k) for k in r.summary.pass_at_k)
-        if not ks:
-            continue
-        at = [r.summary.pass_at_k[str(k)] for k in ks]
-        hat = [r.summary.pass_hat_k[str(k)] for k in ks]
-        for series, style, name in ((at, "-o", "Pass@k"), (hat, "--s", "Pass^k")):
-            v = np.array([m.value for m in series]) * 100
-            ax.plot(ks, v, style, color=colors[i], label=f"{name} {r.label}")
-            ax.fill_between(
-                ks,
-                [m.ci_low * 100 for m in series],
-                [m.ci_high * 100 for m in series],
-                color=colors[i],
-                alpha=0.12,
-            )
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("k (attempts)")
-    ax.set_ylabel("%")
-    ax.set_ylim(0, 105)
-    ax.set_title("Pass@k and Pass^k")
-    ax.legend(fontsize=8)
-    plots["passk"] = _png(fig)
+    ax.set_ylim(0, 115)
+    ax.set_yticks([0, 20, 40, 60, 80, 100])
+    ax.set_title("Pass@1 per domain (95% CI)" + scope)
+    _legend_below(ax, len(runs))
+    plots["domains"] = fig
+    # pass@k curve: only where some run has more than one attempt per task
+    kmax = max((max((int(k) for k in s.pass_at_k), default=1) for s in sums), default=1)
+    if kmax > 1:
+        fig, ax = plt.subplots(figsize=(7, 3.8))
+        for i, (r, s) in enumerate(zip(runs, sums, strict=True)):
+            ks = sorted(int(k) for k in s.pass_at_k)
+            if not ks:
+                continue
+            at = [s.pass_at_k[str(k)] for k in ks]
+            hat = [s.pass_hat_k[str(k)] for k in ks]
+            for series, style, name in ((at, "-o", "Pass@k"), (hat, "--s", "Pass^k")):
+                v = np.array([m.value for m in series]) * 100
+                ax.plot(ks, v, style, color=COLORS[i], label=f"{name} {r.label}")
+                ax.fill_between(
+                    ks,
+                    [m.ci_low * 100 for m in series],
+                    [m.ci_high * 100 for m in series],
+                    color=COLORS[i],
+                    alpha=0.12,
+                )
+        ax.set_xlim(0.5, kmax + 0.5)  # whole attempts, whatever k each run reached
+        if kmax <= 12:
+            ax.set_xticks(range(1, kmax + 1))
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("k (attempts)")
+        ax.set_ylabel("%")
+        ax.set_ylim(-4, 106)  # a 0% or 100% point is drawn whole, not cut by the frame
+        ax.set_title("Pass@k and Pass^k" + scope)
+        _legend_below(ax, 2)
+        plots["passk"] = fig
     # reward distribution
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     bins = np.linspace(0, 1, 11)
-    for i, r in enumerate(runs):
-        ax.hist(r.cols.score(), bins=bins, alpha=0.6, color=colors[i], label=r.label)
+    for i, (r, c) in enumerate(zip(runs, cols, strict=True)):
+        ax.hist(
+            c.score(), bins=bins, alpha=0.6, color=COLORS[i], edgecolor=COLORS[i], label=r.label
+        )
     ax.set_xlabel("trial score (fraction of criteria met; 0 if not completed)")
     ax.set_ylabel("trials")
-    ax.set_title("Reward distribution")
-    ax.legend(fontsize=8)
-    plots["rewards"] = _png(fig)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("Reward distribution" + scope)
+    _legend_below(ax, len(runs))
+    plots["rewards"] = fig
     return plots
 
 
@@ -421,6 +499,8 @@ table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
 td,th{border:1px solid #d7dbe3;padding:.3rem .6rem;text-align:left}
 th{background:#f1f3f7}img{max-width:100%;display:block;margin:.5rem 0}
 .note{color:#5a6272;font-size:.85rem}
+.incomplete{background:#fff4d6;border:1px solid #e6c46a;padding:.4rem .7rem;font-weight:600}
+.viewer{background:#eef3fb;border:1px solid #c8d6ee;padding:.5rem .8rem;border-radius:4px}
 """
 
 
@@ -434,13 +514,64 @@ def _html_table(head: list[str] | None, rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def render_html(runs: list[LoadedRun]) -> str:
+def errors_rows(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]]:
+    """Trials per error class and, under each, per distinct message; a column per run."""
+    names = [r.label for r in runs] if len(runs) == 1 else ["A", "B"][: len(runs)]
+    rows = []
+    for cls in sorted({k for r in runs for k in r.summary.errors}):
+        rows.append([cls, "(all)", *(str(r.summary.errors.get(cls, 0)) for r in runs)])
+        msgs = sorted({m for r in runs for m in r.summary.error_messages.get(cls, {})})
+        for m in msgs:
+            counts = (str(r.summary.error_messages.get(cls, {}).get(m, 0)) for r in runs)
+            rows.append([cls, m, *counts])
+    return ["error class", "message", *(f"trials ({n})" for n in names)], rows
+
+
+def each_run_rows(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]]:
+    """Each run of a comparison over all its own tasks, side by side."""
+    head = ["", *(f"{n}: {r.label}" for n, r in zip("AB", runs, strict=False))]
+    per = [dict(summary_rows(r.summary, r.incomplete)) for r in runs]
+    keys: list[str] = []
+    for p in per:
+        keys += [k for k in p if k not in keys]
+    return head, [[k, *(p.get(k, "-") for p in per)] for k in keys]
+
+
+def viewer_link(runs: list[LoadedRun], page: Path | None) -> str:
+    """A paragraph linking to the runs' trial viewer (`apexrl eval view`), or saying
+    the command that writes it where this link points."""
+    import os
+    import shlex
+
+    from apexrl.eval.viewer import default_view_path
+
+    target = default_view_path([r.run_dir for r in runs])
+    base = (page or runs[0].run_dir / "report.html").resolve().parent
+    href = os.path.relpath(target.resolve(), base)
+    from urllib.parse import quote
+
+    link = f'<a href="{html.escape(quote(href))}">{html.escape(href)}</a>'
+    cmd = "apexrl eval view " + " ".join(shlex.quote(str(r.run_dir)) for r in runs)
+    if target.is_file():
+        return (
+            f"<p class=viewer>Every trial's transcript, criteria verdicts and errors: {link} "
+            f"(remake it with <code>{html.escape(cmd)}</code>).</p>"
+        )
+    return (
+        "<p class=viewer>Every trial's transcript, criteria verdicts and errors: run "
+        f"<code>{html.escape(cmd)}</code>, then open {link}.</p>"
+    )
+
+
+def render_html(runs: list[LoadedRun], *, page: Path | None = None) -> str:
+    """The report page; `page` is where it will be written (for the viewer's link)."""
     plots = make_plots(runs)
     if len(runs) == 1:
         r = runs[0]
         title = f"Eval: {r.label}"
         body = [
             f"<h1>{html.escape(title)}</h1>",
+            viewer_link(runs, page),
             _html_table(None, [list(x) for x in summary_rows(r.summary, r.incomplete)]),
             "<h2>Per domain</h2>",
             _html_table(*domain_rows(r.summary)),
@@ -450,15 +581,28 @@ def render_html(runs: list[LoadedRun]) -> str:
         title = f"Eval comparison: A = {runs[0].label}, B = {runs[1].label}"
         body = [
             f"<h1>{html.escape(title)}</h1>",
+            *[
+                f"<p class=incomplete>{html.escape(f'{r.label}: {r.incomplete}')}</p>"
+                for r in runs
+                if r.incomplete
+            ],
+            viewer_link(runs, page),
             f"<p class=note>{html.escape(_compare_note(cmp))}</p>",
             _html_table(*compare_rows(cmp)),
+            "<h2>Each run over all its tasks</h2>",
+            _html_table(*each_run_rows(runs)),
         ]
-    body += [
-        "<h2>Plots</h2>",
-        f'<img alt="Pass@1 per domain" src="{plots["domains"]}">',
-        f'<img alt="Pass@k curve" src="{plots["passk"]}">',
-        f'<img alt="Reward distribution" src="{plots["rewards"]}">',
-    ]
+    head, rows = errors_rows(runs)
+    body += ["<h2>Errors by class</h2>", _html_table(head, rows) if rows else "<p>none</p>"]
+    body += ["<h2>Plots</h2>", f'<img alt="Pass@1 per domain" src="{plots["domains"]}">']
+    if "passk" in plots:
+        body.append(f'<img alt="Pass@k curve" src="{plots["passk"]}">')
+    else:
+        body.append(
+            "<p class=note>No Pass@k curve: one attempt per task (k = 1), where Pass@k and "
+            "Pass^k equal Pass@1. Run with -k N for it.</p>"
+        )
+    body.append(f'<img alt="Reward distribution" src="{plots["rewards"]}">')
     for r in runs:
         if r.config is not None:
             body += [

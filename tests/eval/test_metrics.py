@@ -160,6 +160,11 @@ def test_domain_without_shared_tasks_says_so():
     assert cmp["per_domain"]["law"]["metrics"]["pass_at_1"]["delta"] == pytest.approx(0.5)
     _, rows = compare_rows(cmp)
     by = {(r[0], r[1]): r for r in rows}
-    assert by[("investment-banking", "Pass@1")][2:] == ["100.0", "-", "no shared tasks"]
+    assert by[("investment-banking", "Pass@1")][2:] == [
+        "100.0",
+        "-",
+        "no shared tasks",
+        "A only, 1 task",
+    ]
     assert by[("consulting", "mean score")][4] == "no shared tasks"
     assert "+0.0 pts" not in " ".join(" ".join(r) for r in rows if r[0] != "law")
