@@ -87,6 +87,8 @@ COMMANDS = [
     (["eval", "report", "run"], True),
     (["eval", "report", "run", "--format", "md"], False),
     (["eval", "report", "run", "--format", "html", "-o", "-"], False),
+    (["eval", "view", "run", "-o", "view{n}.html"], True),
+    (["eval", "view", "run", "-o", "-"], False),
     (["publish", "dataset", "ds", "--repo", "me/ds", "--dry-run"], True),
     (["train", "recipes/smoke-cpu.toml", "--data", "ds", "--dry-run"], True),
 ]

@@ -217,7 +217,11 @@ def test_view_cli_writes_one_self_contained_page(view_runs, tmp_path):
     runner = CliRunner()
     res = runner.invoke(app, ["eval", "view", str(a)])
     assert res.exit_code == 0, res.output
-    assert res.stdout.strip() == str(a / "viewer.html")
+    assert orjson.loads(res.stdout) == {
+        "path": str((a / "viewer.html").absolute()),
+        "format": "html",
+        "trials": 28,
+    }
     page = (a / "viewer.html").read_text()
     assert "Content-Security-Policy" in page and "connect-src 'none'" in page
     assert not re.search(r"(src|href)=\"?(https?:)?//", page)  # nothing to fetch
