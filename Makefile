@@ -29,13 +29,17 @@ BUILD_APT_PACKAGES := gcc zlib1g-dev
 TRAIN_VENV  ?= .venv-train
 TORCH_INDEX ?=
 
-# archipelago's own grading runner (the grader parity tier, `--grader archipelago`): its
-# grading/ project built with uv for Python 3.13 into $(PEER_DIR)/grading-<content key>,
-# once per content of the checkout (APEXRL_ARCHIPELAGO). ~15 s with a warm uv cache, ~700 MB.
+# The archipelago peer (Mercor's servers and grading runner, run beside apexrl's in the
+# parity tiers): a checkout from $(APEXRL_ARCHIPELAGO), built with uv for Python 3.13 into
+# $(PEER_DIR): the servers into $(PEER_DIR)/<content key>/ (make peer-servers), the grading
+# runner into $(PEER_DIR)/grading-<content key> (make peer-grader; ~15 s warm, ~700 MB).
 APEXRL_ARCHIPELAGO ?= ../shared/peers/archipelago
 PEER_DIR ?= .peer
+# libreoffice-calc: the peer's spreadsheets server recalculates with soffice after each write
+PEER_APT_PACKAGES := libreoffice-calc gcc
+PEER_FOUND := $(shell test -d "$(APEXRL_ARCHIPELAGO)/mcp_servers" && echo yes)
 
-.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions demo clean train-env test-train jax-env bench-jax peer-grader
+.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions demo clean train-env test-train jax-env bench-jax peer peer-servers peer-grader
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
@@ -47,6 +51,7 @@ help:
 	@echo "                  real LoRA steps on CPU (SkyRL's JAX backend, tests/train/test_jax_rl.py)"
 	@echo "make jax-env      add the jax extra (SkyRL's JAX backend: jax, flax, optax) to $(TRAIN_VENV)"
 	@echo "make bench-jax    the learning curve of recipes/smoke-cpu.toml over 20 steps (bench/results.json)"
+	@echo "make peer         build the archipelago peer's servers and grading runner (uv, Python 3.13) into $(PEER_DIR)/"
 	@echo "make demo         install, then run the pipeline on the embedded example data"
 	@echo "make bench        run benchmarks, write bench/results.json"
 	@echo "make lint         ruff check + format check"
@@ -100,12 +105,24 @@ sysdeps:
 builddeps:
 	$(call apt_install_missing,$(BUILD_APT_PACKAGES))
 
+# The archipelago peer's nine server runtimes, one venv each (their locks pin different
+# versions of 22 shared packages), built idempotently from the checkout with uv.
+peer-servers: install
+	@test "$(PEER_FOUND)" = yes || { echo "no archipelago checkout at $(APEXRL_ARCHIPELAGO) (set APEXRL_ARCHIPELAGO)"; exit 2; }
+	$(call apt_install_missing,$(PEER_APT_PACKAGES))
+	APEXRL_PEER_DIR=$(abspath $(PEER_DIR)) $(PY) -m apexrl.peer.runtime $(APEXRL_ARCHIPELAGO)
+
+peer: peer-servers peer-grader
+
 # The real-vLLM tier (tests marked `vllm`) runs vLLM's CPU build from $(VLLM_VENV);
+# the parity tier (tests marked `peer`) runs archipelago's servers when a checkout is found;
 # the train tier (tests marked `skyrl`) runs in $(TRAIN_VENV) afterwards.
-test: install sysdeps vllm peer-grader
+test: install sysdeps vllm
+	@if [ "$(PEER_FOUND)" = yes ]; then $(MAKE) --no-print-directory peer; \
+	else echo "parity tier off: no archipelago checkout at $(APEXRL_ARCHIPELAGO) (set APEXRL_ARCHIPELAGO to run it)"; fi
 	HARBOR_TELEMETRY=0 APEXRL_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
 	  APEXRL_ARCHIPELAGO=$(abspath $(APEXRL_ARCHIPELAGO)) APEXRL_PEER_DIR=$(abspath $(PEER_DIR)) \
-	  $(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not skyrl"
+	  $(VENV)/bin/pytest -q --ignore=tests/benchmarks -m "not skyrl$(if $(PEER_FOUND),, and not peer)"
 	$(MAKE) test-train
 
 peer-grader: install

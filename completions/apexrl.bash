@@ -40,6 +40,7 @@ _apexrl() {
             "world serve") path="world serve" ;;
             "world snapshot") path="world snapshot" ;;
             "world tools") path="world tools" ;;
+            "world verify") path="world verify" ;;
         esac
     done
     case "$path" in
@@ -74,12 +75,13 @@ _apexrl() {
         "tito") words="verify --help" ;;
         "tito verify") words="--tokenizer --chat-template --mode --trajectories --endpoint --model --conversations --turns --max-tokens --temperature --seed --timeout --logprob-tol --no-thinking --allow --json --help" ;;
         "train") words="--set --data --val-data --model --ray-address --dry-run --resume --check-only --follow --no-follow --ship-code --no-ship-code --json --help" ;;
-        "world") words="diff pack serve snapshot tools --help" ;;
+        "world") words="diff pack serve snapshot tools verify --help" ;;
         "world diff") words="--json --help" ;;
         "world pack") words="--out --base --deps --runtime --port --level --layer-mb --registry-endpoint --json --help" ;;
         "world serve") words="--host --port --apps --workdir --world-id --ready-timeout --surface --help" ;;
         "world snapshot") words="--out --files --help" ;;
         "world tools") words="--surface --apps --json --help" ;;
+        "world verify") words="--peer --servers --json --help" ;;
     esac
     [[ "$cur" == -* || -n "$words" ]] && COMPREPLY=($(compgen -W "$words" -- "$cur"))
     [[ ${#COMPREPLY[@]} -eq 0 ]] && COMPREPLY=($(compgen -f -- "$cur"))

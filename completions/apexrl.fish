@@ -215,7 +215,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from train' -l ship-code
 complete -c apexrl -n '__fish_seen_subcommand_from train' -l no-ship-code
 complete -c apexrl -n '__fish_seen_subcommand_from train' -l json
 complete -c apexrl -n '__fish_seen_subcommand_from train' -l help
-complete -c apexrl -n '__fish_seen_subcommand_from world' -a 'diff pack serve snapshot tools'
+complete -c apexrl -n '__fish_seen_subcommand_from world' -a 'diff pack serve snapshot tools verify'
 complete -c apexrl -n '__fish_seen_subcommand_from world' -l help
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from diff' -l json
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from diff' -l help
@@ -244,3 +244,7 @@ complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcom
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from tools' -l apps
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from tools' -l json
 complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from tools' -l help
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from verify' -l peer
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from verify' -l servers
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from verify' -l json
+complete -c apexrl -n '__fish_seen_subcommand_from world; and __fish_seen_subcommand_from verify' -l help

@@ -152,4 +152,62 @@ def diff_cmd(
     )
 
 
+@app.command("verify")
+def verify_cmd(
+    world: Path = typer.Argument(..., help="World folder or world zip (published shape)."),
+    peer: Path = typer.Option(
+        None,
+        "--peer",
+        help="An archipelago checkout (default: $APEXRL_ARCHIPELAGO, else "
+        "../shared/peers/archipelago). Its runtimes are built on first use.",
+    ),
+    servers: list[str] = typer.Option(
+        None,
+        "--servers",
+        help="Only these servers (filesystem, word, excel, powerpoint, pdfs, mail, chat, "
+        "calendar, code_execution; comma-separated or repeated). Default: all nine.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="NDJSON even on a terminal."),
+) -> None:
+    """Run one deterministic case set on apexrl's tool servers and on archipelago's own
+    (built from the checkout, run in bubblewrap), over two copies of the world; compare
+    what each returns and the files each leaves. One record per case
+    ({server, tool, args, same, apexrl, peer}), then a summary record; the summary line
+    (N/M identical, by server) goes to stderr. Exit 0 when every case is identical, 1
+    otherwise."""
+    import sys
+
+    from apexrl.errors import UsageError
+    from apexrl.peer.runtime import BY_NAME, find_checkout, runtimes
+    from apexrl.peer.verify import verify
+
+    chosen = [x.strip() for s in servers or [] for x in s.split(",") if x.strip()]
+    unknown = [x for x in chosen if x not in BY_NAME]
+    if unknown:
+        raise UsageError(
+            f"unknown server(s): {', '.join(unknown)}", hint=f"known: {', '.join(BY_NAME)}"
+        )
+    if not world.exists():
+        raise UsageError(f"world {world} does not exist", hint="pass a world folder or a .zip")
+    checkout = find_checkout(peer)
+    rts = runtimes(checkout, servers=chosen or None, on_progress=output.info)
+    plain = json_out or not output.stdout_is_terminal()
+
+    def emit(rec) -> None:
+        if plain:
+            output.emit_records([rec], json_out=True)
+        else:
+            mark = "same" if rec.same else "DIFF"
+            sys.stdout.write(f"{mark}  {rec.server}.{rec.tool} {rec.args}\n")
+
+    summary = verify(world, rts, emit=emit, on_progress=output.info)
+    if plain:
+        output.emit_records(
+            [{**summary.model_dump(mode="json"), "line": summary.line()}], json_out=True
+        )
+    output.info(summary.line())
+    if not summary.ok:
+        raise typer.Exit(1)
+
+
 app.command("pack")(pack)

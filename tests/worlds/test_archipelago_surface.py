@@ -139,7 +139,14 @@ def test_code_exec(arch):
     )
     r = s.json("code_execution_code_exec", code=script)
     assert r["success"] and int(r["output"].strip()) > 100, r
-    assert s.json("code_execution_code_exec", code="exit 3")["success"] is False
+    # archipelago's layout of results (compact JSON; stdout, then stderr; the exit code last)
+    assert s.text("code_execution_code_exec", code="echo out; echo err >&2") == (
+        '{"success":true,"output":"out\\n\\nStderr output:\\nerr"}'
+    )
+    assert s.json("code_execution_code_exec", code="echo x; echo bad >&2; exit 3") == {
+        "success": False,
+        "output": "x\n\nError output:\nbad\n\n\nCommand failed with exit code 3",
+    }
     raw = s.json("code_execution_code_exec", code="import pandas as pd")
     assert raw["success"] is False and "raw Python" in raw["output"]
     assert s.json("code_execution_code_exec")["success"] is False  # code is required

@@ -4,6 +4,7 @@ from the environment the gateway runs in)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Annotated, Any
@@ -37,38 +38,45 @@ def tools(world: World) -> list:
                 "`python script.py`). Required."
             ),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> str:
         """Run a shell command (bash) in the world's files folder and return
         {success, output}: success is true when it exits 0 within the time limit; output
         holds stdout, then stderr under 'Stderr output:'. To run Python use `python -c` or a
         script file; raw Python code is refused."""
         if code is None:
-            return {
-                "success": False,
-                "output": "Error: Required parameter 'code' (command to execute)",
-            }
+            return _reply(False, "Error: Required parameter 'code' (command to execute)")
         if _PY_START.match(code.strip()):
-            return {"success": False, "output": _RAW_PYTHON}
+            return _reply(False, _RAW_PYTHON)
         r = await _code.run_command(world, code, TIMEOUT_S, OUTPUT_CAP)
-        out = r["stdout"]
-        if r["stderr"]:
-            out = (
-                f"{out}\nStderr output:\n{r['stderr']}" if out else f"Stderr output:\n{r['stderr']}"
-            )
-        if r["timed_out"]:
-            return {
-                "success": False,
-                "output": f"Command execution timed out after {TIMEOUT_S:g} seconds"
-                + (f"\n\nPartial output before timeout:\n{out}" if out else ""),
-            }
-        if r["exit_code"] != 0:
-            return {
-                "success": False,
-                "output": f"Command failed with exit code {r['exit_code']}\n{out}",
-            }
-        return {"success": True, "output": out}
+        return _reply(*_layout(r))
 
     return [code_exec]
+
+
+def _layout(r: dict[str, Any]) -> tuple[bool, str]:
+    """(success, output) in archipelago's layout: on success stdout, then a blank line and
+    'Stderr output:' with the stripped stderr (stderr alone when stdout is blank); on a
+    non-zero exit stdout, 'Error output:' with stderr, then 'Command failed with exit
+    code N' after a blank line."""
+    out, err = r["stdout"], r["stderr"]
+    if r["timed_out"]:
+        text = f"Command execution timed out after {TIMEOUT_S:g} seconds"
+        if out or err:
+            text += "\n\nPartial output before timeout:"
+            text += f"\nStdout:\n{out}" if out else ""
+            text += f"\nStderr:\n{err}" if err else ""
+        return False, text
+    if r["exit_code"] != 0:
+        text = out + (f"\nError output:\n{err}" if err else "")
+        return False, f"{text}\n\nCommand failed with exit code {r['exit_code']}"
+    if err.strip():
+        out = f"{out.rstrip()}\n\nStderr output:\n{err.strip()}" if out.strip() else err.strip()
+    return True, out
+
+
+def _reply(success: bool, output: str) -> str:
+    """{success, output} as compact JSON (archipelago's serialisation of the result)."""
+    return json.dumps({"success": success, "output": output}, ensure_ascii=False, separators=(",", ":"))
 
 
 def probe(world: World) -> str:

@@ -1,0 +1,138 @@
+"""Comparing what both runtimes returned and left on disk.
+
+The peer is not deterministic in a few fields (its own README's finding: run twice on
+fresh copies of one world it disagrees with itself on ctime/inode values, new
+Message-IDs and "now" timestamps), so both replies pass through the same
+normalisation before they are compared: those fields become placeholders. Files are
+compared by content: office files (zip packages) member by member with their
+volatile metadata parts left out, everything else byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+# fields whose values differ from run to run on the same world
+_VOLATILE = [
+    (
+        re.compile(
+            r"(?i)\b(inode|ctime|created|st_ino|st_ctime)(['\"]?\s*[:=]\s*['\"]?)[^,\s'\"\n}]+"
+        ),
+        r"\1\2<v>",
+    ),
+]
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+_RFC2822 = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{1,2} \w{3} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}"
+)
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+
+
+def _now_like(text: str, now: datetime, window_s: float) -> bool:
+    """Whether a timestamp string falls within `window_s` of `now` (a "now" stamp)."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        if "," in text:
+            when = parsedate_to_datetime(text)
+        else:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T"))
+    except (ValueError, TypeError):
+        return False
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return abs((when - now).total_seconds()) <= window_s
+
+
+def normalise(text: str, *, now: datetime | None = None, window_s: float = 3600.0) -> str:
+    """`text` with run-dependent values replaced by placeholders: timestamps within
+    `window_s` of `now` (times the run itself made), ctime/inode values, Message-IDs
+    and UUIDs."""
+    now = now or datetime.now(UTC)
+    text = _VOLATILE[0][0].sub(_VOLATILE[0][1], text)
+    text = _ISO.sub(lambda m: "<now>" if _now_like(m.group(0), now, window_s) else m.group(0), text)
+    text = _RFC2822.sub(
+        lambda m: "<now>" if _now_like(m.group(0), now, window_s) else m.group(0), text
+    )
+    text = _UUID.sub("<uuid>", text)
+    return text
+
+
+def file_content(path: Path) -> str:
+    """What a file holds, as text to compare: cell values and formulas of a workbook,
+    paragraphs and tables of a document, texts of a deck's slides; the bytes' hash of
+    anything else. Two writers that save the same content compare equal."""
+    ext = path.suffix.lower()
+    try:
+        if ext in (".xlsx", ".xlsm"):
+            return _xlsx_content(path)
+        if ext == ".docx":
+            return _docx_content(path)
+        if ext == ".pptx":
+            return _pptx_content(path)
+    except Exception as e:  # unreadable: compare the reader's complaint
+        return f"<unreadable {type(e).__name__}>"
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _xlsx_content(path: Path) -> str:
+    import openpyxl
+
+    wb = openpyxl.load_workbook(path)
+    lines = []
+    for ws in wb.worksheets:
+        lines.append(f"[{ws.title}]")
+        for row in ws.iter_rows():
+            for c in row:
+                if c.value is not None:
+                    lines.append(f"{c.coordinate}={c.value!r}")
+    return "\n".join(lines)
+
+
+def _docx_content(path: Path) -> str:
+    import docx
+
+    d = docx.Document(str(path))
+    lines = [f"{p.style.name if p.style is not None else ''}|{p.text}" for p in d.paragraphs]
+    for t in d.tables:
+        lines += ["|".join(c.text for c in row.cells) for row in t.rows]
+    return "\n".join(lines)
+
+
+def _pptx_content(path: Path) -> str:
+    from pptx import Presentation
+
+    lines = []
+    for i, slide in enumerate(Presentation(str(path)).slides):
+        lines.append(f"[slide {i}]")
+        for shape in slide.shapes:
+            if shape.has_text_frame:
+                lines.append(shape.text_frame.text)
+    return "\n".join(lines)
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(normalise(file_content(path)).encode()).hexdigest()[:16]
+
+
+def tree_state(root: Path) -> dict[str, str]:
+    """Every regular file under `root` (filesystem/ and .apps_data/) -> content digest."""
+    out = {}
+    for sub in ("filesystem", ".apps_data"):
+        base = root / sub
+        if not base.is_dir():
+            continue
+        for p in sorted(base.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                out[p.relative_to(root).as_posix()] = file_digest(p)
+    return out
+
+
+def changes(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
+    """Files created, changed or removed: path -> new digest, or 'removed'."""
+    out = {p: d for p, d in after.items() if before.get(p) != d}
+    out.update({p: "removed" for p in before if p not in after})
+    return dict(sorted(out.items()))

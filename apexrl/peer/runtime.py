@@ -1,0 +1,296 @@
+"""An archipelago checkout and the runtimes built from it.
+
+A checkout is any folder with archipelago's `mcp_servers/` layout. Its nine servers
+are uv projects for Python 3.13 with frozen locks; each is copied out of the checkout
+(which may be read-only) and synced with `uv sync --frozen --no-dev` into
+
+    HOME/<key>/<server>/            the copy, its .venv, and a `.built` record
+
+where `key` hashes the checkout's server folders, so two checkouts (or one edited)
+never share runtimes and a checkout seen before is not built again. The servers keep
+one venv each: their locks pin different versions of 22 shared packages (fastmcp
+3.2.4 against 3.3.1, pandas 2.3 against 3.0, starlette 0.51 against 1.3), so one shared
+venv would not be the runtime their images run. uv hardlinks from its cache, so the
+venvs share most of their disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from apexrl.errors import ApexError, ExitCode, UsageError
+
+PEER_ENV = "APEXRL_ARCHIPELAGO"
+HOME_ENV = "APEXRL_PEER_DIR"
+PYTHON_ENV = "APEXRL_PEER_PYTHON"
+DEFAULT_CHECKOUT = "../shared/peers/archipelago"
+PUBLIC_REPO = "https://github.com/Mercor-Intelligence/archipelago"
+PINNED_COMMIT = "1c3dcd4"
+BUILD_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class PeerServer:
+    """One of archipelago's servers under apexrl's name for it (the surface's prefix)."""
+
+    name: str  # apexrl's archipelago-surface server name (tool prefix)
+    folder: str  # mcp_servers/<folder> in the checkout
+
+
+SERVERS: tuple[PeerServer, ...] = (
+    PeerServer("filesystem", "filesystem"),
+    PeerServer("word", "documents"),
+    PeerServer("excel", "spreadsheets"),
+    PeerServer("powerpoint", "presentations"),
+    PeerServer("pdfs", "pdfs"),
+    PeerServer("mail", "mail"),
+    PeerServer("chat", "chat"),
+    PeerServer("calendar", "calendar"),
+    PeerServer("code_execution", "code"),
+)
+BY_NAME = {s.name: s for s in SERVERS}
+_SKIP = {".venv", "__pycache__", ".git", ".pytest_cache", ".ruff_cache"}
+
+
+def find_checkout(peer: str | Path | None = None) -> Path:
+    """The checkout named by `peer`, else $APEXRL_ARCHIPELAGO, else the default; a usage
+    error saying how to get one when it is missing or has no `mcp_servers/`."""
+    raw = str(peer) if peer else os.environ.get(PEER_ENV) or DEFAULT_CHECKOUT
+    path = Path(raw).expanduser()
+    if not (path / "mcp_servers").is_dir():
+        raise UsageError(
+            f"no archipelago checkout at {path} (no mcp_servers/ folder)",
+            hint=f"clone {PUBLIC_REPO} (commit {PINNED_COMMIT}) and pass --peer DIR "
+            f"or set {PEER_ENV}",
+        )
+    return path.resolve()
+
+
+def peer_home() -> Path:
+    """Where runtimes are built: $APEXRL_PEER_DIR, else ~/.cache/apexrl/peer."""
+    raw = os.environ.get(HOME_ENV)
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "apexrl" / "peer"
+
+
+def _files(folder: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP)
+        for f in sorted(filenames):
+            yield Path(dirpath) / f
+
+
+def checkout_key(checkout: Path, servers: tuple[PeerServer, ...] = SERVERS) -> str:
+    """A hash of every file (path and bytes) of the checkout's server folders."""
+    h = hashlib.sha256()
+    for s in sorted(servers, key=lambda s: s.folder):
+        base = checkout / "mcp_servers" / s.folder
+        for f in _files(base):
+            h.update(f.relative_to(checkout).as_posix().encode() + b"\0")
+            if f.is_symlink():
+                h.update(b"L" + os.readlink(f).encode())
+            else:
+                h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def find_python() -> str:
+    """A Python 3.13: $APEXRL_PEER_PYTHON, pyenv's 3.13.*, else python3.13 on PATH."""
+    cands = [os.environ.get(PYTHON_ENV)] if os.environ.get(PYTHON_ENV) else []
+    pyenv = Path.home() / ".pyenv" / "versions"
+    if pyenv.is_dir():
+        cands += [str(p / "bin" / "python") for p in sorted(pyenv.glob("3.13*"), reverse=True)]
+    cands += [shutil.which("python3.13") or ""]
+    for c in cands:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return c
+    raise UsageError(
+        "archipelago's servers need Python 3.13, and none was found",
+        hint=f"install one (pyenv install 3.13, or Debian's python3.13) or set {PYTHON_ENV}",
+    )
+
+
+def find_uv() -> str:
+    """uv beside this Python, else on PATH, else the one the `uv` package ships."""
+    here = Path(sys.executable).with_name("uv")
+    if here.is_file():
+        return str(here)
+    if shutil.which("uv"):
+        return str(shutil.which("uv"))
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        raise UsageError(
+            "uv is not installed", hint="pip install uv (apexrl's dev extra has it)"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One built server: its copy of the server folder, venv and entry module folder."""
+
+    server: PeerServer
+    root: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / ".venv" / "bin" / "python"
+
+    @property
+    def main_dir(self) -> Path:
+        """The folder holding the server's main.py (mcp_servers/<x>_server/)."""
+        found = sorted(p.parent for p in (self.root / "mcp_servers").glob("*/main.py"))
+        if len(found) != 1:
+            raise ApexError(f"{self.root}: expected one mcp_servers/*/main.py, found {found}")
+        return found[0]
+
+    @property
+    def shim(self) -> Path | None:
+        """The code server's LD_PRELOAD library (its image puts it at /app/lib)."""
+        p = self.root / "sandbox_fs.so"
+        return p if p.is_file() else None
+
+    @property
+    def built(self) -> bool:
+        return (self.root / ".built").is_file()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> None:
+    try:
+        r = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ApexError(
+            f"{what}: did not finish in {BUILD_TIMEOUT_S} s", code=ExitCode.REMOTE
+        ) from None
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-8:]
+        raise ApexError(
+            f"{what} failed (exit {r.returncode}):\n  " + "\n  ".join(tail),
+            hint="check the network to PyPI and the checkout's uv.lock",
+            code=ExitCode.REMOTE,
+        )
+
+
+def _build_one(
+    checkout: Path, server: PeerServer, dest: Path, python: str, uv: str
+) -> dict[str, float]:
+    src = checkout / "mcp_servers" / server.folder
+    if not (src / "uv.lock").is_file():
+        raise UsageError(f"{src}: no uv.lock (is this an archipelago checkout?)")
+    if dest.exists():
+        shutil.rmtree(dest)  # a build that stopped half way
+    t0 = time.monotonic()
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*_SKIP))
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["UV_PROJECT_ENVIRONMENT"] = str(dest / ".venv")
+    env.setdefault("UV_LINK_MODE", "hardlink")
+    _run(
+        [uv, "sync", "--frozen", "--no-dev", "--quiet", "--python", python],
+        dest,
+        f"uv sync for archipelago's {server.folder} server",
+        env,
+    )
+    shim = list((dest / "mcp_servers").glob("*/sandbox_fs.c"))
+    if shim:
+        cc = shutil.which("gcc") or shutil.which("cc")
+        if not cc:
+            raise UsageError("the code server's sandbox shim needs a C compiler (gcc)")
+        _run(
+            [cc, "-shared", "-fPIC", "-O2", "-o", str(dest / "sandbox_fs.so"), str(shim[0])]
+            + ["-ldl", "-lpthread"],
+            dest,
+            "building the code server's sandbox_fs.so",
+        )
+    took = round(time.monotonic() - t0, 2)
+    record = {"server": server.name, "folder": server.folder, "seconds": took}
+    (dest / ".built").write_text(json.dumps(record) + "\n")
+    return record
+
+
+def runtimes(
+    checkout: Path,
+    *,
+    servers: list[str] | None = None,
+    home: Path | None = None,
+    build: bool = True,
+    on_progress: Callable[[str], None] | None = None,
+) -> dict[str, Runtime]:
+    """The built runtimes of `servers` (apexrl names; default all nine) for `checkout`,
+    building the missing ones first (unless `build` is false: then a usage error)."""
+    chosen = [BY_NAME[n] for n in (servers or BY_NAME)]
+    key = checkout_key(checkout)
+    base = (home or peer_home()) / key
+    say = on_progress or (lambda _m: None)
+    out: dict[str, Runtime] = {}
+    todo = [s for s in chosen if not Runtime(s, base / s.folder).built]
+    if todo and not build:
+        raise UsageError(
+            f"archipelago runtimes for {checkout} (key {key}) are not built: "
+            + ", ".join(s.folder for s in todo),
+            hint="run `make peer` (or verify without --no-build)",
+        )
+    if todo:
+        python, uv = find_python(), find_uv()
+        with _locked(base.with_suffix(".lock")):
+            for i, s in enumerate(todo, 1):
+                if Runtime(s, base / s.folder).built:  # another process built it meanwhile
+                    continue
+                say(f"building archipelago's {s.folder} server ({i}/{len(todo)}) in {base}")
+                rec = _build_one(checkout, s, base / s.folder, python, uv)
+                say(f"  {s.folder}: {rec['seconds']} s")
+    for s in chosen:
+        out[s.name] = Runtime(s, base / s.folder)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m apexrl.peer.runtime [CHECKOUT]`: build every runtime (make peer)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        checkout = find_checkout(args[0] if args else None)
+        t0 = time.monotonic()
+        rts = runtimes(checkout, on_progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except ApexError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return int(e.code)
+    root = next(iter(rts.values())).root.parent
+    print(
+        f"archipelago runtimes for {checkout}: {root} "
+        f"({len(rts)} servers ready in {time.monotonic() - t0:.1f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""MCP client sessions on both runtimes, with one way to call a tool and read the result.
+
+`peer_session` starts one archipelago server (stdio, in bubblewrap) over a world folder;
+`apexrl_session` serves apexrl's own server for the same app over another copy (its
+gateway, streamable HTTP on 127.0.0.1). Both yield a `ToolClient`; a result is reduced
+to what a model sees: the error flag and each content block (text as it is, an image
+as its MIME type and a hash of its bytes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apexrl.peer.launch import bwrap_argv, server_env
+from apexrl.peer.runtime import Runtime
+
+START_TIMEOUT_S = 120.0
+CALL_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Reply:
+    """What a model sees of one call."""
+
+    error: bool
+    blocks: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"error": self.error, "content": self.blocks}
+
+
+def reply_of(result: Any) -> Reply:
+    blocks = []
+    for b in result.content:
+        if getattr(b, "type", None) == "text":
+            blocks.append(b.text)
+        elif getattr(b, "type", None) == "image":
+            import base64
+
+            digest = hashlib.sha256(base64.b64decode(b.data)).hexdigest()[:16]
+            mime = getattr(b, "mime_type", None) or getattr(b, "mimeType", None)
+            blocks.append(f"<image {mime} sha256:{digest}>")
+        else:
+            blocks.append(f"<{getattr(b, 'type', type(b).__name__)} block>")
+    err = getattr(result, "is_error", None)
+    if err is None:
+        err = getattr(result, "isError", False)
+    return Reply(error=bool(err), blocks=blocks)
+
+
+class ToolClient:
+    """Calls tools of one server by base name; `wrap` puts flat arguments into the
+    envelope a tool's schema asks for (archipelago's `input`/`request`)."""
+
+    def __init__(self, session: Any, prefix: str, envelopes: bool) -> None:
+        self.session = session
+        self.prefix = prefix
+        self.envelopes = envelopes
+        self.schemas: dict[str, dict] = {}
+
+    async def load(self) -> list[str]:
+        listed = await asyncio.wait_for(self.session.list_tools(), CALL_TIMEOUT_S)
+        self.schemas = {t.name: _schema(t) for t in listed.tools}
+        return list(self.schemas)
+
+    def name(self, base: str) -> str:
+        return f"{self.prefix}_{base}" if self.prefix else base
+
+    def wrap(self, base: str, args: dict[str, Any]) -> dict[str, Any]:
+        if not self.envelopes:
+            return args
+        props = (self.schemas.get(self.name(base)) or {}).get("properties") or {}
+        if len(props) == 1:
+            (key,) = props
+            if key in ("input", "request") and key not in args:
+                return {key: args}
+        return args
+
+    async def call(self, base: str, args: dict[str, Any]) -> Reply:
+        try:
+            result = await asyncio.wait_for(
+                self.session.call_tool(self.name(base), self.wrap(base, args)), CALL_TIMEOUT_S
+            )
+        except TimeoutError:
+            return Reply(error=True, blocks=[f"<no reply in {CALL_TIMEOUT_S:.0f} s>"])
+        except Exception as e:  # protocol errors (archipelago raises some as MCP errors)
+            return Reply(error=True, blocks=[_protocol_error(e)])
+        return reply_of(result)
+
+
+def _schema(tool: Any) -> dict:
+    return getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {}
+
+
+def _protocol_error(e: BaseException) -> str:
+    err = getattr(e, "error", None)
+    if err is not None and getattr(err, "message", None) is not None:
+        return str(err.message)
+    return str(e) or type(e).__name__
+
+
+@contextlib.asynccontextmanager
+async def peer_session(rt: Runtime, world: Path) -> AsyncIterator[ToolClient]:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from apexrl.envs.sandbox import bwrap_path
+
+    argv = bwrap_argv(bwrap_path(), rt, world)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(rt))
+    with open(world.parent / f".peer-{rt.server.folder}.log", "a") as errlog:
+        async with asyncio.timeout(START_TIMEOUT_S):
+            client = Client(
+                stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S
+            )
+            await client.__aenter__()
+        try:
+            tc = ToolClient(client, "", envelopes=True)
+            await tc.load()
+            yield tc
+        finally:
+            await client.__aexit__(None, None, None)
+
+
+@contextlib.asynccontextmanager
+async def apexrl_session(server: str, world: Path) -> AsyncIterator[ToolClient]:
+    from mcp import Client
+
+    from apexrl.worlds.gateway import build_gateway
+    from apexrl.worlds.surface import ARCHIPELAGO
+    from apexrl.worlds.world import open_world
+
+    w = open_world(world)
+    spec = ARCHIPELAGO.server(server)
+    try:
+        gw = build_gateway(w, apps=[spec.app], surface=ARCHIPELAGO)
+        async with Client(gw.mcp, read_timeout_seconds=CALL_TIMEOUT_S) as client:
+            tc = ToolClient(client, server, envelopes=False)
+            await tc.load()
+            yield tc
+    finally:
+        w.close()

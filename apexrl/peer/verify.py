@@ -1,0 +1,150 @@
+"""`world verify`: one case set on apexrl's servers and on archipelago's, over two
+copies of one world; a record per case and a summary by server."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from apexrl.peer.cases import Case, cases_for
+from apexrl.peer.compare import changes, normalise, tree_state
+from apexrl.peer.runtime import BY_NAME, SERVERS, Runtime
+from apexrl.peer.sessions import Reply
+
+
+class Side(BaseModel):
+    error: bool
+    content: list[str]
+    files: dict[str, str] = {}
+
+
+class VerifyRecord(BaseModel):
+    """One case: the call, both replies (as the model sees them) and the files each
+    left changed; `same` when both agree after normalisation."""
+
+    server: str
+    tool: str
+    args: dict[str, Any]
+    same: bool
+    apexrl: Side
+    peer: Side
+
+
+class ServerSummary(BaseModel):
+    server: str
+    cases: int
+    identical: int
+
+
+class VerifySummary(BaseModel):
+    world: str
+    cases: int
+    identical: int
+    servers: list[ServerSummary]
+
+    @property
+    def ok(self) -> bool:
+        return self.cases > 0 and self.identical == self.cases
+
+    def line(self) -> str:
+        by = ", ".join(f"{s.server} {s.identical}/{s.cases}" for s in self.servers)
+        return f"{self.identical}/{self.cases} identical ({by})"
+
+
+def prepare_copies(world: Path, work: Path) -> tuple[Path, Path]:
+    """Two copies (apexrl's, the peer's) of a world zip or folder, each holding
+    filesystem/ and .apps_data/."""
+    from apexrl.worlds.world import open_world
+
+    w = open_world(world, workdir=work / "src" if world.is_file() else None)
+    try:
+        copies = []
+        for name in ("apexrl", "peer"):
+            dest = work / name
+            dest.mkdir(parents=True)
+            for sub in ("filesystem", ".apps_data"):
+                src = w.root / sub
+                if src.is_dir():
+                    shutil.copytree(src, dest / sub, symlinks=True)
+                else:
+                    (dest / sub).mkdir()
+            copies.append(dest)
+    finally:
+        w.close()
+    shutil.rmtree(work / "src", ignore_errors=True)
+    return copies[0], copies[1]
+
+
+def _same(a: Side, p: Side, now: datetime) -> bool:
+    na = [normalise(t, now=now) for t in a.content]
+    np_ = [normalise(t, now=now) for t in p.content]
+    return a.error == p.error and na == np_ and a.files == p.files
+
+
+async def _run_server(
+    name: str,
+    cases: list[Case],
+    rt: Runtime,
+    a_root: Path,
+    p_root: Path,
+    emit: Callable[[VerifyRecord], None],
+    now: datetime,
+) -> ServerSummary:
+    from apexrl.peer.sessions import apexrl_session, peer_session
+
+    same = 0
+    async with peer_session(rt, p_root) as peer, apexrl_session(name, a_root) as ours:
+        for case in cases:
+            before = (tree_state(a_root), tree_state(p_root)) if case.writes else None
+            ra: Reply = await ours.call(case.tool, case.args)
+            rp: Reply = await peer.call(case.tool, case.args)
+            fa = fp = {}
+            if before is not None:
+                fa = changes(before[0], tree_state(a_root))
+                fp = changes(before[1], tree_state(p_root))
+            a = Side(error=ra.error, content=ra.blocks, files=fa)
+            p = Side(error=rp.error, content=rp.blocks, files=fp)
+            rec = VerifyRecord(
+                server=name, tool=case.tool, args=case.args, same=_same(a, p, now), apexrl=a, peer=p
+            )
+            same += rec.same
+            emit(rec)
+    return ServerSummary(server=name, cases=len(cases), identical=same)
+
+
+def verify(
+    world: Path,
+    runtimes: dict[str, Runtime],
+    *,
+    emit: Callable[[VerifyRecord], None],
+    on_progress: Callable[[str], None] | None = None,
+    work_dir: Path | None = None,
+) -> VerifySummary:
+    """Run the case set of every server in `runtimes` (apexrl names) over two copies of
+    `world`; `emit` gets each record as it is made."""
+    say = on_progress or (lambda _m: None)
+    order = [s.name for s in SERVERS if s.name in runtimes]
+    summaries = []
+    with tempfile.TemporaryDirectory(prefix="apexrl-verify-", dir=work_dir) as tmp:
+        a_root, p_root = prepare_copies(world, Path(tmp))
+        cases = cases_for(a_root, order)
+        now = datetime.now(UTC)
+        for name in order:
+            mine = [c for c in cases if c.server == name]
+            say(f"{name}: starting archipelago's {BY_NAME[name].folder} server, {len(mine)} cases")
+            s = asyncio.run(_run_server(name, mine, runtimes[name], a_root, p_root, emit, now))
+            say(f"{name}: {s.identical}/{s.cases} identical")
+            summaries.append(s)
+    return VerifySummary(
+        world=str(world),
+        cases=sum(s.cases for s in summaries),
+        identical=sum(s.identical for s in summaries),
+        servers=summaries,
+    )

@@ -1,0 +1,81 @@
+"""The parity tier: archipelago's own servers (built by `make peer`, run in bubblewrap)
+beside apexrl's, through `apexrl world verify` on the example worlds and on a world in
+the published shape."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from apexrl.cli.app import app
+from apexrl.peer.runtime import SERVERS, checkout_key, runtimes
+
+pytestmark = [pytest.mark.peer, pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+def verify(*args: str) -> tuple[int, list[dict], dict]:
+    r = CliRunner().invoke(app, ["world", "verify", *args, "--json"])
+    lines = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert lines, r.output
+    return r.exit_code, lines[:-1], lines[-1]
+
+
+@pytest.fixture(scope="module")
+def example_run(example_worlds, checkout):
+    return verify(str(example_worlds[0]), "--peer", str(checkout))
+
+
+def test_every_server_and_tool_family_is_covered(example_run):
+    code, records, summary = example_run
+    assert {r["server"] for r in records} == {s.name for s in SERVERS}
+    assert summary["cases"] == len(records) >= 60
+    assert summary["identical"] == sum(r["same"] for r in records)
+    assert code == (0 if summary["identical"] == summary["cases"] else 1)
+    assert summary["line"].startswith(f"{summary['identical']}/{summary['cases']} identical")
+    for r in records:
+        assert set(r) == {"server", "tool", "args", "same", "apexrl", "peer"}
+        assert set(r["peer"]) == {"error", "content", "files"}
+    # errors, writes (files compared) and images are all in the set
+    assert any(r["peer"]["error"] for r in records)
+    assert any(r["peer"]["files"] for r in records)
+    assert any(c.startswith("<image ") for r in records for c in r["peer"]["content"])
+
+
+def test_the_peer_really_ran(example_run):
+    """The peer's replies are archipelago's own text (its tab-separated sheet layout),
+    not apexrl's: both runtimes answered, from their own code."""
+    _, records, _ = example_run
+    tab = next(r for r in records if r["tool"] == "read_tab" and r["args"].get("tab_index") == 0)
+    assert tab["peer"]["content"][0].startswith("Range: all\nTable:\n\t")
+    mail = next(r for r in records if r["tool"] == "send_mail")
+    assert any(p.startswith(".apps_data/mail/") for p in mail["peer"]["files"])
+
+
+def test_published_shape_world(published_world, checkout):
+    code, records, summary = verify(
+        str(published_world), "--peer", str(checkout), "--servers", "filesystem,mail"
+    )
+    assert {r["server"] for r in records} == {"filesystem", "mail"}
+    assert summary["cases"] == len(records) > 10
+    assert code == (0 if summary["identical"] == summary["cases"] else 1)
+
+
+def test_a_new_checkout_builds_its_own(checkout, tmp_path):
+    """A checkout never seen is built on first use, with progress, into its own folder
+    keyed by its content, and reused after (uv's cache makes this seconds)."""
+    co = tmp_path / "co"
+    for s in SERVERS:
+        (co / "mcp_servers" / s.folder).mkdir(parents=True)
+    shutil.rmtree(co / "mcp_servers" / "mail")
+    shutil.copytree(checkout / "mcp_servers" / "mail", co / "mcp_servers" / "mail", symlinks=True)
+    said: list[str] = []
+    rt = runtimes(co, home=tmp_path / "home", servers=["mail"], on_progress=said.append)["mail"]
+    assert rt.built and rt.python.is_file() and rt.root.parent.name == checkout_key(co)
+    assert checkout_key(co) != checkout_key(checkout)
+    assert any("building archipelago's mail server" in m for m in said)
+    said.clear()
+    runtimes(co, home=tmp_path / "home", servers=["mail"], on_progress=said.append)
+    assert said == []
