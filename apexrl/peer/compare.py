@@ -19,7 +19,7 @@ from pathlib import Path
 _VOLATILE = [
     (
         re.compile(
-            r"(?i)\b(inode|ctime|created|st_ino|st_ctime)(['\"]?\s*[:=]\s*['\"]?)[^,\s'\"\n}]+"
+            r"(?i)\b(inode|device|ctime|st_ino|st_dev|st_ctime)(['\"]?\s*[:=]\s*['\"]?)[^,\s'\"\n}]+"
         ),
         r"\1\2<v>",
     ),
