@@ -76,7 +76,8 @@ def _layout(r: dict[str, Any]) -> tuple[bool, str]:
 
 def _reply(success: bool, output: str) -> str:
     """{success, output} as compact JSON (archipelago's serialisation of the result)."""
-    return json.dumps({"success": success, "output": output}, ensure_ascii=False, separators=(",", ":"))
+    reply = {"success": success, "output": output}
+    return json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
 
 
 def probe(world: World) -> str:
