@@ -17,10 +17,11 @@ child, the same sandbox a `bwrap ... prlimit ... setpriv ... unshare --user
                        then waits for its child and kills it when the local
                        environment closes the lifeline (or dies)
     C2 (PID 1 of its own namespace)
-                       a fresh /proc (kernel knobs read-only), the trial's limits,
+                       a fresh /proc (nothing over it, see become_trial), the trial's limits,
                        no supplementary groups, the trial's host uid, an empty
                        bounding set, then a user namespace mapping root to that
-                       uid, an environment of `sandbox.base_env` only, and the
+                       uid, an environment of `sandbox.base_env` only, not
+                       dumpable, the seccomp filter (`apexrl.envs.seccomp`), and the
                        gateway (`gateway_main.wait_and_serve`)
 
 The fork server never sees a trial's token or world id: the local environment
@@ -40,6 +41,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import sys
 
 MS_RDONLY = 1
@@ -51,6 +53,8 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
+AT_FDCWD = -100
+MOVE_MOUNT_F_EMPTY_PATH = 4
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
@@ -63,7 +67,9 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 TRIALS = "/trials"
 NAME = re.compile(r"^apexrl-trial-[A-Za-z0-9_-]+$")
-N_FDS = 5  # ctl (read), out (write), log (append), lifeline (read), status (write)
+# ctl (read), out (write), log (append), lifeline (read), status (write), and detached
+# mounts of the trial's world, tmp and home folders (`sandbox.clone_tree`)
+N_FDS = 8
 RLIMITS = {
     "nproc": resource.RLIMIT_NPROC,
     "nofile": resource.RLIMIT_NOFILE,
@@ -72,7 +78,6 @@ RLIMITS = {
     "fsize": resource.RLIMIT_FSIZE,
     "core": resource.RLIMIT_CORE,
 }
-PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [
@@ -83,6 +88,7 @@ _libc.mount.argtypes = [
     ctypes.c_char_p,
 ]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.syscall.restype = ctypes.c_long
 _libc.prctl.argtypes = [
     ctypes.c_int,
     ctypes.c_ulong,
@@ -132,25 +138,36 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def enter_trial_namespaces(name: str, uid: int, rebinds: list) -> None:
-    """C1: the trial's own mount, PID, IPC and UTS namespaces and its folders."""
+def move_mount(tree: int, target: str) -> None:
+    """Attach a detached mount (an open_tree descriptor) at `target`, nosuid and nodev."""
+    if _libc.syscall(429, tree, b"", AT_FDCWD, target.encode(), MOVE_MOUNT_F_EMPTY_PATH) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"move_mount {target}: {os.strerror(e)}")
+    mount(None, target, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+
+
+def enter_trial_namespaces(
+    name: str, uid: int, rebinds: list, trees: list[int], shm_bytes: int | None = None
+) -> None:
+    """C1: the trial's own mount, PID, IPC and UTS namespaces and its folders (`trees`:
+    its world, tmp and home folders as detached mounts from the local environment)."""
     os.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS)
     with contextlib.suppress(OSError):  # like bwrap's --unshare-cgroup-try
         os.unshare(CLONE_NEWCGROUP)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    trial = f"{TRIALS}/{name}"
-    for target, sub in (("/world", "world"), ("/tmp", "tmp"), ("/root", "home")):
-        src = f"{trial}/{sub}"
-        st = os.lstat(src)
-        if not os.path.isdir(src) or os.path.islink(src) or st.st_uid != uid:
-            raise OSError(f"{src}: not the trial's own folder")
-        bind(src, target)
+    for target, tree in zip(("/world", "/tmp", "/root"), trees, strict=True):
+        st = os.fstat(tree)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+            raise OSError(f"{target}: not the trial's own folder")
+        move_mount(tree, target)
+        os.close(tree)
     for staged, target in rebinds:  # the Python under /root: bound over the trial's home
         if not staged.startswith("/.apexrl-py-") or ".." in target.split("/"):
             raise ValueError(f"bad rebind {staged} -> {target}")
         bind(staged, target, read_only=True)  # the mount point: made by the local env
     # what the fork server's /dev holds is shared by its children: give each its own
-    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    size = f",size={int(shm_bytes)}" if shm_bytes else ""  # RAM: capped
+    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" + size)
     mount(
         "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"
     )
@@ -161,11 +178,12 @@ def enter_trial_namespaces(name: str, uid: int, rebinds: list) -> None:
 
 def become_trial(uid: int, limits: dict[str, int]) -> None:
     """C2 (PID 1 of the new namespace): /proc, limits, the trial's uid, a user namespace."""
+    # a fresh /proc with nothing mounted over it: the code tool's commands, in user
+    # namespaces of their own, may then mount their own /proc (the kernel refuses a new
+    # /proc where the visible one has locked mounts over parts of it). /proc/sys and
+    # the like stay writable only by the host's root: the gateway's user namespace owns
+    # none of their knobs.
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for p in PROC_READ_ONLY:
-        if os.path.exists(p):
-            mount(p, p, None, MS_BIND | MS_REC)
-            mount(None, p, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     for key, value in limits.items():
         hard = resource.getrlimit(RLIMITS[key])[1]
         v = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
@@ -191,7 +209,7 @@ def become_trial(uid: int, limits: dict[str, int]) -> None:
 
 def _child(req: dict, fds: list[int], timeout: float) -> int:
     """C1: namespaces, then C2 (the gateway), then wait; never returns into the server."""
-    ctl, out, log, life, status = fds
+    ctl, out, log, life, status, *trees = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _close_all_but(set(fds) | {2})
@@ -199,7 +217,8 @@ def _child(req: dict, fds: list[int], timeout: float) -> int:
     name, uid = str(req["name"]), int(req["uid"])
     if not NAME.match(name):
         raise ValueError(f"bad trial folder name {name!r}")
-    enter_trial_namespaces(name, uid, list(req.get("rebinds") or []))
+    shm = req.get("shm_bytes")
+    enter_trial_namespaces(name, uid, list(req.get("rebinds") or []), trees, shm)
     pid = os.fork()
     if pid == 0:
         try:
@@ -207,6 +226,9 @@ def _child(req: dict, fds: list[int], timeout: float) -> int:
             os.close(life)
             os.close(status)
             become_trial(uid, dict(req.get("limits") or {}))
+            from apexrl.envs import gateway_main
+
+            gateway_main.harden()  # not dumpable, the seccomp filter
             os.environ.clear()
             os.environ.update({str(k): str(v) for k, v in dict(req["env"]).items()})
             os.dup2(ctl, 0)
@@ -216,8 +238,6 @@ def _child(req: dict, fds: list[int], timeout: float) -> int:
                 if fd > 2:
                     os.close(fd)
             os.chdir("/world")
-            from apexrl.envs import gateway_main
-
             rc = gateway_main.wait_and_serve("/world", timeout)
         except BaseException as e:  # reported in the trial's gateway log
             with contextlib.suppress(OSError):

@@ -130,18 +130,34 @@ def wait_and_serve(world_dir: str, timeout: float) -> int:
         return 0  # released unused
     told = json.loads(line)
     world_id, token = told["world_id"], told.get("token")
-    if told.get("code_network") is False:  # the code tool runs with no network
-        import os
+    import os
 
+    os.environ["APEXRL_CODE_SANDBOX"] = "1"  # each code command a sandbox of its own
+    if told.get("code_network") is False:  # the code tool runs with no network
         os.environ["APEXRL_CODE_NO_NETWORK"] = "1"
     serve(world_dir, world_id, timeout, token)
     return 0
 
 
+def harden() -> None:
+    """The local sandbox's gateway: not dumpable (nothing it starts can ptrace it or read
+    its memory through /proc), and a seccomp filter its children inherit."""
+    import ctypes
+
+    from apexrl.envs import seccomp
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    if prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
+    seccomp.install()
+
+
 def main(argv: list[str]) -> int:
-    if argv and argv[0] == "--wait":
+    if argv and argv[0] == "--wait":  # the local sandbox's fresh gateway
         world_dir = argv[1]
         timeout = float(argv[2]) if len(argv) > 2 else 30.0
+        harden()
         _preload()
         return wait_and_serve(world_dir, timeout)
     else:

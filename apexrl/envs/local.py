@@ -41,6 +41,7 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import time
 import weakref
 from pathlib import Path, PurePosixPath
@@ -105,7 +106,19 @@ def default_work_dir() -> Path:
     """Where trial folders go: $APEXRL_LOCAL_WORKDIR, else RAM or disk by
     $APEXRL_LOCAL_SCRATCH (`apexrl.envs.scratch`)."""
     chosen = scratch.choose()
+    warn = scratch.warning(chosen)
+    if warn is not None:
+        _warn_once(warn)
     return chosen.path if chosen.kind == "set" else scratch.own_folder(chosen.path)
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"apexrl: warning: {message}", file=sys.stderr)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -138,7 +151,7 @@ def sweep_stale(work_dir: Path) -> int:
                         n += 1
                 continue
         if not _pid_alive(pid) or (boot is not None and _proc_start(pid) != boot):
-            shutil.rmtree(d, ignore_errors=True)
+            sandbox.remove_trial_folder(d)
             n += 1
     return n
 
@@ -232,7 +245,7 @@ class LocalEnvironment(BaseEnvironment):
             with contextlib.suppress(OSError):  # keep the gateway's log with the trial
                 shutil.copyfile(slot.root / GATEWAY_LOG, self.trial_paths.trial_dir / GATEWAY_LOG)
         if self.root is not None and (delete or not self._keep):
-            await asyncio.to_thread(shutil.rmtree, self.root, True)
+            await asyncio.to_thread(sandbox.remove_trial_folder, self.root)
         _LIVE.discard(self)
 
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
@@ -486,7 +499,7 @@ class LocalEnvironment(BaseEnvironment):
         if self._slot is not None:
             self._slot.kill()
         if self.root is not None and not self._keep:
-            shutil.rmtree(self.root, ignore_errors=True)
+            sandbox.remove_trial_folder(self.root)
 
 
 def _refuse_env(env: dict[str, str], where: str) -> None:

@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from apexrl.envs.sandbox import SandboxError, base_env, chown_tree
 DIR_PREFIX = "apexrl-trial-"
 OWNER_FILE = ".owner"
 GATEWAY_LOG = "gateway.log"
+ISOLATED = ("-I", "-u", "-B", "-m")  # Python isolated, unbuffered, no bytecode written
 
 
 def _proc_start(pid: int) -> str | None:
@@ -103,6 +103,12 @@ class Slot:
         return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
+        try:
+            self._kill()
+        finally:
+            sandbox.release_uid(self.uid)  # the trial's processes are gone: uid free
+
+    def _kill(self) -> None:
         proc = self.proc
         if proc is None:
             return
@@ -131,10 +137,35 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
     # the owner's pid is in the name, so a crash between mkdtemp and the owner file
     # still leaves a folder the next sweep can attribute
     root = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=work_dir))
-    (root / OWNER_FILE).write_text(
-        json.dumps({"pid": os.getpid(), "start": _proc_start(os.getpid())})
-    )
-    uid = sandbox.new_sandbox_uid()
+    uid = None
+    try:
+        cap = sandbox.SandboxLimits.from_env().scratch_bytes
+        if cap is not None and sandbox.drops_privileges() and _in_ram(work_dir):
+            sandbox.trial_tmpfs(root, cap)  # what the trial writes in RAM stops at `cap`
+        (root / OWNER_FILE).write_text(
+            json.dumps({"pid": os.getpid(), "start": _proc_start(os.getpid())})
+        )
+        uid = sandbox.new_sandbox_uid()
+        return _fill_slot(root, uid, work_dir, ready_timeout_s, gateway)
+    except BaseException:
+        sandbox.release_uid(uid)
+        sandbox.remove_trial_folder(root)
+        raise
+
+
+_RAM: dict[str, bool] = {}
+
+
+def _in_ram(work_dir: Path) -> bool:
+    key = str(work_dir)
+    if key not in _RAM:
+        _RAM[key] = sandbox.on_tmpfs(work_dir)
+    return _RAM[key]
+
+
+def _fill_slot(
+    root: Path, uid: int | None, work_dir: Path, ready_timeout_s: float, gateway: bool
+) -> Slot:
     for name in ("tmp", "home", "tests", "solution", "world"):
         (root / name).mkdir()
         if name in ("tmp", "home", "world"):
@@ -149,20 +180,16 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
                 parents=True, exist_ok=True
             )
         try:
-            limits = sandbox.SandboxLimits.from_env().rlimits()
+            limits = sandbox.SandboxLimits.from_env()
             return Slot(root, srv.spawn(root, uid, limits), uid)
         except warm.ForkServerError:
             pass  # a fresh gateway sandbox below
     rw = [("/world", root / "world"), ("/tmp", root / "tmp"), ("/root", root / "home")]
-    cmd = [
-        sys.executable,
-        "-m",
-        "apexrl.envs.gateway_main",
-        "--wait",
-        "/world",
-        str(ready_timeout_s),
-    ]
-    argv = sandbox.bwrap_argv(rw, cwd="/world", network=True, uid=uid) + cmd
+    # isolated (-I: no PYTHON* variables, no user site, and -P: not even the working
+    # folder on sys.path) and started in /: a module the trial writes into /world never
+    # shadows one the gateway imports (issue 29, finding 3)
+    cmd = [sys.executable, *ISOLATED, "apexrl.envs.gateway_main", "--wait", "/world"]
+    argv = sandbox.bwrap_argv(rw, cwd="/", network=True, uid=uid) + cmd + [str(ready_timeout_s)]
     with open(root / GATEWAY_LOG, "ab") as log:
         proc = subprocess.Popen(
             argv,
@@ -170,7 +197,7 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
             stdout=subprocess.PIPE,
             stderr=log,
             start_new_session=True,
-            env=base_env({"PYTHONUNBUFFERED": "1"}),
+            env=base_env({}),
         )
     return Slot(root, proc, uid)
 
@@ -191,7 +218,7 @@ class _Pool:
                 if slot.alive():
                     return slot
                 slot.kill()
-                shutil.rmtree(slot.root, ignore_errors=True)
+                sandbox.remove_trial_folder(slot.root)
         return None
 
     def refill(self, work_dir: Path, ready_timeout_s: float, target: int) -> None:
@@ -235,7 +262,7 @@ class _Pool:
             self.slots.clear()
         for slot in slots:
             slot.kill()
-            shutil.rmtree(slot.root, ignore_errors=True)
+            sandbox.remove_trial_folder(slot.root)
 
 
 POOL = _Pool()

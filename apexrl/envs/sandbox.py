@@ -23,11 +23,17 @@ a task ran a library inside bwrap as root).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import secrets
 import shutil
+import stat
 import sys
+import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +109,11 @@ class SandboxLimits:
     address_space_bytes: int | None = 16 * 1024**3
     cpu_seconds: int | None = None
     file_bytes: int | None = 8 * 1024**3
+    # bytes, not per process: each /dev/shm of the trial (a tmpfs of this size), and the
+    # trial folder (/world, /tmp, /root, /tests, /solution) when it is in RAM (a tmpfs
+    # of its own, `trial_tmpfs`)
+    shm_bytes: int | None = 512 * 1024**2
+    scratch_bytes: int | None = 4 * 1024**3
 
     @classmethod
     def from_env(cls) -> SandboxLimits:
@@ -113,6 +124,8 @@ class SandboxLimits:
             address_space_bytes=_env_int("APEXRL_SANDBOX_MEMORY_BYTES", d.address_space_bytes),
             cpu_seconds=_env_int("APEXRL_SANDBOX_CPU_SECONDS", d.cpu_seconds),
             file_bytes=_env_int("APEXRL_SANDBOX_FILE_BYTES", d.file_bytes),
+            shm_bytes=_env_int("APEXRL_SANDBOX_SHM_BYTES", d.shm_bytes),
+            scratch_bytes=_env_int("APEXRL_SANDBOX_SCRATCH_BYTES", d.scratch_bytes),
         )
 
     def rlimits(self) -> dict[str, int]:
@@ -148,10 +161,100 @@ def drops_privileges() -> bool:
 
 
 def new_sandbox_uid() -> int | None:
-    """A host uid for one trial's sandbox (None when apexrl is not root)."""
+    """A host uid for one trial's sandbox, unique among live trials on this host, this
+    process's and other apexrl processes' (None when apexrl is not root). Two trials on
+    one uid would share its process limit and could signal each other's processes.
+    Give it back with `release_uid` when the trial's sandbox is gone."""
     if not drops_privileges():
         return None
-    return UID_BASE + secrets.randbelow(UID_SPAN)
+    claims = _claims_dir()
+    start = secrets.randbelow(UID_SPAN)
+    for i in range(UID_SPAN):  # from a random point: the first free one
+        uid = UID_BASE + (start + i) % UID_SPAN
+        if _claim(claims, uid):
+            return uid
+    raise SandboxError(
+        f"no free sandbox uid: all {UID_SPAN} of {UID_BASE}-{UID_BASE + UID_SPAN - 1} are "
+        f"held by live trials (claims in {claims})",
+        kind="start",
+    )
+
+
+def release_uid(uid: int | None) -> None:
+    """Give back a uid from `new_sandbox_uid` (idempotent)."""
+    if uid is None:
+        return
+    with _UID_LOCK:
+        if uid not in _LIVE_UIDS:
+            return
+        _LIVE_UIDS.discard(uid)
+    path = _claims_dir() / str(uid)
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+
+
+UID_CLAIMS = ("/run", "apexrl-uids")  # host-wide, root's: one file per live trial uid
+_UID_LOCK = threading.Lock()
+_LIVE_UIDS: set[int] = set()
+
+
+def _claims_dir() -> Path:
+    parent = Path(UID_CLAIMS[0]) if os.path.isdir(UID_CLAIMS[0]) else Path(tempfile.gettempdir())
+    d = parent / UID_CLAIMS[1]
+    with contextlib.suppress(FileExistsError):
+        d.mkdir(mode=0o700)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise SandboxError(
+            f"{d} (sandbox uid claims) is not a folder only this user can use "
+            f"(mode {stat.filemode(st.st_mode)}, uid {st.st_uid}); remove it",
+            kind="start",
+        )
+    return d
+
+
+def _claim(claims: Path, uid: int) -> bool:
+    with _UID_LOCK:
+        if uid in _LIVE_UIDS:
+            return False
+        me = json.dumps({"pid": os.getpid(), "start": _start_of(os.getpid())})
+        for _ in range(2):
+            try:
+                fd = os.open(claims / str(uid), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                if not _stale(claims / str(uid)):
+                    return False
+                with contextlib.suppress(FileNotFoundError):
+                    (claims / str(uid)).unlink()
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(me)
+            _LIVE_UIDS.add(uid)
+            return True
+    return False
+
+
+def _stale(path: Path) -> bool:
+    """A claim whose process is gone (or was replaced by another with its pid)."""
+    try:
+        owner = json.loads(path.read_text())
+        pid = int(owner["pid"])
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError, KeyError, TypeError):
+        try:  # half-written by a process that died mid-write, or being written now
+            return time.time() - path.stat().st_mtime > 60
+        except OSError:
+            return True
+    return _start_of(pid) is None or _start_of(pid) != owner.get("start")
+
+
+def _start_of(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
 
 
 def chown_tree(root: Path, uid: int | None) -> None:
@@ -262,6 +365,9 @@ def bwrap_argv(
         if os.path.exists(p):
             argv += ["--ro-bind", p, p]
     argv += ["--dev", "/dev"]
+    limits = limits if limits is not None else SandboxLimits.from_env()
+    if limits.shm_bytes is not None:  # RAM: capped, not bwrap's unbounded /dev folder
+        argv += ["--perms", "1777", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]
     made: set[str] = set()
 
     def mount_point(path: str, *, leaf: bool) -> None:
@@ -282,7 +388,6 @@ def bwrap_argv(
         argv += ["--ro-bind", p, p]
     # with a uid switch, change folder after it (bwrap keeps no right to read the trial's)
     argv += ["--chdir", cwd if uid is None else "/", "--"]
-    limits = limits if limits is not None else SandboxLimits.from_env()
     prl = limits.prlimit_args()
     if prl:
         argv += ["prlimit", *prl, "--"]
@@ -305,6 +410,67 @@ def bwrap_argv(
             "--",
         ]
     return argv
+
+
+TMPFS_MAGIC = 0x01021994
+OPEN_TREE_CLONE = 1
+AT_FDCWD = -100
+MNT_DETACH = 2
+_libc = None
+
+
+def _c():
+    global _libc
+    if _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc
+
+
+def _fail(what: str) -> OSError:
+    import ctypes
+
+    e = ctypes.get_errno()
+    return OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def on_tmpfs(path: Path) -> bool:
+    """Whether `path` is on a tmpfs (RAM): statfs's magic number."""
+    import ctypes
+
+    buf = ctypes.create_string_buffer(256)  # struct statfs; f_type is its first field
+    if _c().statfs(os.fsencode(path), buf) != 0:
+        return False
+    return ctypes.c_long.from_buffer(buf).value == TMPFS_MAGIC
+
+
+def trial_tmpfs(root: Path, size: int) -> None:
+    """Mount a tmpfs of `size` bytes on the (empty) trial folder `root`: what a trial
+    writes in RAM stops there (apexrl as root). Undone by `remove_trial_folder`."""
+    inodes = max(16384, size // 16384)  # inodes cost memory outside `size`: bounded too
+    opts = f"size={size},mode=0700,nr_inodes={inodes}".encode()
+    if _c().mount(b"apexrl-trial", os.fsencode(root), b"tmpfs", 2 | 4, opts) != 0:  # nosuid,nodev
+        raise _fail(f"mount a tmpfs on {root}")
+
+
+def remove_trial_folder(root: Path) -> None:
+    """Remove a trial folder, unmounting its own tmpfs first (a sandbox still holding it
+    keeps it until it exits)."""
+    if os.path.ismount(root):
+        _c().umount2(os.fsencode(root), MNT_DETACH)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def clone_tree(path: Path) -> int:
+    """A detached bind mount of `path` (open_tree(OPEN_TREE_CLONE)), as a descriptor the
+    fork server moves into a trial's mount namespace: a trial folder's own tmpfs, which
+    the fork server's namespace (made before it) does not show."""
+    fd = _c().syscall(428, AT_FDCWD, os.fsencode(path), OPEN_TREE_CLONE | os.O_CLOEXEC)
+    if fd < 0:
+        raise _fail(f"open_tree {path}")
+    return int(fd)
 
 
 # what the gateway fork server needs to build each trial's sandbox (forkserver.py)

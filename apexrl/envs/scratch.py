@@ -12,8 +12,9 @@ tmpfs has no such cost, and a trial's scratch is small next to a host's memory.
     $APEXRL_LOCAL_WORKDIR   a folder: used as it is (the caller's choice wins)
     $APEXRL_LOCAL_SCRATCH   auto (default): RAM when /dev/shm is a writable tmpfs with
                             at least $APEXRL_LOCAL_RAM_MIN_FREE bytes available
-                            (default 4 GiB; a container's 64 MiB /dev/shm is not),
-                            else disk
+                            (default 4 GiB; a container's 64 MiB /dev/shm is not)
+                            and /dev/shm/apexrl-local is absent or this user's own,
+                            else disk (with a warning when that folder is another's)
                             ram: /dev/shm/apexrl-local, an error when unusable
                             disk: <tmp>/apexrl-local (the behaviour before this choice)
 """
@@ -91,6 +92,20 @@ def ram_unusable(root: Path = RAM_ROOT, min_free: int | None = None) -> str | No
     return None
 
 
+def not_own(path: Path) -> str | None:
+    """Why an existing `path` is not this user's own folder (None: it is, or is absent)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return (
+            f"{path} is not a folder of this user's that only it can write "
+            f"(mode {stat.filemode(st.st_mode)}, uid {st.st_uid})"
+        )
+    return None
+
+
 def own_folder(path: Path) -> Path:
     """Make `path` (apexrl's default folder in a shared, sticky parent such as /dev/shm
     or /tmp) and check that it is this user's own: a folder, not a link, owned by this
@@ -98,13 +113,9 @@ def own_folder(path: Path) -> Path:
     read or swap trial folders."""
     with contextlib.suppress(FileExistsError):  # a link or a file: named below
         path.mkdir(mode=0o755, parents=True, exist_ok=True)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise ScratchError(
-            f"{path} is not a folder of this user's that only it can write "
-            f"(mode {stat.filemode(st.st_mode)}, uid {st.st_uid}); remove it, or set "
-            "APEXRL_LOCAL_WORKDIR=DIR"
-        )
+    why = not_own(path)
+    if why is not None:
+        raise ScratchError(f"{why}; remove it, or set APEXRL_LOCAL_WORKDIR=DIR")
     return path
 
 
@@ -120,6 +131,10 @@ def choose(env: Mapping[str, str] | None = None) -> Scratch:
     if choice == "disk":
         return Scratch(disk, "disk", "APEXRL_LOCAL_SCRATCH=disk")
     why_not = ram_unusable(min_free=ram_min_free(env))
+    if why_not is None and choice == "auto":
+        # another local user who made /dev/shm/apexrl-local first sends `auto` to disk
+        # (with a warning: `warning()`), instead of blocking every run
+        why_not = not_own(RAM_ROOT / FOLDER)
     if why_not is None:
         return Scratch(RAM_ROOT / FOLDER, "ram", f"{RAM_ROOT} is a tmpfs with room")
     if choice == "ram":
@@ -128,3 +143,10 @@ def choose(env: Mapping[str, str] | None = None) -> Scratch:
             "or APEXRL_LOCAL_WORKDIR=DIR"
         )
     return Scratch(disk, "disk", why_not)
+
+
+def warning(chosen: Scratch) -> str | None:
+    """What to tell the user about `chosen`: RAM was wanted but is taken by someone else."""
+    if chosen.kind == "disk" and chosen.why.startswith(str(RAM_ROOT / FOLDER)):
+        return f"trial folders go to disk ({chosen.path}): {chosen.why}"
+    return None

@@ -111,6 +111,9 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         argv = sandbox.zygote_argv(self.work_dir) + [
             sys.executable,
+            "-I",  # isolated, as the fresh gateway (`pool.ISOLATED`)
+            "-u",
+            "-B",
             "-m",
             "apexrl.envs.forkserver",
             str(theirs.fileno()),
@@ -158,21 +161,32 @@ class ForkServer:
             buf += chunk
         return buf
 
-    def spawn(self, root: Path, uid: int, limits: dict[str, int]) -> ForkedGateway:
+    def spawn(self, root: Path, uid: int, limits: sandbox.SandboxLimits) -> ForkedGateway:
         """A gateway for the trial folder `root` (a child of the work folder), waiting for
-        its world id and token on stdin like `gateway_main --wait`."""
+        its world id and token on stdin like `gateway_main --wait`. Its /world, /tmp and
+        /root go as detached mounts (`sandbox.clone_tree`): the trial folder may be a
+        tmpfs mounted after the fork server started, which its namespace does not show."""
         if root.parent.resolve() != self.work_dir.resolve():
             raise ForkServerError(f"{root} is not in the fork server's folder {self.work_dir}")
+        trees: list[int] = []
+        try:
+            for sub in ("world", "tmp", "home"):
+                trees.append(sandbox.clone_tree(root / sub))
+        except OSError as e:
+            for fd in trees:
+                os.close(fd)
+            raise ForkServerError(str(e)) from None
         ctl_r, ctl_w = os.pipe()
         out_r, out_w = os.pipe()
         life_r, life_w = os.pipe()
         st_r, st_w = os.pipe()
         log = os.open(root / "gateway.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        theirs = [ctl_r, out_w, log, life_r, st_w]
+        theirs = [ctl_r, out_w, log, life_r, st_w, *trees]
         req = {
             "name": root.name,
             "uid": uid,
-            "limits": limits,
+            "limits": limits.rlimits(),
+            "shm_bytes": limits.shm_bytes,
             "rebinds": sandbox.zygote_rebinds(),
             "env": sandbox.base_env({"PYTHONUNBUFFERED": "1"}),
         }

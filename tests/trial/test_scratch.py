@@ -144,3 +144,24 @@ def test_a_default_folder_someone_else_made_is_refused(clean_env, tmp_path):
     os.symlink(tmp_path / "elsewhere", tmp_path / "tmp" / "apexrl-local")
     problems = check_scratch({"APEXRL_LOCAL_SCRATCH": "disk"})
     assert len(problems) == 1 and "not a folder of this user's" in problems[0].what
+
+
+def test_a_foreign_ram_folder_sends_auto_to_disk_with_a_warning(clean_env, tmp_path, capsys):
+    """Issue 29, 7b: another local user who made /dev/shm/apexrl-local first no longer
+    blocks every `auto` run: it goes to disk, saying why."""
+    clean_env.setenv("APEXRL_LOCAL_RAM_MIN_FREE", "0")
+    clean_env.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with _tmpfs(tmp_path / "shm", "size=16m") as shm:
+        clean_env.setattr(scratch, "RAM_ROOT", shm)
+        assert scratch.choose().kind == "ram"
+        (shm / "apexrl-local").mkdir()
+        os.chown(shm / "apexrl-local", 4242, 4242)  # another user's
+        s = scratch.choose()
+        assert s.kind == "disk" and "uid 4242" in s.why, s
+        assert local.default_work_dir() == tmp_path / "tmp" / "apexrl-local"
+        err = capsys.readouterr().err
+        assert "trial folders go to disk" in err and str(shm / "apexrl-local") in err
+        assert check_scratch({}) == []  # preflight lets the run go on (to disk)
+        clean_env.setenv("APEXRL_LOCAL_SCRATCH", "ram")  # asked for RAM: still an error
+        assert "uid 4242" in check_scratch(dict(os.environ))[0].what

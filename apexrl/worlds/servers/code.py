@@ -1,8 +1,18 @@
 """Code execution: one shell command with cwd = the world's filesystem/, a time limit
 and an output cap (head 2/3, tail 1/3).
 
-This is not a sandbox: isolation comes from the environment the gateway runs in
-(a container or the `local` bubblewrap environment).
+Isolation comes first from the environment the gateway runs in (a container or the
+`local` bubblewrap environment). Inside it, each command is a sandbox of its own, not a
+plain child of the gateway (issue 29: a child could ptrace the gateway and take its
+host-network sockets): its own user namespace (root inside, no capability left after
+the start), PID namespace (the gateway is not in it), mount namespace with its own
+/proc (an empty one where the kernel refuses a new /proc: the gateway's processes are
+never listed), network namespace when the task allows no network, and no_new_privs.
+The `local` gateway also runs non-dumpable under a seccomp filter its commands inherit
+(`apexrl.envs.seccomp`: no ptrace, pidfd_getfd, process_vm_*, kcmp or keyrings).
+The local gateway sets $APEXRL_CODE_SANDBOX=1; elsewhere (a world image's container,
+whose own isolation applies and which may forbid user namespaces) the command is a
+plain shell, in a new network namespace when the task allows no network.
 """
 
 from __future__ import annotations
@@ -31,6 +41,26 @@ def _env(world: World) -> dict[str, str]:
     return env
 
 
+# Run by `unshare` as root of the command's new user namespace: a /proc of its own PID
+# namespace (or an empty one), then every capability dropped, then the command.
+_STAGE = (
+    "mount -t proc -o nosuid,nodev,noexec proc /proc 2>/dev/null"
+    " || mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc || exit 126; "
+    'exec setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- /bin/sh -c "$1"'
+)
+
+
+def command_argv(command: str, *, network: bool) -> list[str]:
+    """The argv that runs `command` in its own sandbox (see the module doc)."""
+    if os.environ.get("APEXRL_CODE_SANDBOX") != "1":
+        argv = ["/bin/sh", "-c", command]
+        return argv if network else ["unshare", "--net", "--", *argv]
+    ns = ["--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount"]
+    if not network:
+        ns.append("--net")  # fails closed if it cannot isolate
+    return ["unshare", *ns, "--", "/bin/sh", "-c", _STAGE, "apexrl-code", command]
+
+
 def _kill(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -41,9 +71,8 @@ async def run_command(
 ) -> dict[str, Any]:
     timeout_s = max(0.1, min(float(timeout_s), MAX_TIMEOUT_S))
     t0 = time.monotonic()
-    argv = ["/bin/sh", "-c", command]
-    if os.environ.get("APEXRL_CODE_NO_NETWORK") == "1":  # the task allows no network
-        argv = ["unshare", "--net", "--", *argv]  # fails closed if it cannot isolate
+    # the task allows no network: the command gets none
+    argv = command_argv(command, network=os.environ.get("APEXRL_CODE_NO_NETWORK") != "1")
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=str(world.fs_root),
