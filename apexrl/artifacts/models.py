@@ -261,6 +261,7 @@ class TaskRecord(Record):
     image: str | None = None
     n_criteria: int = 0
     size_bytes: int = 0
+    task_dir: str | None = None  # the task folder, absolute
 
 
 class DatasetRow(Record):
@@ -272,6 +273,16 @@ class DatasetRow(Record):
     domain: str | None = None
     sha256: str | None = None
     size_bytes: int = 0
+
+
+class TaskListing(DatasetRow):
+    """One line of `tasks ls`: a task's metadata and where it is, as absolute paths, so
+    the record can be piped to any command in any folder (`eval run --tasks -`)."""
+
+    dataset: str | None = None  # the dataset it was listed from
+    shard: str | None = None  # with `row`: the Parquet file and row (0-based) holding it
+    row: int | None = None
+    task_dir: str | None = None  # or: its task folder
 
 
 class DatasetManifest(Record):
@@ -355,6 +366,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "archipelago": ArchipelagoMeta,
     "task": TaskRecord,
     "dataset-row": DatasetRow,
+    "task-listing": TaskListing,
     "dataset-manifest": DatasetManifest,
     "finding": Finding,
     "world": WorldRecord,

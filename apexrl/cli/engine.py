@@ -35,6 +35,7 @@ def make_tiny(
     32), with a window that holds the example tasks' prompts for several turns."""
     from apexrl.engine.local import make_tiny_checkpoint
 
+    output.refuse_dash(out, "OUT", "a checkpoint folder")
     path = make_tiny_checkpoint(
         out,
         tokenizer=tokenizer,

@@ -62,7 +62,11 @@ def run(
         None, help="HF model id (org/name or org/name@rev), local checkpoint dir, or served name."
     ),
     tasks: str = typer.Option(
-        ..., "--tasks", "-t", help="Task dirs folder, Parquet dataset, or hf://org/name."
+        ...,
+        "--tasks",
+        "-t",
+        help="Task dirs folder, Parquet dataset, hf://org/name, or - (`tasks ls` records "
+        "or paths on stdin: exactly those tasks).",
     ),
     out: Path = typer.Option(..., "-o", "--out", help="RUN_DIR (rerun the same to resume)."),
     endpoint: str = typer.Option(None, "--endpoint", help="Use a running engine at this URL."),
@@ -149,6 +153,14 @@ def run(
 
     if judge and no_judge:
         raise UsageError("--judge and --no-judge exclude each other", hint="pass one of them")
+    output.refuse_dash(out, "-o", "a run folder")
+    selection = None
+    if tasks == "-":
+        import sys
+
+        from apexrl.tasks.selection import read_lines
+
+        selection = read_lines(sys.stdin)
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
     checkout = _grader_checkout(grader, archipelago, judge)
@@ -194,6 +206,7 @@ def run(
         vllm_python=vllm_python,
         pass_env=list(pass_env or []),
         command=output.command_line(),
+        selection=selection,
     )
     try:
         with _live_progress() as (on_start, on_result):

@@ -99,6 +99,17 @@ def emit_path(path, *, json_out: bool = False, **fields: Any) -> None:
         sys.stdout.flush()
 
 
+def refuse_dash(path, option: str, what: str) -> None:
+    """A folder output cannot be stdout: `-o -` there is a usage error, not a folder named -."""
+    if str(path) == "-":
+        from apexrl.errors import UsageError
+
+        raise UsageError(
+            f"{option} - : this command writes {what}, which cannot go to stdout",
+            hint=f"pass a folder path to {option}",
+        )
+
+
 _ARGV: list[str] | None = None  # the command line, when run as the `apexrl` program
 
 

@@ -24,6 +24,7 @@ def example(
     """Write a synthetic expert dataset in the APEX-Agents layout."""
     from apexrl.tasks.example import write_example
 
+    output.refuse_dash(out, "-o", "a folder of expert data")
     summary = write_example(out, seed=seed, force=force)
     output.info(f"wrote example dataset to {out}")
     output.emit_records([summary], json_out=True)
@@ -54,6 +55,7 @@ def convert(
     from apexrl.tasks.apex import load_source
     from apexrl.tasks.convert import convert_all, load_images
 
+    output.refuse_dash(out, "-o", "a folder of task directories")
     source = load_source(src, strict=strict)
     image_map = load_images(images) if images else {}
     errors = list(source.bad)
@@ -86,6 +88,7 @@ def pack(
     from apexrl.tasks.dataset import write_dataset
     from apexrl.tasks.pack import find_task_dirs, pack_dirs
 
+    output.refuse_dash(out, "-o", "a dataset folder (shards and a manifest)")
     if not tasks_dir.is_dir():
         raise UsageError(f"{tasks_dir} is not a directory")
     dirs = find_task_dirs(tasks_dir)
@@ -100,13 +103,18 @@ def pack(
             inputs=[tasks_dir],
         )
     output.info(f"packed {manifest.n_tasks} task(s) into {len(manifest.shards)} shard(s) at {out}")
-    output.emit_records([{"out": str(out), **manifest.model_dump(mode="json")}], json_out=True)
+    output.emit_records(
+        [{"out": str(out.absolute()), **manifest.model_dump(mode="json")}],
+        columns=["out", "n_tasks", "shards", "digest"],
+    )
 
 
 @app.command("unpack")
 def unpack(
     dataset: str = typer.Argument(
-        ..., help="Dataset folder, .parquet file, or hf://org/name[@rev]."
+        ...,
+        help="Dataset folder, .parquet file, hf://org/name[@rev], or - (`tasks ls` records "
+        "or paths on stdin).",
     ),
     out: Path = typer.Option(..., "-o", "--out", help="Folder for the task directories."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad row."),
@@ -115,6 +123,16 @@ def unpack(
     """Extract a Parquet task dataset into task directories, safely and resumably."""
     from apexrl.tasks.unpack import unpack_dataset
 
+    output.refuse_dash(out, "-o", "a folder of task directories")
+    if dataset == "-":
+        from apexrl.tasks.selection import materialize
+
+        dirs = materialize(_selection_or(dataset), out, copy_dirs=True)
+        output.emit_records(
+            [{"path": d.name, "task_dir": str(d.absolute())} for d in dirs], json_out=json_out
+        )
+        output.info(f"unpacked {len(dirs)} task(s) into {out}")
+        return
     errors: list = []
     with output.progress("unpack", total=None) as advance:
         results = unpack_dataset(
@@ -136,7 +154,9 @@ def unpack(
 @app.command("validate")
 def validate(
     path: str = typer.Argument(
-        ..., help="Task dir(s) folder, or a dataset (folder of shards, .parquet, hf://)."
+        ...,
+        help="Task dir(s) folder, a dataset (folder of shards, .parquet, hf://), or - "
+        "(`tasks ls` records or paths on stdin).",
     ),
     json_out: bool = typer.Option(False, "--json", help="NDJSON output on a terminal too."),
 ) -> None:
@@ -150,7 +170,12 @@ def validate(
 
     with tempfile.TemporaryDirectory(prefix="apexrl-validate-") as tmp:
         root = Path(path)
-        if (
+        if path == "-":
+            from apexrl.tasks.selection import materialize
+
+            materialize(_selection_or(path), Path(tmp), copy_dirs=True)
+            root = Path(tmp)
+        elif (
             path.startswith("hf://")
             or root.is_file()
             or (root.is_dir() and any(root.rglob("*.parquet")))
@@ -191,6 +216,7 @@ def split(
     from apexrl.tasks.dataset import PackedTask, iter_rows, row_metadata, write_dataset
     from apexrl.tasks.split import choose_eval_worlds
 
+    output.refuse_dash(out, "-o", "two dataset folders (train, eval)")
     if by != "world":
         raise UsageError(f"--by {by!r} is not supported", hint="use --by world")
     rows = [row_metadata(r) for _, r in iter_rows(dataset)]
@@ -210,24 +236,40 @@ def split(
         summaries.append(
             {
                 "split": name,
-                "out": str(out / name),
+                "out": str((out / name).absolute()),
                 "n_tasks": manifest.n_tasks,
                 "worlds": sorted(manifest.worlds),
             }
         )
-    output.emit_records(summaries, json_out=True)
+    output.emit_records(summaries, columns=["split", "out", "n_tasks", "worlds"])
 
 
 @app.command("ls")
 def ls(
-    dataset: str = typer.Argument(..., help="Dataset folder, .parquet file, or hf://org/name."),
+    dataset: str = typer.Argument(
+        ...,
+        help="Dataset folder, .parquet file, hf://org/name, a folder of task dirs, "
+        "or - (records or paths on stdin).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="NDJSON output."),
 ) -> None:
-    """List a dataset's tasks: path, task id, domain, world, size."""
-    from apexrl.tasks.dataset import iter_rows, row_metadata
+    """List tasks: path, task id, domain, world, size, and where each is (dataset, shard
+    and row, or task folder: absolute paths, so `eval run --tasks -` can take them)."""
+    from apexrl.tasks.listing import list_tasks
 
     output.emit_records(
-        (row_metadata(r) for _, r in iter_rows(dataset)),
+        list_tasks(_selection_or(dataset)),
         json_out=json_out,
         columns=["path", "task_id", "domain", "world_id", "size_bytes"],
     )
+
+
+def _selection_or(source: str):
+    """`-`: the task selection piped on stdin (apexrl.tasks.selection); else `source`."""
+    if source != "-":
+        return source
+    import sys
+
+    from apexrl.tasks.selection import parse_selection, read_lines
+
+    return parse_selection(read_lines(sys.stdin))

@@ -117,21 +117,41 @@ def tools_cmd(
 @app.command("snapshot")
 def snapshot_cmd(
     world: Path = typer.Argument(..., help="World folder (or zip)."),
-    out: Path = typer.Option(..., "-o", "--out", help="Snapshot tar to write (.tar or .tar.gz)."),
+    out: Path = typer.Option(
+        ...,
+        "-o",
+        "--out",
+        help="Snapshot tar to write (.tar or .tar.gz); - writes the tar to stdout "
+        "(the record then goes to stderr).",
+    ),
     files: bool = typer.Option(False, "--files", help="Include the per-file list in the record."),
 ) -> None:
     """Snapshot a world's state (tar of filesystem/ and .apps_data/); prints one record."""
+    import tempfile
+
     from apexrl.worlds.snapshot import snapshot
     from apexrl.worlds.world import open_world
 
-    w = open_world(world)
-    try:
-        rec = snapshot(w, out)
-    finally:
-        w.close()
-    if not files:
-        rec.files = []
-    output.emit_records([rec], json_out=True)
+    to_stdout = str(out) == "-"
+    with tempfile.TemporaryDirectory(prefix="apexrl-snapshot-") as tmp:
+        w = open_world(world)
+        try:
+            rec = snapshot(w, Path(tmp) / "snapshot.tar" if to_stdout else out)
+        finally:
+            w.close()
+        if not files:
+            rec.files = []
+        if to_stdout:
+            import shutil
+            import sys
+
+            with open(Path(tmp) / "snapshot.tar", "rb") as fh:
+                shutil.copyfileobj(fh, sys.stdout.buffer, 1 << 20)
+            sys.stdout.buffer.flush()
+            rec.tar_path = "-"
+            output.info(rec.model_dump_json())
+            return
+    output.emit_records([rec], columns=["world_id", "tar_path", "n_files", "size_bytes", "sha256"])
 
 
 @app.command("diff")

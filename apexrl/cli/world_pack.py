@@ -62,6 +62,7 @@ def pack(
     from apexrl.images.pack import Packer, PackOptions
     from apexrl.worlds.sources import resolve_sources
 
+    output.refuse_dash(out, "-o", "a folder of image archives")
     worlds = resolve_sources(srcs)
     if base == "scratch":
         output.warn("no --base: the images hold no Python and cannot run by themselves")
@@ -91,7 +92,7 @@ def pack(
                 continue
             rec = PackedImageRecord(
                 world_id=packed.world_id,
-                archive=str(packed.archive),
+                archive=str(Path(packed.archive).absolute()),
                 digest=packed.digest,
                 size_bytes=packed.size,
             )

@@ -86,14 +86,25 @@ def _task_ref(d: Path) -> TaskRef:
 
 
 def resolve_tasks(
-    source: str, run_dir: Path, *, on_error=None
+    source: str, run_dir: Path, *, on_error=None, selection: list[str] | None = None
 ) -> tuple[list[TaskRef], DatasetInfo]:
     """Task dirs of DATASET (a folder of task dirs, or anything `tasks unpack` takes,
-    unpacked into RUN_DIR/tasks) and the dataset's digest."""
+    unpacked into RUN_DIR/tasks) and the dataset's digest. `selection`: the lines piped
+    to `--tasks -` (apexrl.tasks.selection): exactly those tasks."""
     from apexrl.artifacts.models import DatasetRow
     from apexrl.tasks.dataset import dataset_digest
     from apexrl.tasks.pack import find_task_dirs, pack_task_dir
 
+    if selection is not None:
+        from apexrl.tasks.selection import materialize, parse_selection
+
+        dirs = materialize(parse_selection(selection), run_dir / TASKS_DIR)
+        rows = [DatasetRow(path=d.name, sha256=pack_task_dir(d)[1]) for d in dirs]
+        refs = [_task_ref(d) for d in dirs]
+        info = DatasetInfo(
+            source=f"stdin ({len(refs)} tasks)", digest=dataset_digest(rows), n_tasks=len(refs)
+        )
+        return refs, info
     text = str(source)
     path = Path(text).expanduser()
     is_hf = text.startswith("hf://")
@@ -119,7 +130,8 @@ def resolve_tasks(
             f"dataset {text} has no tasks", hint="check the path; see `apexrl tasks ls`"
         )
     refs = [_task_ref(d) for d in dirs]
-    info = DatasetInfo(source=text, digest=dataset_digest(rows), n_tasks=len(refs))
+    where = text if is_hf else str(path.absolute())  # records travel between folders
+    info = DatasetInfo(source=where, digest=dataset_digest(rows), n_tasks=len(refs))
     return refs, info
 
 
@@ -507,6 +519,7 @@ class EvalRequest(TrialSpec):
     retry_errors: bool = False
     force: bool = False
     command: str | None = None  # the command line, recorded in run.json for resuming
+    selection: list[str] | None = None  # `--tasks -`: the lines read from stdin
 
 
 def run_eval(
@@ -539,7 +552,9 @@ def run_eval(
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     with resume.run_lock(run_dir):
-        tasks, dataset = resolve_tasks(req.tasks, run_dir, on_error=on_bad_task)
+        tasks, dataset = resolve_tasks(
+            req.tasks, run_dir, on_error=on_bad_task, selection=req.selection
+        )
         tasks = select_tasks(tasks, domains=req.domains, limit=req.limit)
         check_judge_setting(tasks, req)  # before any trial: exit 2 (no judge) or 3 (no key)
         run = build_run_config(

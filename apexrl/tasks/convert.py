@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from apexrl.artifacts.jsonl import read_records
 from apexrl.artifacts.models import ApexTask, ApexWorld, ImageRecord, TaskMetadata, TaskRecord
 from apexrl.errors import BadRecordError
 from apexrl.tasks.apex import ApexSource, input_file_names
@@ -53,7 +52,40 @@ def slugify(name: str, task_id: str) -> str:
 
 
 def load_images(path: Path) -> dict[str, ImageRecord]:
-    return {r.world_id: r for r in read_records(path, ImageRecord)}
+    """images.jsonl of `image push` (world_id, ref, digest), or - for stdin. `world pack`
+    output (archives on disk, not yet pushed) is refused with what to run first."""
+    import orjson
+    from pydantic import ValidationError
+
+    from apexrl.artifacts.jsonl import iter_lines
+
+    out: dict[str, ImageRecord] = {}
+    for n, line in iter_lines(path):
+        where = f"{path}:{n}"
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            raise BadRecordError(where, f"invalid JSON: {e}") from None
+        if isinstance(obj, dict) and "archive" in obj and "ref" not in obj:
+            raise BadRecordError(
+                where,
+                "this is `world pack` output (an image archive on disk); --images wants "
+                "`image push` output: world_id, ref (repository:tag) and digest per line",
+                hint=f"push the archives first: apexrl image push {path} --to REGISTRY/REPO "
+                "> images.jsonl, then pass --images images.jsonl",
+            )
+        try:
+            rec = ImageRecord.model_validate(obj)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            raise BadRecordError(
+                where,
+                f"{field}: {err['msg']}",
+                hint="--images wants `image push` output: world_id, ref, digest per line",
+            ) from None
+        out[rec.world_id] = rec
+    return out
 
 
 def convert_all(
@@ -167,6 +199,7 @@ def write_task_dir(
         image=meta.image,
         n_criteria=len(task.rubric),
         size_bytes=sum(p.stat().st_size for p in final.rglob("*") if p.is_file()),
+        task_dir=str(final.absolute()),
     )
 
 

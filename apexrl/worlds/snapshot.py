@@ -113,7 +113,7 @@ def snapshot(world: World | Path, out: Path) -> SnapshotRecord:
             sink.close()
     return SnapshotRecord(
         world_id=wid,
-        tar_path=str(out),
+        tar_path=str(Path(out).absolute()),
         n_files=len(files),
         size_bytes=sum(f.size for f in files.values()),
         sha256=state_digest(files),
