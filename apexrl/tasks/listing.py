@@ -14,7 +14,7 @@ def list_tasks(source: str | list[TaskSource]) -> Iterator[TaskListing]:
     if isinstance(source, list):
         yield from _list_selection(source)
         return
-    from apexrl.tasks.dataset import HF_PREFIX, iter_rows, resolve_files, row_metadata
+    from apexrl.tasks.dataset import HF_PREFIX, iter_rows, resolve_files
     from apexrl.tasks.pack import find_task_dirs
 
     path = Path(source).expanduser()
