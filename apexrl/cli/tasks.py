@@ -163,11 +163,13 @@ def validate(
     """Check tasks: Harbor config, instruction, rubric, verifier entrypoint, metadata, env keys."""
     import tempfile
 
+    from apexrl.artifacts.models import Finding
     from apexrl.errors import ExitCode, UsageError
     from apexrl.tasks.pack import find_task_dirs
     from apexrl.tasks.unpack import unpack_dataset
     from apexrl.tasks.validate import validate_task_dir
 
+    bad_rows: list[Finding] = []
     with tempfile.TemporaryDirectory(prefix="apexrl-validate-") as tmp:
         root = Path(path)
         if path == "-":
@@ -180,20 +182,29 @@ def validate(
             or root.is_file()
             or (root.is_dir() and any(root.rglob("*.parquet")))
         ):
-            unpack_dataset(path, Path(tmp), strict=True)
+            # every bad row is a finding (not only the first); the good rows are checked
+            unpack_dataset(
+                path,
+                Path(tmp),
+                strict=False,
+                on_error=lambda e: bad_rows.append(
+                    Finding(where=e.where, check="row", message=e.detail)
+                ),
+            )
             root = Path(tmp)
         if not root.is_dir():
             raise UsageError(f"{path} does not exist")
         dirs = find_task_dirs(root)
-        if not dirs:
+        if not dirs and not bad_rows:
             raise UsageError(f"no task directories (with task.toml) under {path}")
-        findings = [f for d in dirs for f in validate_task_dir(d)]
+        findings = bad_rows + [f for d in dirs for f in validate_task_dir(d)]
     output.emit_records(
         findings, json_out=json_out, columns=["where", "check", "severity", "message"]
     )
     n_err = sum(f.severity == "error" for f in findings)
     output.info(
-        f"validated {len(dirs)} task(s): {n_err} error(s), {len(findings) - n_err} warning(s)"
+        f"validated {len(dirs) + len(bad_rows)} task(s): {n_err} error(s), "
+        f"{len(findings) - n_err} warning(s)"
     )
     if n_err:
         raise typer.Exit(int(ExitCode.CHECK_FAILED))

@@ -132,7 +132,7 @@ def verify(
     advice = _fix_advice(findings, tname, src)
     if advice:
         for f in findings:
-            if not f.ok:
+            if not f.ok and not _bad_record(f):
                 f.message = f"{f.message} ({advice})" if f.message else advice
     output.emit_records(
         findings,
@@ -150,6 +150,9 @@ def verify(
         title=f"tito verify --mode {mode.value}",
     )
     _summary(findings, mode.value, tname)
+    for f in findings:
+        if _bad_record(f):  # the input's fault, not the template's: file and line
+            output.error(f.message)
     if advice:
         output.err_console().print(advice)
     if not all(f.ok for f in findings):
@@ -161,8 +164,8 @@ def _fix_advice(findings, tname: str, src: str) -> str | None:
     from apexrl.tito.parsing import tool_call_format
     from apexrl.tito.template import prefix_fix
 
-    if all(f.ok for f in findings):
-        return None
+    if all(f.ok or _bad_record(f) for f in findings):
+        return None  # unreadable records say nothing about the template
     fix = prefix_fix(tname, src)
     fmt = tool_call_format(src) or "unknown"
     if fix:
@@ -176,6 +179,11 @@ def _fix_advice(findings, tname: str, src: str) -> str | None:
             "template fits; pass --chat-template FILE with a template that renders history verbatim"
         )
     return None
+
+
+def _bad_record(f) -> bool:
+    """A finding for an input record that could not be read (not JSON, not a trajectory)."""
+    return f.status == "error" and "not a trajectory record" in (f.message or "")
 
 
 def _replay(tok, src, path: str):

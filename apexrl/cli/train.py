@@ -61,6 +61,10 @@ def command(
     from apexrl.train.recipe import load_recipe
 
     loaded = load_recipe(recipe, set_)
+    for flag, source in (("--data", data), ("--val-data", val_data)):
+        _check_data(
+            flag, source, remote=bool(ray_address) and loaded.recipe.training.backend != "jax"
+        )
     if loaded.recipe.training.backend == "jax":  # LoRA steps on this CPU (apexrl.train.jaxrl)
         from apexrl.cli.train_jax import run_jax_command
 
@@ -89,6 +93,24 @@ def command(
     output.emit_records([result.record()], json_out=json_out)
     if result.failed:
         raise typer.Exit(int(ExitCode.REMOTE))
+
+
+def _check_data(flag: str, source: str | None, *, remote: bool) -> None:
+    """A local dataset path must exist here (the job runs here); on a remote cluster the
+    nodes may see paths this machine does not: then a warning, not a refusal."""
+    from pathlib import Path
+
+    from apexrl.errors import UsageError
+
+    if not source or "://" in source or Path(source).expanduser().exists():
+        return
+    if remote:
+        output.warn(f"{flag} {source} does not exist here; the cluster's nodes must see it")
+        return
+    raise UsageError(
+        f"{flag} {source} does not exist",
+        hint="pass a dataset from `apexrl tasks pack` (folder or .parquet) or hf://org/name",
+    )
 
 
 def _confirm_stop(job_id: str) -> bool:

@@ -239,7 +239,16 @@ def load_trajectories(path: str) -> Iterable[tuple[str, TitoTrajectory | Excepti
     stripped = data.lstrip()
     docs: list[tuple[str, Any]] = []
     if stripped.startswith(b"{") and b"\n{" not in stripped.strip():
-        docs = [(path, orjson.loads(data))]
+        try:
+            docs = [(path, orjson.loads(data))]
+        except orjson.JSONDecodeError as e:
+            from apexrl.errors import BadRecordError
+
+            raise BadRecordError(
+                f"{path}:{e.lineno}",
+                f"not JSON (column {e.colno}): {e.msg}",
+                hint="pass JSONL of apexrl trajectories (one object per line) or one ATIF JSON",
+            ) from None
     else:
         for n, line in enumerate(data.splitlines(), 1):
             if not line.strip():

@@ -460,6 +460,15 @@ def canonical_hash(tree: dict) -> str:
     return hashlib.sha256(orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+def _set_of(overrides, loc: str) -> str | None:
+    """The last --set argument that wrote key path `loc` (or a key under it), if any."""
+    for arg in reversed(list(overrides)):
+        key = arg.partition("=")[0].strip()
+        if key == loc or loc.startswith(key + ".") or key.startswith(loc + "."):
+            return arg
+    return None
+
+
 def load_recipe(spec: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedRecipe:
     path = resolve_recipe_path(spec)
     tree, chain = _load_chain(path, [])
@@ -473,6 +482,12 @@ def load_recipe(spec: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
+        blamed = _set_of(overrides, loc)
+        if blamed is not None:  # the value came from the command line, not the recipe
+            raise UsageError(
+                f"--set {blamed}: `{loc}`: {err['msg']}",
+                hint=f"fix the value after `{loc}=` (the recipe {path.name} is not at fault)",
+            ) from None
         raise BadRecordError(str(path), f"`{loc}`: {err['msg']}") from None
     return LoadedRecipe(
         recipe=recipe,
