@@ -1,34 +1,124 @@
 """Static shell completion scripts generated from the CLI's command tree.
 
-`make completions` writes completions/apexrl.{bash,zsh,fish}; a test fails
-when they no longer match the CLI (a command or option added or renamed).
+`make completions` (python -m apexrl.completions) writes completions/apexrl.bash,
+completions/_apexrl (zsh) and completions/apexrl.fish; a test fails when they no longer
+match the CLI. Each completes subcommands, option names, option values (an option's
+choices; files for path-like options) and paths for arguments, and skips option values
+when it works out which command is being typed.
 """
 
 from __future__ import annotations
+
+import enum
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from typer.core import TyperGroup, TyperOption
 
 SHELLS = ("bash", "zsh", "fish")
 FILENAMES = {"bash": "apexrl.bash", "zsh": "_apexrl", "fish": "apexrl.fish"}
+FILES = "@files"  # an option value or argument that is a path
+# str-valued options that are not paths (no file completion for their values)
+NOT_PATHS = {
+    "--endpoint",
+    "--repo",
+    "--judge",
+    "--judge-api-base",
+    "--model",
+    "--revision",
+    "--license",
+    "--tag",
+    "--to",
+    "--registry-endpoint",
+    "--ray-address",
+    "--pass-env",
+    "--set",
+    "--image-profile",
+    "--surface",
+    "--apps",
+    "--host",
+    "--served-name",
+    "--base",
+    "--domain",
+    "--served-model-name",
+    "--by",
+    "--mode",
+}
 
 
-def command_tree(cmd, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], list[str]]:
-    """Map each command path to the words that may follow it (subcommands, options)."""
-    words: list[str] = []
-    tree: dict[tuple[str, ...], list[str]] = {}
+@dataclass
+class Spec:
+    """What may follow one command path."""
+
+    subs: dict[str, str] = field(default_factory=dict)  # subcommand -> one-line help
+    flags: list[str] = field(default_factory=list)  # options without a value
+    valued: dict[str, str] = field(default_factory=dict)  # option -> FILES, choices, or ""
+    short: dict[str, str] = field(default_factory=dict)  # -o -> --out
+    helps: dict[str, str] = field(default_factory=dict)  # option -> one-line help
+    args: bool = False  # takes positional arguments (paths)
+
+    @property
+    def options(self) -> list[str]:
+        return [*self.flags, *self.valued]
+
+
+def _value_kind(annotation, opt: str) -> str | None:
+    """None: a flag; FILES; space-separated choices; "" for a value with no completion."""
+    if typing.get_origin(annotation) in (list, tuple):
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    if annotation is bool:
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " ".join(str(m.value) for m in annotation)
+    if annotation is Path or (annotation is str and opt not in NOT_PATHS):
+        return FILES
+    return ""
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n")[0].strip().replace("'", "").replace('"', "")[:70]
+
+
+def command_tree(cmd, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Spec]:
+    """Each command path -> what may follow it."""
+    spec = Spec()
+    tree: dict[tuple[str, ...], Spec] = {}
     if isinstance(cmd, TyperGroup):
-        ctx = None
-        for name in sorted(cmd.list_commands(ctx)):
-            sub = cmd.get_command(ctx, name)
+        for name in sorted(cmd.list_commands(None)):
+            sub = cmd.get_command(None, name)
             if sub is None or sub.hidden:
                 continue
-            words.append(name)
+            spec.subs[name] = _first_line(sub.help or sub.short_help)
             tree.update(command_tree(sub, (*path, name)))
     for param in cmd.params:
-        if isinstance(param, TyperOption) and not param.hidden:
-            words.extend(o for o in param.opts + param.secondary_opts if o.startswith("--"))
-    words.append("--help")
-    tree[path] = sorted(set(words), key=words.index)
+        if param.hidden if hasattr(param, "hidden") else False:
+            continue
+        if not isinstance(param, TyperOption):
+            spec.args = True
+            continue
+        names = [o for o in param.opts + param.secondary_opts if o.startswith("--")]
+        if not names:
+            continue
+        long = names[0]
+        annotation = param.type_descriptor.annotation if hasattr(param, "type_descriptor") else str
+        kind = None if param.secondary_opts else _value_kind(annotation, long)
+        for o in names:
+            if kind is None:
+                spec.flags.append(o)
+            else:
+                spec.valued[o] = kind
+            spec.helps[o] = _first_line(param.help)
+        for o in param.opts:
+            if not o.startswith("--") and len(o) == 2:
+                spec.short[o] = long
+    spec.flags.append("--help")
+    spec.helps["--help"] = "Show help and exit."
+    spec.short["-h"] = "--help"
+    tree[path] = spec
     return dict(sorted(tree.items()))
 
 
@@ -44,74 +134,176 @@ def render(shell: str) -> str:
 _HEADER = "# Generated by `make completions` from the apexrl CLI. Do not edit.\n"
 
 
+def _key(path: tuple[str, ...]) -> str:
+    return " ".join(path)
+
+
+def _spec_cases(tree, indent: str) -> str:
+    """Shell `case` arms (bash and zsh share the syntax) setting subs/opts/vals/args."""
+    out = []
+    for path, s in tree.items():
+        vals = [*s.valued, *(o for o, long in s.short.items() if long in s.valued)]
+        out.append(
+            f'{indent}"{_key(path)}") subs="{" ".join(s.subs)}"; '
+            f'opts="{" ".join(s.options)}"; vals="{" ".join(vals)}"; '
+            f"args={int(s.args)} ;;"
+        )
+    return "\n".join(out)
+
+
+def _value_cases(tree, indent: str) -> str:
+    out = []
+    for path, s in tree.items():
+        for opt, kind in s.valued.items():
+            if not kind:
+                continue
+            pats = [opt, *(o for o, long in s.short.items() if long == opt)]
+            pattern = "|".join(f'"{_key(path)}|{p}"' for p in pats)
+            out.append(f'{indent}{pattern}) echo "{kind}" ;;')
+    return "\n".join(out)
+
+
+# The walk over the words typed so far, shared by bash and zsh: a word that is an option
+# taking a value makes the next word its value (skipped); a word that names a
+# subcommand of the path so far extends the path.
+_WALK = """\
+    for ((i = FIRST; i < LAST; i++)); do
+        w="${WORDS[i]}"
+        if ((skip)); then skip=0; continue; fi
+        _apexrl_spec "$cmdpath"
+        if [[ "$w" == -* ]]; then
+            [[ "$w" != *=* && " $vals " == *" $w "* ]] && skip=1
+            continue
+        fi
+        [[ " $subs " == *" $w "* ]] && cmdpath="${cmdpath:+$cmdpath }$w"
+    done
+    _apexrl_spec "$cmdpath"
+"""
+
+
 def _bash(tree) -> str:
-    cases = "\n".join(
-        f'        "{" ".join(path)}") words="{" ".join(words)}" ;;' for path, words in tree.items()
-    )
+    walk = _WALK.replace("FIRST", "1").replace("LAST", "COMP_CWORD").replace("WORDS", "COMP_WORDS")
     return (
         _HEADER
+        + "# Install: source this file from ~/.bashrc, or copy it to\n"
+        + "# ~/.local/share/bash-completion/completions/apexrl\n"
+        + "_apexrl_spec() {\n    subs=\"\" opts=\"\" vals=\"\" args=0\n    case \"$1\" in\n"
+        + _spec_cases(tree, "        ")
+        + "\n    esac\n}\n"
+        + "_apexrl_values() {\n    case \"$1|$2\" in\n"
+        + _value_cases(tree, "        ")
+        + "\n    esac\n}\n"
+        + "_apexrl_files() {\n"
+        + '    COMPREPLY=($(compgen -f -- "$1"))\n'
+        + "    compopt -o filenames 2>/dev/null\n"
+        + "    return 0\n}\n"
         + "_apexrl() {\n"
-        + '    local cur="${COMP_WORDS[COMP_CWORD]}" path="" w words\n'
-        + '    for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do\n'
-        + '        [[ "$w" == -* ]] && continue\n'
-        + '        case "${path:+$path }$w" in\n'
-        + "".join(f'            "{" ".join(p)}") path="{" ".join(p)}" ;;\n' for p in tree if p)
-        + "        esac\n"
-        + "    done\n"
-        + '    case "$path" in\n'
-        + cases
-        + "\n    esac\n"
-        + '    [[ "$cur" == -* || -n "$words" ]] && COMPREPLY=($(compgen -W "$words" -- "$cur"))\n'
-        + '    [[ ${#COMPREPLY[@]} -eq 0 ]] && COMPREPLY=($(compgen -f -- "$cur"))\n'
-        + "}\n"
-        + "complete -o filenames -F _apexrl apexrl\n"
+        + '    local cur="${COMP_WORDS[COMP_CWORD]}" cmdpath="" subs opts vals args w i skip=0 v\n'
+        + "    COMPREPLY=()\n"
+        + walk
+        + "    if ((skip)); then\n"
+        + '        v="$(_apexrl_values "$cmdpath" "${COMP_WORDS[COMP_CWORD-1]}")"\n'
+        + f'        if [[ "$v" == "{FILES}" ]]; then _apexrl_files "$cur"\n'
+        + '        elif [[ -n "$v" ]]; then COMPREPLY=($(compgen -W "$v" -- "$cur")); fi\n'
+        + "        return 0\n    fi\n"
+        + '    if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$opts" -- "$cur")); return 0; fi\n'
+        + '    if [[ -n "$subs" ]]; then COMPREPLY=($(compgen -W "$subs" -- "$cur")); return 0; fi\n'
+        + '    ((args)) && _apexrl_files "$cur"\n'
+        + "    return 0\n}\n"
+        + "complete -F _apexrl apexrl\n"
     )
 
 
 def _zsh(tree) -> str:
-    cases = "\n".join(
-        f'    "{" ".join(path)}") words=({" ".join(words)}) ;;' for path, words in tree.items()
+    # zsh arrays are 1-based and `words` holds the command line (never redeclared here:
+    # a local `words` would hide it); `path` is zsh's PATH array, so the walk uses cmdpath.
+    walk = (
+        _WALK.replace("FIRST", "2")
+        .replace("LAST", "CURRENT")
+        .replace("WORDS", "words")
+        .replace("    ", "  ")
     )
     return (
         "#compdef apexrl\n"
         + _HEADER
-        + 'local path="" w\nlocal -a words\n'
-        + "for w in ${words[2,CURRENT-1]}; do\n"
-        + '  [[ "$w" == -* ]] && continue\n'
-        + '  case "${path:+$path }$w" in\n'
-        + "".join(f'    "{" ".join(p)}") path="{" ".join(p)}" ;;\n' for p in tree if p)
-        + "  esac\ndone\n"
-        + 'case "$path" in\n'
-        + cases
-        + "\nesac\n"
-        + "compadd -a words\n_files\n"
+        + "# Install: copy to a folder on $fpath (e.g. ~/.zfunc, with fpath+=(~/.zfunc)\n"
+        + "# before compinit in ~/.zshrc)\n"
+        + "_apexrl_spec() {\n  subs=\"\" opts=\"\" vals=\"\" args=0\n  case \"$1\" in\n"
+        + _spec_cases(tree, "    ")
+        + "\n  esac\n}\n"
+        + "_apexrl_values() {\n  case \"$1|$2\" in\n"
+        + _value_cases(tree, "    ")
+        + "\n  esac\n}\n"
+        + "_apexrl() {\n"
+        + "  local cmdpath=\"\" subs opts vals args w i skip=0 v\n"
+        + walk
+        + "  if ((skip)); then\n"
+        + '    v="$(_apexrl_values "$cmdpath" "${words[CURRENT-1]}")"\n'
+        + f'    if [[ "$v" == "{FILES}" ]]; then _files\n'
+        + '    elif [[ -n "$v" ]]; then compadd -- ${=v}; fi\n'
+        + "    return 0\n  fi\n"
+        + '  if [[ "$PREFIX" == -* ]]; then compadd -- ${=opts}; return 0; fi\n'
+        + '  if [[ -n "$subs" ]]; then compadd -- ${=subs}; return 0; fi\n'
+        + "  ((args)) && _files\n"
+        + "  return 0\n}\n"
+        + '_apexrl "$@"\n'
     )
 
 
 def _fish(tree) -> str:
-    lines = [_HEADER.rstrip(), "complete -c apexrl -f"]
-    for path, words in tree.items():
-        cond = (
-            "__fish_use_subcommand"
-            if not path
-            else "__fish_seen_subcommand_from " + path[-1]
-            if len(path) == 1
-            else f"__fish_seen_subcommand_from {path[0]}; "
-            f"and __fish_seen_subcommand_from {path[-1]}"
-        )
-        subs = [w for w in words if not w.startswith("-")]
-        opts = [w[2:] for w in words if w.startswith("--")]
-        if subs:
-            lines.append(f"complete -c apexrl -n '{cond}' -a '{' '.join(subs)}'")
-        for opt in opts:
-            lines.append(f"complete -c apexrl -n '{cond}' -l {opt}")
+    subs_cases = "\n".join(
+        f"        case '{_key(p)}'\n            echo {' '.join(s.subs)}"
+        for p, s in tree.items()
+        if s.subs
+    )
+    lines = [
+        _HEADER.rstrip(),
+        "# Install: copy to ~/.config/fish/completions/apexrl.fish",
+        "function __apexrl_subs",
+        "    switch $argv[1]",
+        subs_cases,
+        "    end",
+        "end",
+        "# the command path typed so far (words that name a subcommand of the path before them)",
+        "function __apexrl_path",
+        "    set -l path ''",
+        "    for w in (commandline -opc)[2..-1]",
+        "        if contains -- $w (string split ' ' -- (__apexrl_subs $path))",
+        "            set path (string trim -- \"$path $w\")",
+        "        end",
+        "    end",
+        "    echo $path",
+        "end",
+        "function __apexrl_is",
+        '    test (__apexrl_path) = "$argv[1]"',
+        "end",
+        "complete -c apexrl -f",
+    ]
+    for path, s in tree.items():
+        cond = f"-n '__apexrl_is \"{_key(path)}\"'"
+        for name, help_ in s.subs.items():
+            lines.append(f"complete -c apexrl {cond} -a {name} -d '{help_}'")
+        shorts = {long: o[1] for o, long in s.short.items()}
+        for opt in [*s.flags, *s.valued]:
+            flag = f"-l {opt[2:]}" + (f" -s {shorts[opt]}" if opt in shorts else "")
+            desc = f" -d '{s.helps.get(opt, '')}'" if s.helps.get(opt) else ""
+            kind = s.valued.get(opt)
+            if kind is None:
+                extra = ""
+            elif kind == FILES:
+                extra = " -r -F"
+            elif kind:
+                extra = f" -x -a '{kind}'"
+            else:
+                extra = " -x"
+            lines.append(f"complete -c apexrl {cond} {flag}{extra}{desc}")
+        if s.args and not s.subs:
+            lines.append(f"complete -c apexrl {cond} -F")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     """Write completions/ (used by `make completions`)."""
-    from pathlib import Path
-
     out = Path("completions")
     out.mkdir(exist_ok=True)
     for shell in SHELLS:

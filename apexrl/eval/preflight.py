@@ -231,12 +231,25 @@ def check_worlds(tasks: list[TaskNeeds], worlds_dir: Path | None) -> list[Proble
             missing.setdefault("(none declared)", []).append(t.name)
         elif not _has_world(store, t.world_id):
             missing.setdefault(t.world_id, []).append(t.name)
+    # every world zip the run will use opens (a junk zip would fail each of its trials)
+    used = sorted({t.world_id for t in tasks if t.world_id and t.world_id not in missing})
+    broken = [p for p in (store.zip_problem(w) for w in used) if p]
+    problems = (
+        [
+            Problem(
+                f"{len(broken)} world zip(s) cannot be read: " + "; ".join(broken[:5]),
+                "replace each with the world's zip (or its unpacked folder) in --worlds",
+            )
+        ]
+        if broken
+        else []
+    )
     if not missing:
-        return []
+        return problems
     n_tasks = sum(len(v) for v in missing.values())
     shown = ", ".join(f"{w} ({len(v)} task(s), e.g. {v[0]})" for w, v in list(missing.items())[:5])
     more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-    return [
+    return problems + [
         Problem(
             f"{len(missing)} world(s) needed by {n_tasks} task(s) are not in the world store "
             f"{worlds_dir}: {shown}{more}",

@@ -6,6 +6,7 @@ SRC/world_files_zipped/<world_id>.zip, SRC/task_files/<task_id>/..., SRC/gold_fi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +95,20 @@ def _parse_task(obj: object, where: str) -> ApexTask:
         raise BadRecordError(where, _describe(e), hint="fix the record or drop it") from None
 
 
+@functools.lru_cache(maxsize=4096)
+def _zip_problem(path: str, size: int, mtime_ns: int) -> str | None:
+    """Why a world zip does not open (its central directory; once per file version)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if not zf.infolist():
+                return "is empty"
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        return f"is not a readable zip ({e})"
+    return None
+
+
 def _check_task(src: ApexSource, task: ApexTask, where: str, seen: dict[str, str]) -> None:
     if task.task_id in seen:
         raise BadRecordError(
@@ -106,6 +121,15 @@ def _check_task(src: ApexSource, task: ApexTask, where: str, seen: dict[str, str
             where,
             f"world zip world_files_zipped/{task.world_id}.zip is missing",
             hint="add the world's zip or drop the task",
+        )
+    zpath = src.world_zip(task.world_id)
+    st = zpath.stat()
+    problem = _zip_problem(str(zpath), st.st_size, st.st_mtime_ns)
+    if problem:
+        raise BadRecordError(
+            where,
+            f"world zip world_files_zipped/{task.world_id}.zip {problem}",
+            hint="replace it with the world's zip, or drop the task",
         )
     files_dir = src.task_files_dir(task.task_id)
     for name in input_file_names(task):

@@ -56,6 +56,19 @@ def extract_zip_safely(zpath: Path, dest: Path, *, max_bytes: int | None = None)
     return res.n_files
 
 
+def unreadable_zip(zpath: Path) -> str | None:
+    """Why a world zip cannot be read (its central directory: cheap), None when it opens."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(zpath) as zf:
+            if not zf.infolist():
+                return f"{zpath}: an empty zip (no world files)"
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        return f"{zpath}: not a readable zip ({e})"
+    return None
+
+
 def find_root(d: Path, src: Path) -> Path:
     """The folder holding filesystem/ and .apps_data/: `d`, or down a chain of up to 3
     single wrapping folders (zips of real worlds wrap them: world_x/, data/world_x/)."""
@@ -148,6 +161,11 @@ class WorldStore:
     def has(self, world_id: str) -> bool:
         """Whether the store holds WORLD_ID (nothing is extracted)."""
         return self._find(world_id) != (None, None)
+
+    def zip_problem(self, world_id: str) -> str | None:
+        """Why the world's zip cannot be read (None: a folder, or a zip that opens)."""
+        _, zpath = self._find(world_id)
+        return unreadable_zip(zpath) if zpath is not None else None
 
     def pristine(self, world_id: str) -> Path:
         """The world's root folder (filesystem/, .apps_data/), never to be written."""

@@ -1,0 +1,69 @@
+"""A corrupt world zip (issue 32.3): convert refuses it, the preflight opens every zip it
+will use, and a trial that meets one anyway puts the reason in the summary and report."""
+
+from __future__ import annotations
+
+import shutil
+
+import orjson
+from typer.testing import CliRunner
+
+from apexrl.cli.app import app
+from apexrl.cli.eval import EvalDeps
+
+
+def _junk_store(expert, tmp_path) -> tuple:
+    store = tmp_path / "worlds"
+    shutil.copytree(expert / "world_files_zipped", store)
+    law = next(
+        r["world_id"]
+        for r in orjson.loads((expert / "tasks_and_rubrics.json").read_bytes())
+        if r["domain"] == "law"
+    )
+    (store / f"{law}.zip").write_bytes(b"this is not a zip\n")
+    return store, law
+
+
+def test_convert_refuses_a_junk_world_zip(example_dirs, tmp_path):
+    expert, _ = example_dirs
+    src = tmp_path / "expert"
+    shutil.copytree(expert, src)
+    _, law = _junk_store(expert, tmp_path)
+    (src / "world_files_zipped" / f"{law}.zip").write_bytes(b"junk")
+    res = CliRunner().invoke(app, ["tasks", "convert", str(src), "-o", str(tmp_path / "t")])
+    assert res.exit_code == 5, res.output  # the good tasks written, the bad ones named
+    assert f"{law}.zip is not a readable zip" in res.stderr
+
+
+def test_preflight_opens_every_world_zip(example_dirs, tmp_path):
+    expert, tasks = example_dirs
+    store, law = _junk_store(expert, tmp_path)
+    res = CliRunner().invoke(
+        app,
+        ["eval", "run", "--agent", "oracle", "-t", str(tasks), "--worlds", str(store)]
+        + ["-o", str(tmp_path / "run"), "--domain", "law", "--limit", "1"],
+    )
+    assert res.exit_code == 2, res.output
+    assert f"{law}.zip: not a readable zip" in res.stderr
+
+
+def test_the_reason_reaches_summary_and_report(example_dirs, tmp_path):
+    from apexrl.trial.run import run_trial  # real trials: Harbor, bubblewrap, grading
+
+    expert, tasks = example_dirs
+    store, law = _junk_store(expert, tmp_path)
+    run_dir = tmp_path / "run"
+    res = CliRunner().invoke(
+        app,
+        ["eval", "run", "--agent", "oracle", "-t", str(tasks), "--worlds", str(store)]
+        + ["-o", str(run_dir), "--domain", "law", "--limit", "1"],
+        obj=EvalDeps(trial_fn=run_trial),  # no preflight: the trial meets the zip itself
+    )
+    assert res.exit_code == 1, res.output
+    assert "not a readable zip" in res.stderr  # said at the end of the run
+    summary = orjson.loads((run_dir / "summary.json").read_bytes())
+    (cls, msgs), *_ = summary["error_messages"].items()
+    assert summary["errors"] == {cls: 1}
+    assert any(f"{law}.zip" in m and "not a readable zip" in m for m in msgs), msgs
+    md = CliRunner().invoke(app, ["eval", "report", str(run_dir), "-f", "md"]).stdout
+    assert "not a readable zip" in md
