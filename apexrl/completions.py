@@ -187,10 +187,10 @@ def _bash(tree) -> str:
         _HEADER
         + "# Install: source this file from ~/.bashrc, or copy it to\n"
         + "# ~/.local/share/bash-completion/completions/apexrl\n"
-        + "_apexrl_spec() {\n    subs=\"\" opts=\"\" vals=\"\" args=0\n    case \"$1\" in\n"
+        + '_apexrl_spec() {\n    subs="" opts="" vals="" args=0\n    case "$1" in\n'
         + _spec_cases(tree, "        ")
         + "\n    esac\n}\n"
-        + "_apexrl_values() {\n    case \"$1|$2\" in\n"
+        + '_apexrl_values() {\n    case "$1|$2" in\n'
         + _value_cases(tree, "        ")
         + "\n    esac\n}\n"
         + "_apexrl_files() {\n"
@@ -228,14 +228,14 @@ def _zsh(tree) -> str:
         + _HEADER
         + "# Install: copy to a folder on $fpath (e.g. ~/.zfunc, with fpath+=(~/.zfunc)\n"
         + "# before compinit in ~/.zshrc)\n"
-        + "_apexrl_spec() {\n  subs=\"\" opts=\"\" vals=\"\" args=0\n  case \"$1\" in\n"
+        + '_apexrl_spec() {\n  subs="" opts="" vals="" args=0\n  case "$1" in\n'
         + _spec_cases(tree, "    ")
         + "\n  esac\n}\n"
-        + "_apexrl_values() {\n  case \"$1|$2\" in\n"
+        + '_apexrl_values() {\n  case "$1|$2" in\n'
         + _value_cases(tree, "    ")
         + "\n  esac\n}\n"
         + "_apexrl() {\n"
-        + "  local cmdpath=\"\" subs opts vals args w i skip=0 v\n"
+        + '  local cmdpath="" subs opts vals args w i skip=0 v\n'
         + walk
         + "  if ((skip)); then\n"
         + '    v="$(_apexrl_values "$cmdpath" "${words[CURRENT-1]}")"\n'
@@ -269,7 +269,7 @@ def _fish(tree) -> str:
         "    set -l path ''",
         "    for w in (commandline -opc)[2..-1]",
         "        if contains -- $w (string split ' ' -- (__apexrl_subs $path))",
-        "            set path (string trim -- \"$path $w\")",
+        '            set path (string trim -- "$path $w")',
         "        end",
         "    end",
         "    echo $path",
