@@ -206,9 +206,9 @@ def _bash(tree) -> str:
         + f'        if [[ "$v" == "{FILES}" ]]; then _apexrl_files "$cur"\n'
         + '        elif [[ -n "$v" ]]; then COMPREPLY=($(compgen -W "$v" -- "$cur")); fi\n'
         + "        return 0\n    fi\n"
-        + '    if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$opts" -- "$cur")); return 0; fi\n'
-        + '    if [[ -n "$subs" ]]; then COMPREPLY=($(compgen -W "$subs" -- "$cur")); return 0; fi\n'
-        + '    ((args)) && _apexrl_files "$cur"\n'
+        + '    if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$opts" -- "$cur"))\n'
+        + '    elif [[ -n "$subs" ]]; then COMPREPLY=($(compgen -W "$subs" -- "$cur"))\n'
+        + '    elif ((args)); then _apexrl_files "$cur"; fi\n'
         + "    return 0\n}\n"
         + "complete -F _apexrl apexrl\n"
     )

@@ -126,9 +126,9 @@ _apexrl() {
         elif [[ -n "$v" ]]; then COMPREPLY=($(compgen -W "$v" -- "$cur")); fi
         return 0
     fi
-    if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$opts" -- "$cur")); return 0; fi
-    if [[ -n "$subs" ]]; then COMPREPLY=($(compgen -W "$subs" -- "$cur")); return 0; fi
-    ((args)) && _apexrl_files "$cur"
+    if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    elif [[ -n "$subs" ]]; then COMPREPLY=($(compgen -W "$subs" -- "$cur"))
+    elif ((args)); then _apexrl_files "$cur"; fi
     return 0
 }
 complete -F _apexrl apexrl
