@@ -39,7 +39,9 @@ def test_every_recipe_passes_skyrls_validate_cfg(name):
 def test_every_recipe_dry_run_passes_in_the_cli(runner, name):
     from apexrl.cli.app import app
 
-    res = runner.invoke(app, ["train", name, "--dry-run", "--json", "--val-data", "/data/eval"])
+    # a path on a cluster's nodes: a remote job (--ray-address) takes it with a warning
+    args = ["train", name, "--dry-run", "--json", "--val-data", "/data/eval"]
+    res = runner.invoke(app, [*args, "--ray-address", "ray://head:10001"])
     assert res.exit_code == 0, res.output
     want = "validate_cfg" if name != "eval" else "validate_generator_cfg"
     assert f"SkyRL 0.4.0 {want} accepts it" in res.stderr
