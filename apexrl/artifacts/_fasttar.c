@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -223,6 +224,13 @@ static int plan_archive(const unsigned char *raw, size_t n, plan_t *plan) {
         int gnu = memcmp(h + 257, "ustar  \0", 8) == 0;
         if (!gnu && memcmp(h + 257, "ustar\0", 6) != 0) return 0;
         if (parse_octal(h + 124, 12, &size) < 0 || parse_octal(h + 100, 8, &mode) < 0) return 0;
+        /* The other number fields are read by tarfile too, which stops at a header where
+           one is not a number: uid, gid, mtime, device major and minor. */
+        uint64_t ignored;
+        if (parse_octal(h + 108, 8, &ignored) < 0 || parse_octal(h + 116, 8, &ignored) < 0 ||
+            parse_octal(h + 136, 12, &ignored) < 0 || parse_octal(h + 329, 8, &ignored) < 0 ||
+            parse_octal(h + 337, 8, &ignored) < 0)
+            return 0;
         size_t data_at = pos + 512;
         if (size > n - data_at) return 0; /* truncated */
         size_t end = data_at + (size_t)size + ((512 - (size_t)size % 512) % 512);
@@ -239,17 +247,23 @@ static int plan_archive(const unsigned char *raw, size_t n, plan_t *plan) {
         if (type == '0' || type == 0) is_dir = 0;
         else if (type == '5') is_dir = 1;
         else return 0; /* links, devices, GNU long names, sparse, global headers */
+        size_t nlen = field_len(h, 100);
+        size_t plen = field_len(h + 345, 155);
+        if (plen && gnu) return 0; /* GNU keeps times there, others a name prefix: refused */
+        /* An old-style folder: typeflag NUL and the header's own name ending in '/'
+           (tarfile's rule, before PAX); a PAX path that disagrees is refused. */
+        int by_slash = type == 0 && nlen && h[nlen - 1] == '/';
+        if (by_slash) is_dir = 1;
         size_t len;
         if (pending_pax && pax.path) {
             if (pax.path_len >= NAME_CAP) return 0;
+            if (type == 0 && by_slash != (pax.path_len && pax.path[pax.path_len - 1] == '/'))
+                return 0;
             memcpy(name, pax.path, pax.path_len);
             len = pax.path_len;
         } else {
-            size_t nlen = field_len(h, 100);
-            size_t plen = field_len(h + 345, 155);
             len = 0;
             if (plen) {
-                if (gnu) return 0; /* GNU keeps times there */
                 memcpy(name, h + 345, plen);
                 name[plen] = '/';
                 len = plen + 1;
@@ -265,7 +279,6 @@ static int plan_archive(const unsigned char *raw, size_t n, plan_t *plan) {
         }
         pending_pax = 0;
         memset(&pax, 0, sizeof pax);
-        if (!is_dir && type == 0 && len && name[len - 1] == '/') is_dir = 1;
         if (is_dir) {
             if (size) return 0; /* data on a folder */
             while (len && name[len - 1] == '/') len--;
@@ -402,15 +415,15 @@ typedef struct {
 
 enum { DONE = 1, DECLINE = 0, FAILED = -1, NOMEM = -2 };
 
-/* Plan, check and write one uncompressed tar; no Python object is touched (the
-   caller has released the GIL). */
-static int extract_core(const unsigned char *raw, size_t n, const char *dest, const char *strip,
-                        size_t strip_len, const limits_t *lim, long long compressed_size,
-                        outcome_t *out) {
-    plan_t plan = {0};
+/* Plan and check one uncompressed tar: DONE with `plan` holding exactly the members
+   extract_core writes (names after strip and the "./" rewrite), DECLINE, or NOMEM. The
+   caller frees the plan either way. No Python object is touched. */
+static int plan_checked(const unsigned char *raw, size_t n, const char *strip, size_t strip_len,
+                        const limits_t *lim, long long compressed_size, plan_t *plan_out) {
+    plan_t plan = *plan_out;
     int rc = plan_archive(raw, n, &plan);
     if (rc <= 0) {
-        plan_free(&plan);
+        *plan_out = plan;
         return rc < 0 ? NOMEM : DECLINE;
     }
     /* tar_members' strip: a leading "<strip>/" shared by every member is removed and
@@ -462,6 +475,20 @@ static int extract_core(const unsigned char *raw, size_t n, const char *dest, co
     if (compressed_size > 0 && (double)total > (double)lim->ratio_floor &&
         (double)total > lim->max_ratio * (double)compressed_size)
         goto out;
+    rc = DONE;
+out:
+    *plan_out = plan;
+    return rc;
+}
+
+/* Plan, check and write one uncompressed tar; no Python object is touched (the
+   caller has released the GIL). */
+static int extract_core(const unsigned char *raw, size_t n, const char *dest, const char *strip,
+                        size_t strip_len, const limits_t *lim, long long compressed_size,
+                        outcome_t *out) {
+    plan_t plan = {0};
+    int rc = plan_checked(raw, n, strip, strip_len, lim, compressed_size, &plan);
+    if (rc != DONE) goto out;
     tree_t *t = malloc(sizeof(tree_t));
     if (!t) {
         rc = NOMEM;
@@ -591,6 +618,50 @@ static PyObject *fasttar_extract(PyObject *self, PyObject *args) {
     }
     PyBuffer_Release(&raw);
     Py_XDECREF(dest_obj);
+    return result;
+}
+
+/* members(raw, strip=None, limits=None) -> [(name, is_dir, exec, data_offset, size)] | None:
+   what extract() would write (the same plan and checks, nothing written), or None where
+   it declines. For the differential tests against the Python parser. */
+static PyObject *fasttar_members(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw;
+    const char *strip = NULL;
+    Py_ssize_t strip_len = 0;
+    PyObject *lim_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*|z#O", &raw, &strip, &strip_len, &lim_obj)) return NULL;
+    limits_t lim = {LLONG_MAX, LLONG_MAX, LLONG_MAX, 0, LLONG_MAX, 0};
+    if (lim_obj != Py_None && parse_limits(lim_obj, &lim) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    plan_t plan = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = plan_checked((const unsigned char *)raw.buf, (size_t)raw.len, strip, (size_t)strip_len,
+                      &lim, 0, &plan);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc == NOMEM) {
+        PyErr_NoMemory();
+    } else if (rc != DONE) {
+        result = Py_NewRef(Py_None);
+    } else if ((result = PyList_New((Py_ssize_t)plan.n)) != NULL) {
+        for (size_t i = 0; i < plan.n; i++) {
+            const entry_t *e = &plan.items[i];
+            PyObject *item = Py_BuildValue("(y#iinn)", plan.names + e->name_off,
+                                           (Py_ssize_t)e->name_len, e->is_dir, e->exec,
+                                           (Py_ssize_t)e->data_off, (Py_ssize_t)e->size);
+            if (!item) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyList_SET_ITEM(result, (Py_ssize_t)i, item);
+        }
+    }
+    plan_free(&plan);
+    PyBuffer_Release(&raw);
     return result;
 }
 
@@ -1247,6 +1318,9 @@ static PyMethodDef fasttar_methods[] = {
     {"extract", fasttar_extract, METH_VARARGS,
      "extract(raw, dest, strip, limits, compressed_size) -> (n_files, n_dirs, n_bytes) | None\n"
      "limits: (max_members, max_member_bytes, max_total_bytes, max_ratio, ratio_floor, umask)"},
+    {"members", fasttar_members, METH_VARARGS,
+     "members(raw, strip=None, limits=None) -> [(name, is_dir, exec, data_offset, size)] | None: "
+     "what extract() would write, nothing written; None where it declines"},
     {"extract_gz", fasttar_extract_gz, METH_VARARGS,
      "extract_gz(blob, dest, strip, limits) -> (n_files, n_dirs, n_bytes) | None: a gzip tar, "
      "inflated here within gunzip's bound"},

@@ -466,10 +466,24 @@ def tar_members(
     With `strip`, a leading `<strip>/` shared by every member is removed. The formats
     apexrl and common tools write (ustar, POSIX/PAX, GNU without long-name records)
     go through a lean parser that still checks every header's checksum, octal fields
-    and bounds; anything else falls back to the standard library's tarfile."""
-    raw_members = _lean_tar_members(raw)
-    if raw_members is None:
-        raw_members = _tarfile_members(raw, where)
+    and bounds; anything else falls back to the standard library's tarfile, whose
+    reading is the reference the lean parser and the C fast path follow.
+
+    One verdict per archive: a stream that tar readers take apart differently (a
+    folder or link header carrying data, a GNU header with a ustar prefix, a folder
+    marked by a trailing '/' renamed by PAX, a header tarfile stops at before the
+    end-of-archive block) is refused here, whichever parser reads it, and the C fast
+    path declines it, so no reader of a task binary sees a tree another does not."""
+    try:
+        raw_members = _lean_tar_members(raw)
+        if raw_members is None:
+            raw_members = _tarfile_members(raw, where)
+    except _Ambiguous as e:
+        raise BadRecordError(
+            where,
+            f"refused: {e} (tar readers disagree on what this archive holds)",
+            hint="repack the task with `apexrl tasks pack`",
+        ) from None
     prefix = f"{strip}/" if strip else None
     do_strip = bool(prefix) and all(
         m[0] == strip or m[0].startswith(prefix)  # type: ignore[arg-type]
@@ -515,6 +529,31 @@ class _NotLean(Exception):
     """The archive uses a feature the lean parser leaves to tarfile."""
 
 
+class _Ambiguous(Exception):
+    """A header that tar readers read differently: refused by every parser."""
+
+
+_GNU_MAGIC = b"ustar  \0"
+
+
+def _ambiguity(head: bytes, kind: str, size: int, pax_path: bytes | None) -> str | None:
+    """Why the member whose own header block is `head` reads as two different things to
+    two tar readers, or None. `kind` as the reader took it ("file", "dir", "link" or
+    "other"), `size` the data it did not skip (PAX applied): tarfile reads the next
+    header right after a folder's or a link's header, other readers skip `size` bytes."""
+    typeflag = head[156:157]
+    if head[257:265] == _GNU_MAGIC and head[345] and typeflag not in (b"L", b"K", b"S"):
+        return "a GNU header with bytes in its ustar prefix field (a name prefix to some readers)"
+    if typeflag == b"\0":
+        by_slash = head[:100].split(b"\0", 1)[0].endswith(b"/")
+        if pax_path is not None and pax_path.endswith(b"/") != by_slash:
+            return "a header marked a file or a folder only by a trailing '/', renamed by PAX"
+    if size and kind != "file":
+        what = {"dir": "folder", "symlink": "link", "hardlink": "link"}.get(kind, kind)
+        return f"a {what} header followed by {size} bytes of data"
+    return None
+
+
 def _octal(field: bytes) -> int:
     if field[-1] == 0 and field[0] != 32 and _OCTAL_DIGITS.issuperset(field[:-1]):
         return int(field[:-1], 8)  # the usual spelling: zero-padded digits, one NUL
@@ -557,10 +596,13 @@ def _lean_tar_members(raw: bytes) -> list[_RawMember] | None:
 # typeflag, linkname, magic+version, uname, gname, devmajor, devminor, prefix, pad).
 _USTAR = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s155s12x")
 _OCTAL_DIGITS = frozenset(b"01234567")
-# A header as apexrl and GNU tar spell it: mode, size and checksum as zero-padded
-# octal digits ending in NUL (checksum: six digits, NUL, space), ustar or GNU magic.
+# A header as apexrl and GNU tar spell it: every number field (mode, uid, gid, size,
+# mtime, checksum, device numbers) zero-padded octal digits ending in NUL (checksum:
+# six digits, NUL, space; device numbers may be empty), ustar or GNU magic. tarfile
+# reads every number field, and stops at a header where one is not a number.
 _FAST_HEADER = re.compile(
-    rb"(?s).{100}([0-7]{7})\0.{16}([0-7]{11})\0.{12}([0-7]{6})\0 (.)(.{100})(ustar\x0000|ustar  \0)"
+    rb"(?s).{100}([0-7]{7})\0[0-7]{7}\0[0-7]{7}\0([0-7]{11})\0[0-7]{11}\0([0-7]{6})\0 (.)"
+    rb"(.{100})(ustar\x0000|ustar  \0).{64}(?:[0-7]{7}\0|\0{8}){2}"
 )
 
 
@@ -592,13 +634,17 @@ def _lean_parse(raw: bytes) -> list[_RawMember]:
             size = int(size_o, 8)
             gnu = magic == b"ustar  \0"
         else:
-            (name_f, mode_f, _, _, size_f, _, chk_f, typeflag, link_f, magic, *_, prefix_f) = (
-                unpack_from(raw, pos)
+            fields = unpack_from(raw, pos)
+            (name_f, mode_f, uid_f, gid_f, size_f, mtime_f, chk_f, typeflag, link_f, magic) = (
+                fields[:10]
             )
+            prefix_f = fields[14]
             if chk_f == b"\0\0\0\0\0\0\0\0" and raw[pos : pos + 512] == _ZERO_BLOCK:
                 if pax is not None:
                     raise _NotLean
                 return out
+            for number in (mode_f, uid_f, gid_f, mtime_f, fields[12], fields[13]):
+                _octal(number)  # not a number: tarfile stops here, or reads base-256
             if _octal(chk_f) != total - 2 - sum(chk_f) + 256:
                 raise _NotLean  # a bad (or signed) checksum: tarfile reports or accepts it
             gnu = magic == b"ustar  \0"
@@ -619,11 +665,13 @@ def _lean_parse(raw: bytes) -> list[_RawMember]:
         if kind is None:
             raise _NotLean  # devices, fifos, GNU long names, sparse, global headers
         name_b = name_f.split(b"\0", 1)[0]
+        if typeflag == b"\0" and name_b.endswith(b"/"):
+            kind = "dir"  # old tars mark folders by a trailing slash of the header's name
+        pax_path = pax.get(b"path") if pax is not None else None
         if prefix_f[0]:
-            prefix_b = prefix_f.split(b"\0", 1)[0]
-            if gnu:
-                raise _NotLean  # GNU keeps times there: tarfile's reading decides
-            name_b = prefix_b + b"/" + name_b
+            if gnu:  # GNU keeps times there; other readers a name prefix
+                raise _Ambiguous(_ambiguity(raw[pos : pos + 512], kind, 0, pax_path))
+            name_b = prefix_f.split(b"\0", 1)[0] + b"/" + name_b
         name = name_b.decode("utf-8", "surrogateescape")
         link = ""
         if link_f[0]:
@@ -644,15 +692,14 @@ def _lean_parse(raw: bytes) -> list[_RawMember]:
                 elif key not in _PAX_IGNORED and not key.startswith(b"SCHILY."):
                     raise _NotLean  # hdrcharset, GNU.sparse.*, ...: tarfile's semantics
             pax = None
+        if typeflag == b"\0" or (size and kind != "file"):
+            why = _ambiguity(raw[pos : pos + 512], kind, size, pax_path)
+            if why:
+                raise _Ambiguous(why)
         if kind == "file":
-            if typeflag == b"\0" and name.endswith("/"):
-                kind = "dir"  # old tars mark folders by a trailing slash only
-            else:
-                append((name, kind, size, _octal(mode_f), "", data_at))
-                pos = end
-                continue
-        if size:
-            raise _NotLean  # data on a folder or link: tarfile's rules
+            append((name, kind, size, _octal(mode_f), "", data_at))
+            pos = end
+            continue
         if kind == "dir":
             append((name.rstrip("/"), kind, 0, _octal(mode_f), "", 0))
         else:
@@ -666,10 +713,22 @@ def _tarfile_members(raw: bytes, where: str) -> list[_RawMember]:
     try:
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
             infos = tar.getmembers()
-    except (tarfile.TarError, EOFError, ValueError) as e:
+            stop = tar.offset
+    except (tarfile.TarError, EOFError, ValueError, OverflowError) as e:  # a huge size field
         raise BadRecordError(where, f"not a valid tar: {e}") from None
+    if stop < len(raw) and raw[stop : stop + 512] != _ZERO_BLOCK:
+        # tarfile ends quietly at a header it cannot read; other readers go on past it
+        raise _Ambiguous(f"an unreadable header at byte {stop}, before the end-of-archive block")
     out: list[_RawMember] = []
     for m in infos:
+        kind = "file" if m.isfile() else "dir" if m.isdir() else "other"
+        kind = "link" if m.issym() or m.islnk() else kind
+        unskipped = 0 if m.isreg() or m.type not in tarfile.SUPPORTED_TYPES else m.size
+        path = m.pax_headers.get("path")
+        path_b = path.encode("utf-8", "surrogateescape") if path is not None else None
+        why = _ambiguity(raw[m.offset_data - 512 : m.offset_data], kind, unskipped, path_b)
+        if why:
+            raise _Ambiguous(why)
         if m.isfile():
             out.append((m.name, "file", m.size, m.mode, "", m.offset_data))
         elif m.isdir():
