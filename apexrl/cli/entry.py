@@ -13,6 +13,7 @@ reports them (output.report_failure).
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 _VALUE_OPTIONS = {
@@ -24,10 +25,19 @@ _VALUE_OPTIONS = {
     "--timeout": "timeout",
     "--registry-endpoint": "registry_endpoint",
 }
+# Numbers as the fast path takes them: ASCII digits only, no sign, no leading zero, no
+# spaces or underscores. Any other spelling goes to the Typer command, which decides.
+_INT = re.compile(r"[1-9][0-9]{0,8}")
+_SECONDS = re.compile(r"(?:0|[1-9][0-9]{0,8})(?:\.[0-9]{1,9})?")
 
 
 def parse_image_push(argv: list[str]) -> dict | None:
-    """The options of a plain `image push` command line, or None for anything else."""
+    """The options of a plain `image push` command line, or None for anything else.
+
+    Never more permissive than the Typer command: what this takes, Typer takes with the
+    same values (tests/images/test_push_grammar.py enumerates the grammar); a value it
+    is unsure of (a short option spelled `-n=4` or `-n4`, a number in any but the plain
+    ASCII spelling, a value that looks like an option) sends the line to Typer."""
     if len(argv) < 2 or argv[0] != "image" or argv[1] != "push":
         return None
     opts: dict = {"archives": [], "json_out": False}
@@ -39,7 +49,7 @@ def parse_image_push(argv: list[str]) -> dict | None:
                 return None
             opts["json_out"] = True
         elif a.startswith("-"):
-            name, eq, value = a.partition("=")
+            name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
             key = _VALUE_OPTIONS.get(name)
             if key is None or key in opts:
                 return None
@@ -48,6 +58,8 @@ def parse_image_push(argv: list[str]) -> dict | None:
                 if i >= len(argv):
                     return None
                 value = argv[i]
+            if not value or value.startswith("-"):  # Typer refuses (or names) it
+                return None
             opts[key] = value
         else:
             if a.endswith((".jsonl", ".ndjson")):
@@ -63,19 +75,20 @@ def parse_image_push(argv: list[str]) -> dict | None:
         MAX_CONCURRENCY,
     )
 
-    try:
-        opts["concurrency"] = int(opts.get("concurrency", DEFAULT_CONCURRENCY))
-        if "retries" in opts and int(opts["retries"]) < 1:
+    for key in ("concurrency", "retries"):
+        if key in opts and not _INT.fullmatch(opts[key]):
             return None
-        opts["timeout"] = float(opts.get("timeout", DEFAULT_TIMEOUT_S))
-    except ValueError:
+    if "timeout" in opts and not _SECONDS.fullmatch(opts["timeout"]):
         return None
-    if not 1 <= opts["concurrency"] <= MAX_CONCURRENCY:
+    opts["concurrency"] = int(opts.get("concurrency", DEFAULT_CONCURRENCY))
+    opts["retries"] = int(opts["retries"]) if "retries" in opts else None
+    opts["timeout"] = float(opts.get("timeout", DEFAULT_TIMEOUT_S))
+    if not 1 <= opts["concurrency"] <= MAX_CONCURRENCY or opts["timeout"] <= 0:
         return None
     opts.setdefault("tag", DEFAULT_TAG)
     if "registry_endpoint" not in opts:
         env = os.environ.get("APEXRL_REGISTRY_ENDPOINT")
-        if env == "":
+        if env == "" or (env and env.startswith("-")):
             return None
         opts["registry_endpoint"] = env
     return opts
@@ -108,7 +121,7 @@ def fast_image_push(argv: list[str]) -> int | None:
             plans,
             endpoint=opts["registry_endpoint"],
             concurrency=opts["concurrency"],
-            retries=int(opts["retries"]) if "retries" in opts else None,
+            retries=opts["retries"],
             timeout=opts["timeout"],
             as_json=as_json,
         )

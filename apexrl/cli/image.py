@@ -12,6 +12,7 @@ from apexrl.cli.image_push import (
     DEFAULT_TAG,
     DEFAULT_TIMEOUT_S,
     MAX_CONCURRENCY,
+    option_value_problem,
 )
 
 app = typer.Typer(help="Push world images to ECR or any OCI registry.", no_args_is_help=True)
@@ -41,16 +42,32 @@ def _archives(items: list[str]) -> list[tuple[Path, str | None]]:
     return out
 
 
+def _checked(ctx: typer.Context, param: typer.CallbackParam, value):
+    """The value checks the fast path (cli/entry.py) makes too: one verdict per command line."""
+    if ctx.resilient_parsing or value is None:
+        return value
+    problem = option_value_problem(param.opts[-1] if param.opts else param.name, value)
+    if problem:
+        raise typer.BadParameter(problem)
+    return value
+
+
 @app.command("push")
 def push(
     archives: list[str] = typer.Argument(
         ..., help="OCI image archives (from `world pack`), or its JSONL output ('-' = stdin)."
     ),
     to: str = typer.Option(
-        ..., "--to", help="REGISTRY/REPO, e.g. <acct>.dkr.ecr.<region>.amazonaws.com/worlds."
+        ...,
+        "--to",
+        callback=_checked,
+        help="REGISTRY/REPO, e.g. <acct>.dkr.ecr.<region>.amazonaws.com/worlds.",
     ),
     tag: str = typer.Option(
-        DEFAULT_TAG, "--tag", help="Tag; {world_id} and {digest12} are filled in per image."
+        DEFAULT_TAG,
+        "--tag",
+        callback=_checked,
+        help="Tag; {world_id} and {digest12} are filled in per image.",
     ),
     concurrency: int = typer.Option(
         DEFAULT_CONCURRENCY,
@@ -58,18 +75,27 @@ def push(
         "--concurrency",
         min=1,
         max=MAX_CONCURRENCY,
+        callback=_checked,
         help="Parallel blob uploads.",
     ),
     retries: int | None = typer.Option(
-        None, "--retries", min=1, help="Attempts per call on 5xx/429/connection errors (default 5)."
+        None,
+        "--retries",
+        min=1,
+        callback=_checked,
+        help="Attempts per call on 5xx/429/connection errors (default 5).",
     ),
     timeout: float = typer.Option(
-        DEFAULT_TIMEOUT_S, "--timeout", help="Seconds per registry call (connect/read)."
+        DEFAULT_TIMEOUT_S,
+        "--timeout",
+        callback=_checked,
+        help="Seconds per registry call (connect/read).",
     ),
     registry_endpoint: str | None = typer.Option(
         None,
         "--registry-endpoint",
         envvar="APEXRL_REGISTRY_ENDPOINT",
+        callback=_checked,
         help="Send registry API calls to this base URL (e.g. http://127.0.0.1:5000) while "
         "records keep the --to reference. For tunnels, proxies and tests.",
     ),

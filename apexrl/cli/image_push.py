@@ -21,6 +21,17 @@ MAX_CONCURRENCY = 64
 DEFAULT_TIMEOUT_S = 30.0
 
 
+def option_value_problem(option: str, value: object) -> str | None:
+    """Why a value given to one of `image push`'s options is refused by both parsers (the
+    Typer command's callbacks and the entry point's fast path), or None. A value that
+    looks like an option (`--tag --dry-run`) is refused rather than taken as a tag."""
+    if isinstance(value, str) and value.startswith("-"):
+        return f"{option} got {value!r}, which looks like an option: give {option} a value"
+    if option == "--timeout" and isinstance(value, float) and not 0 < value < float("inf"):
+        return f"--timeout must be a positive number of seconds, not {value!r}"
+    return None
+
+
 def plan_pushes(items: list[tuple[Any, str | None]], tag: str) -> list[tuple]:
     """(path, source, world_id, tag) per archive; `items` are (path, world_id or None).
     Raises UsageError when one fixed tag would name several images."""
