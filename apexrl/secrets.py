@@ -34,25 +34,44 @@ def secret_values() -> list[str]:
 
 # Credential shapes redacted wherever they appear, set in the environment or not
 # (published files, logs). (name, regex); the whole match is replaced, or only the
-# group named `v` when the pattern has one (the key name stays readable).
+# group named `v` when the pattern has one (the key name stays readable). No word
+# boundary on the left: a token glued to a prefix (`MYKEY_hf_...`) is still a token;
+# `GLUED_NEEDS_MIXED_CASE` keeps words out (below).
 CREDENTIAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "private-key",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?"
         r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----",
     ),
-    ("aws-access-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),
+    (
+        "aws-access-key-id",
+        r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+    ),
     (
         "aws-secret-access-key",
         r"(?i)(?<![A-Za-z0-9])aws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?"
         r"(?P<v>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
     ),
-    ("hf-token", r"\bhf_[A-Za-z0-9]{30,}\b"),
-    ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
-    ("openai-key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
-    ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"),
-    ("google-api-key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
-    ("slack-token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("hf-token", r"hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])"),
+    ("anthropic-key", r"sk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai-key", r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    (
+        "github-token",
+        r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})(?![A-Za-z0-9])",
+    ),
+    ("google-api-key", r"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"),
+    ("slack-token", r"xox[abprs]-[A-Za-z0-9-]{10,}"),
     ("bearer-token", r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{20,}"),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
 )
+
+# A match of these glued on its left to a letter, digit or '_' counts only when it
+# looks random: a run of 16 or more letters and digits mixing upper and lower case (and,
+# except Hub tokens, which are letters only, digits in two places or more).
+# `risk-adjusted-return-on-capital` holds `sk-` plus 20 characters, `task-<uuid>` and
+# `mask-ProjectPlan2024` too, and none is a key.
+GLUED_NEEDS_MIXED_CASE = frozenset(
+    ("hf-token", "anthropic-key", "openai-key", "github-token", "google-api-key", "slack-token",
+     "jwt")
+)  # fmt: skip
+GLUED_NEEDS_DIGITS = GLUED_NEEDS_MIXED_CASE - {"hf-token"}

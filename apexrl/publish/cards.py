@@ -292,7 +292,8 @@ def _scanned(scanned: dict[str, int] | None) -> str:
     s = scanned or {}
     return (
         f"{s.get('text', 0)} text file(s) (UTF-8, UTF-16 or any 8-bit encoding), "
-        f"{s.get('office/zip', 0)} office document(s) or zip(s) (every member), "
+        f"{s.get('office/zip', 0)} office document(s) or archive(s) (zip, gzip, tar: every "
+        "member), "
         f"{s.get('binary', 0)} binary file(s) (byte patterns, masked in place)"
     )
 

@@ -182,7 +182,9 @@ _TRIAL_FILES = {
 }  # fmt: skip
 
 
-def _logs(dirs: list[Path]) -> list[dict]:
+def _logs(dirs: list[Path], red: Redactor, where: str) -> list[dict]:
+    """The tail of each log file, through the byte scanner (any encoding, archives
+    whatever their name), then decoded for the text column."""
     out = []
     for d in dirs:
         if not d.is_dir():
@@ -194,13 +196,28 @@ def _logs(dirs: list[Path]) -> list[dict]:
                 data = read_tail(p, LOG_TAIL)
             except OSError:  # swapped for a link since the walk: refused
                 continue
-            out.append(
-                {
-                    "name": p.relative_to(d).as_posix(),
-                    "text": data.decode("utf-8", errors="replace"),
-                }
-            )
+            name = p.relative_to(d).as_posix()
+            out.append({"name": name, "text": log_text(red.bytes_text(data, f"{where} {name}"))})
     return out
+
+
+def log_text(data: bytes) -> str:
+    """A (redacted) log as the text column shows it: UTF-16 (by its BOM, or by where its
+    NUL bytes fall: a tail may start mid-character) or UTF-8. Archives and other binary
+    data are scanned but not published: the column names them only."""
+    if data[:4] == b"PK\x03\x04" or data[:2] == b"\x1f\x8b" or data[257:262] == b"ustar":
+        return f"[an archive of {len(data)} bytes: not published]"
+    for bom, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+        if data.startswith(bom):
+            return data[2:].decode(codec, "replace")
+    if b"\0" in data:
+        even, odd = data[0::2].count(0), data[1::2].count(0)
+        if odd > len(data) // 4 and even * 8 < odd:
+            return data[: len(data) // 2 * 2].decode("utf-16-le", "replace")
+        if even > len(data) // 4 and odd * 8 < even:
+            return data[1 : 1 + (len(data) - 1) // 2 * 2].decode("utf-16-le", "replace")
+        return f"[binary data of {len(data)} bytes: not published]"
+    return data.decode("utf-8", "replace")
 
 
 def _trial_id(row: dict, traj_root: Path) -> str:
@@ -251,6 +268,9 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
                 messages = _messages(json.loads(read_regular(tj)))
             except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
                 raise BadRecordError(str(tj), f"not a readable ATIF trajectory: {e}") from None
+        before = red.total
+        messages = red.obj(messages, where)
+        spelled = red.total > before  # the token ids spell the messages, a secret included
         out = {
             "trial_id": tid,
             "task_id": row.get("task_id"),
@@ -269,12 +289,14 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
             "tokens_in": row.get("tokens_in"),
             "tokens_out": row.get("tokens_out"),
             "duration_s": row.get("duration_s"),
-            "logs": _logs([tdir, run_dir / "logs" / tid]),
+            "logs": _logs([tdir, run_dir / "logs" / tid], red, where),
         }
         out = red.obj(out, where)
         if include_tokens:
             tok = tdir / "tokens.jsonl"
-            ids, mask = _tokens(tok) if is_regular(tok) else ([], [])
+            ids, mask = _tokens(tok) if is_regular(tok) and not spelled else ([], [])
+            if spelled:
+                red.note(where, "token-ids-withheld")
             out["token_ids"], out["loss_mask"] = ids, mask
         yield out
 

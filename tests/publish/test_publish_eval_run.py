@@ -105,14 +105,15 @@ def test_traces_of_a_real_eval_run(runner, eval_run, tmp_path):
          "--dry-run", "--stage", str(stage), "--json"],
     )  # fmt: skip
     assert r.exit_code == 0, r.stderr
+    assert "token-ids-withheld" in r.stderr
     results = pq.read_table(eval_run / "results.parquet").to_pylist()
     rows = pq.read_table(stage / "data/train-00000-of-00001.parquet").to_pylist()
     assert sorted(x["trial_id"] for x in rows) == sorted(x["trial_id"] for x in results)
     for row in rows:
         assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool", "assistant"]
         assert row["messages"][2]["content"] == "token=[REDACTED:hf-token]"
-        assert row["token_ids"] == [1, 2, 3, 4, 5, 6]
-        assert row["loss_mask"] == [0, 0, 1, 0, 0, 1]
+        # the ids spell the trial's text, the planted token included: withheld (issue 29)
+        assert row["token_ids"] == [] and row["loss_mask"] == []
         # trajectories/<trial>/verdicts.json (written by eval run) wins over logs/ grading.json
         assert (eval_run / "trajectories" / row["trial_id"] / "verdicts.json").is_file()
         assert row["criteria"][0]["source"] == "reference"

@@ -181,6 +181,13 @@ def test_model_to_branch(runner, hub_env, ckpt):
 
 def test_traces_roundtrip(runner, hub_env, run_dir, tmp_path):
     hub = hub_env
+    # one trial whose messages hold no secret: its token ids are published (the others'
+    # spell a planted secret and are withheld, issue 29)
+    traj = run_dir / "trajectories" / "task_a.a0" / "trajectory.json"
+    atif = json.loads(traj.read_text())
+    for m in atif["extra"]["tito"]["messages"]:
+        m["content"] = "clean text" if m["content"] else m["content"]
+    traj.write_text(json.dumps(atif))
     r = _publish(runner, "traces", str(run_dir), "--repo", "acme/traces", "--include-tokens")
     assert r.exit_code == 0, r.stderr
     paths = {x["path"] for x in _rows(r)}
@@ -200,9 +207,10 @@ def test_traces_roundtrip(runner, hub_env, run_dir, tmp_path):
                 "task_b.a0",
                 "task_b.a1",
             }
-            row = rows[0]
+            row = next(r for r in rows if r["trial_id"] == "task_a.a0")
             assert row["token_ids"] == [1, 2, 3, 4, 5, 6]
             assert row["loss_mask"] == [0, 0, 0, 1, 1, 0]
+            assert all(r["token_ids"] == [] for r in rows if r is not row)
             assert [m["role"] for m in row["messages"]] == [
                 "system", "user", "assistant", "tool", "assistant",
             ]  # fmt: skip
@@ -216,7 +224,8 @@ def test_traces_roundtrip(runner, hub_env, run_dir, tmp_path):
             assert [x["name"] for x in row["logs"]] == ["agent/agent.log"]
             assert "[REDACTED:env:FMP_API_KEY]" in row["logs"][0]["text"]
             assert "[REDACTED:env:OPENAI_API_KEY]" in row["criteria"][1]["reason"]
-            assert "[REDACTED:" in row["messages"][3]["content"]
+            planted = next(r for r in rows if r["trial_id"] == "task_b.a0")
+            assert "[REDACTED:" in planted["messages"][3]["content"]
         _no_secret(data, p)
     card = _download(hub, "acme/traces", "README.md", tmp_path, repo_type="dataset").decode()
     assert "path: data/train-*.parquet" in card and "| token_ids |" in card
