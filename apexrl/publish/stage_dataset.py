@@ -1,5 +1,6 @@
 """Stage a packed task dataset for `publish dataset`: shards as they are, or with every
-text member of each task redacted when a finding needs it, the manifest, and the card."""
+member of each task, every other column and the shard's metadata redacted when a finding
+needs it, the manifest, and the card."""
 
 from __future__ import annotations
 
@@ -40,6 +41,32 @@ def _redact_task_binary(blob: bytes, where: str, red: Redactor) -> bytes | None:
     return gzip_bytes(tar_bytes(entries))
 
 
+def _redact_columns(row: dict, where: str, red: Redactor) -> bool:
+    """Every value beside task_binary (metadata and any extra column) through the scanner;
+    True when one changed."""
+    changed = False
+    for key, value in row.items():
+        if key == "task_binary" or value is None:
+            continue
+        at = f"{where} column {key}"
+        new = red.bytes_text(value, at) if isinstance(value, bytes) else red.obj(value, at)
+        if new != value:
+            row[key] = new
+            changed = True
+    return changed
+
+
+def _redact_metadata(schema, where: str, red: Redactor):
+    """The shard's key-value metadata (its footer) through the scanner: the schema to
+    write, or None when nothing changed."""
+    meta = schema.metadata or {}
+    new = {
+        red.bytes_text(k, f"{where} metadata key"): red.bytes_text(v, f"{where} metadata")
+        for k, v in meta.items()
+    }
+    return schema.with_metadata(new) if new != meta else None
+
+
 def stage_dataset(
     ds_dir: Path,
     *,
@@ -76,9 +103,12 @@ def stage_dataset(
             raise BadRecordError(str(man_path), f"shard {shard!r} is missing")
         table = pq.read_table(src)
         rows = table.to_pylist()
-        changed = False
+        schema = _redact_metadata(table.schema, shard, plan.redactor)
+        changed = schema is not None
+        schema = schema or table.schema
         for i, row in enumerate(rows):
             where = f"{shard} row {i} ({row.get('path')})"
+            changed |= _redact_columns(row, where, plan.redactor)
             new = _redact_task_binary(row["task_binary"], where, plan.redactor)
             if new is not None:
                 changed = True
@@ -99,7 +129,7 @@ def stage_dataset(
             any_changed = True
             out = plan.stage_dir / shard
             out.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), out)
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), out)
             entries.append((shard, out))
         else:
             entries.append((shard, src))

@@ -234,3 +234,32 @@ def test_the_byte_scanner_rebuilds_archives_of_any_name():
         body = tf.extractfile("a/env.txt").read().decode("utf-16")
     assert body == "k=[REDACTED:hf-token]\n"
     assert {f.where for f in red.findings} == {"bundle.dat:gunzip:a/env.txt"}
+
+
+def test_dataset_columns_and_shard_metadata_are_scanned(runner, tmp_path, monkeypatch):
+    """publish dataset uploaded a shard as it is when its task binaries were clean: an
+    extra column or the shard's footer metadata holding a token went up unscanned."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    task = tmp_path / "tasks" / "t-1"
+    task.mkdir(parents=True)
+    (task / "task.toml").write_text('[metadata]\ntask_id = "t1"\n')
+    ds = tmp_path / "ds"
+    assert runner.invoke(app, ["tasks", "pack", str(task.parent), "-o", str(ds)]).exit_code == 0
+    shard = next(ds.rglob("*.parquet"))
+    table = pq.read_table(shard)
+    notes = pa.array([f"uploaded with MYKEY_{TOKEN}"] * table.num_rows)
+    table = table.append_column("notes", notes)
+    meta = {**(table.schema.metadata or {}), b"origin": f"token={TOKEN}".encode("utf-16")}
+    pq.write_table(table.replace_schema_metadata(meta), shard)
+    stage = tmp_path / "stage"
+    res = runner.invoke(
+        app, ["publish", "dataset", str(ds), "--repo", "acme/d", "--dry-run", "--stage", str(stage)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "column notes: hf-token" in res.stderr and "metadata: hf-token" in res.stderr
+    staged = pq.read_table(next(stage.rglob("*.parquet")))
+    assert staged.column("notes").to_pylist() == ["uploaded with MYKEY_[REDACTED:hf-token]"]
+    assert TOKEN not in staged.schema.metadata[b"origin"].decode("utf-16")
+    strict = runner.invoke(app, ["publish", "dataset", str(ds), "--repo", "acme/d", "--dry-run",
+                                 "--strict"])  # fmt: skip
+    assert strict.exit_code == 1
