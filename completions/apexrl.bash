@@ -11,9 +11,9 @@ _apexrl_spec() {
         "engine make-tiny") subs=""; opts="--help --tokenizer --seed --hidden-size --layers --window"; vals="--tokenizer --seed --hidden-size --layers --window -t"; args=1 ;;
         "engine serve") subs=""; opts="--help --model --engine --host --port --served-model-name --max-model-len --tensor-parallel-size --tp --threads --vllm-python --log-file --ready-timeout"; vals="--model --engine --host --port --served-model-name --max-model-len --tensor-parallel-size --tp --threads --vllm-python --log-file --ready-timeout -m -p"; args=1 ;;
         "eval") subs="regrade report run view"; opts="--help"; vals=""; args=0 ;;
-        "eval regrade") subs=""; opts="--json --help --out --grader --judge --judge-api-base --archipelago --reward"; vals="--out --grader --judge --judge-api-base --archipelago --reward -o"; args=1 ;;
+        "eval regrade") subs=""; opts="--json --help --out --grader --judge --judge-api-base --archipelago --reward --grader-option"; vals="--out --grader --judge --judge-api-base --archipelago --reward --grader-option -o"; args=1 ;;
         "eval report") subs=""; opts="--help --format --out"; vals="--format --out -f -o"; args=1 ;;
-        "eval run") subs=""; opts="--no-judge --retry-errors --force --json --help --tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --grader --archipelago --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --nudge --reward --temperature --top-p --max-tokens --seed --ray-address --pass-env --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile"; vals="--tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --grader --archipelago --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --nudge --reward --temperature --top-p --max-tokens --seed --ray-address --pass-env --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile -t -o -k -n"; args=1 ;;
+        "eval run") subs=""; opts="--no-judge --retry-errors --force --json --help --tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --grader --archipelago --grader-option --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --nudge --reward --temperature --top-p --max-tokens --seed --ray-address --pass-env --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile"; vals="--tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --grader --archipelago --grader-option --tokenizer --chat-template --system-prompt --extra-prompt --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --nudge --reward --temperature --top-p --max-tokens --seed --ray-address --pass-env --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile -t -o -k -n"; args=1 ;;
         "eval view") subs=""; opts="--help --out --max-chars"; vals="--out --max-chars -o"; args=1 ;;
         "image") subs="push"; opts="--help"; vals=""; args=0 ;;
         "image push") subs=""; opts="--dry-run --json --help --to --tag --concurrency --retries --timeout --registry-endpoint"; vals="--to --tag --concurrency --retries --timeout --registry-endpoint -n"; args=1 ;;
@@ -54,6 +54,7 @@ _apexrl_values() {
         "eval regrade|--grader") echo "apexrl archipelago" ;;
         "eval regrade|--archipelago") echo "@files" ;;
         "eval regrade|--reward") echo "pass score" ;;
+        "eval regrade|--grader-option") echo "@files" ;;
         "eval report|--format"|"eval report|-f") echo "table md json html" ;;
         "eval report|--out"|"eval report|-o") echo "@files" ;;
         "eval run|--tasks"|"eval run|-t") echo "@files" ;;
@@ -65,6 +66,7 @@ _apexrl_values() {
         "eval run|--agent") echo "apexrl oracle" ;;
         "eval run|--grader") echo "apexrl archipelago" ;;
         "eval run|--archipelago") echo "@files" ;;
+        "eval run|--grader-option") echo "@files" ;;
         "eval run|--tokenizer") echo "@files" ;;
         "eval run|--chat-template") echo "@files" ;;
         "eval run|--system-prompt") echo "@files" ;;

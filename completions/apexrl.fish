@@ -94,6 +94,7 @@ complete -c apexrl -n '__apexrl_is "eval regrade"' -l judge -x -d 'LiteLLM judge
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l judge-api-base -x -d 'OpenAI-compatible URL serving the judge (openai/<name>).'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l archipelago -r -F -d 'archipelago checkout (default: the runs, $APEXRL_ARCHIPELAGO).'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l reward -x -a 'pass score' -d 'pass or score (default: the runs).'
+complete -c apexrl -n '__apexrl_is "eval regrade"' -l grader-option -r -F -d 'apexrls grader options (default: the runs); see eval run.'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -F
 complete -c apexrl -n '__apexrl_is "eval report"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "eval report"' -l format -s f -x -a 'table md json html' -d 'table (terminal default), md, json (piped default), html.'
@@ -120,6 +121,7 @@ complete -c apexrl -n '__apexrl_is "eval run"' -l judge -x -d 'LiteLLM judge mod
 complete -c apexrl -n '__apexrl_is "eval run"' -l judge-api-base -x -d 'OpenAI-compatible URL serving the judge (openai/<name>).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l grader -x -a 'apexrl archipelago' -d 'Who grades: apexrl, or archipelagos own grading runner.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l archipelago -r -F -d 'archipelago checkout for --grader archipelago (default: $APEXRL_ARCHIP'
+complete -c apexrl -n '__apexrl_is "eval run"' -l grader-option -r -F -d 'One of apexrls grading choices archipelago does not make (repeatable):'
 complete -c apexrl -n '__apexrl_is "eval run"' -l tokenizer -r -F -d 'Tokenizer (default: MODELs).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l chat-template -r -F -d 'Template file or name.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l system-prompt -r -F -d 'System prompt file (default: apexrls).'

@@ -101,6 +101,13 @@ def run(
         "--archipelago",
         help="archipelago checkout for --grader archipelago (default: $APEXRL_ARCHIPELAGO).",
     ),
+    grader_option: list[str] = typer.Option(
+        None,
+        "--grader-option",
+        help="One of apexrl's grading choices archipelago does not make (repeatable): "
+        "last_assistant_answer, evidence_caps, reference_shortcut, lenient_file_types, "
+        "free_json, fixed_sampling, few_retries.",
+    ),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer (default: MODEL's)."),
     chat_template: str = typer.Option(None, "--chat-template", help="Template file or name."),
     system_prompt: Path = typer.Option(
@@ -164,6 +171,7 @@ def run(
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
     checkout = _grader_checkout(grader, archipelago, judge)
+    options = _grader_options(grader_option)
 
     if image_profile:
         from apexrl.envs.profiles import get_profile
@@ -193,6 +201,7 @@ def run(
         reward=reward.value,
         grader=grader.value,
         archipelago=checkout,
+        grader_options=options,
         sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         ray_address=ray_address,
         retry_errors=retry_errors,
@@ -268,6 +277,16 @@ def _interrupted(run_dir: Path) -> None:
         f"interrupted: {done} of {planned} trial(s) have a result in {run_dir}; "
         f"resume with: {resume_command(config, run_dir)}"
     )
+
+
+def _grader_options(names: list[str] | None) -> list[str]:
+    from apexrl.errors import UsageError
+    from apexrl.grading.grader import check_options
+
+    try:
+        return sorted(check_options(names))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _grader_checkout(grader: Grader, archipelago: Path | None, judge: str | None) -> str | None:
@@ -350,6 +369,9 @@ def regrade(
         help="archipelago checkout (default: the run's, $APEXRL_ARCHIPELAGO).",
     ),
     reward: Reward = typer.Option(None, "--reward", help="pass or score (default: the run's)."),
+    grader_option: list[str] = typer.Option(
+        None, "--grader-option", help="apexrl's grader options (default: the run's); see eval run."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Grade RUN_DIR's trials again, without running them, into NEW_RUN.
@@ -377,6 +399,7 @@ def regrade(
             judge_api_base=judge_api_base,
             archipelago=str(archipelago) if archipelago else None,
             reward=reward.value if reward else None,
+            options=_grader_options(grader_option) if grader_option else None,
         ),
         log=output.info,
     )

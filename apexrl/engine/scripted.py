@@ -55,6 +55,7 @@ class ScriptedEngine(HttpEngine):
         stop_token: str | None = "<|im_end|>",
         host: str = "127.0.0.1",
         port: int = 0,
+        chat: Callable[[dict], str] | None = None,
     ) -> None:
         from apexrl.tito.tokenizer import load_tokenizer
 
@@ -64,6 +65,8 @@ class ScriptedEngine(HttpEngine):
         self.stop_id = self.tok.token_to_id(stop_token) if stop_token else None
         self.script: list[Step] = list(script)
         self.requests: list[dict] = []
+        self.chat = chat  # answers /v1/chat/completions (a judge); None: no such route
+        self.chat_requests: list[dict] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
@@ -190,6 +193,9 @@ class ScriptedEngine(HttpEngine):
             def do_POST(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
+                if self.path == "/v1/chat/completions" and eng.chat is not None:
+                    self._chat(raw)
+                    return
                 if self.path != "/v1/completions":
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -221,6 +227,17 @@ class ScriptedEngine(HttpEngine):
                     self.close_connection = True
                     self.connection.shutdown(2)
 
+            def _chat(self, raw: bytes) -> None:
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    self._send(400, {"error": {"message": "invalid JSON"}})
+                    return
+                with eng._lock:
+                    eng.chat_requests.append(body)
+                text = eng.chat(body)  # type: ignore[misc]
+                self._send(200, chat_completion(body, text, eng.model))
+
         return Handler
 
     def start(self) -> ScriptedEngine:
@@ -244,6 +261,51 @@ class ScriptedEngine(HttpEngine):
         from apexrl.engine.protocol import EngineCapabilities
 
         return EngineCapabilities(model=self.model, max_model_len=self.max_model_len)
+
+
+def chat_completion(body: dict, text: str, model: str) -> dict:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def prompt_text(body: dict) -> str:
+    """Every message's text in a chat request, joined (content parts included)."""
+    parts = []
+    for m in body.get("messages") or []:
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, str):
+            parts.append(c)
+        elif isinstance(c, list):
+            parts += [str(p.get("text", "")) for p in c if isinstance(p, dict)]
+    return "\n".join(parts)
+
+
+def marker_judge(markers: dict[str, str]) -> Callable[[dict], str]:
+    """A deterministic judge for `chat=`: `markers` maps a tag written in a criterion's
+    text to a marker string. The criterion being judged is the one whose tag is in the
+    prompt; the verdict is true exactly when its marker reached the prompt too. The
+    reply is the verdict JSON every grader asks for ({rationale, is_criteria_true})."""
+
+    def answer(body: dict) -> str:
+        text = prompt_text(body)
+        tags = [t for t in markers if t in text]
+        met = len(tags) == 1 and markers[tags[0]] in text
+        why = f"tag {tags[0] if tags else 'none'}: marker {'seen' if met else 'not seen'}"
+        return json.dumps({"rationale": why, "is_criteria_true": met})
+
+    return answer
 
 
 def launch(opts) -> ScriptedEngine:

@@ -92,6 +92,7 @@ class EvalRunConfig(Record, TrialSpec):
             "dataset_digest": self.dataset.digest,
             # only when set, so run dirs made before these options keep their identity
             **({"grader": self.grader} if self.grader != "apexrl" else {}),
+            **({"grader_options": sorted(self.grader_options)} if self.grader_options else {}),
             **({"system_prompt_sha256": self.system_prompt.sha256} if self.system_prompt else {}),
             **({"extra_prompt_sha256": self.extra_prompt.sha256} if self.extra_prompt else {}),
         }

@@ -46,6 +46,7 @@ class RegradeRequest:
     judge_api_base: str | None = None
     archipelago: str | None = None
     reward: str | None = None  # None: the run's
+    options: list[str] | None = None  # apexrl's grader options; None: the run's
 
 
 @dataclass
@@ -84,6 +85,12 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
     tasks, _ = resolve_tasks(old.dataset.source, run_dir)
     by_trial = {trial_id(t, r.attempt): t for r in rows.values() for t in tasks}
     reward = req.reward or old.reward
+    from apexrl.grading.grader import check_options
+
+    try:
+        options = check_options(old.grader_options if req.options is None else req.options)
+    except ValueError as e:
+        raise UsageError(str(e), hint="see `apexrl eval regrade --help`") from None
     out.mkdir(parents=True, exist_ok=True)
     from apexrl.grading.judge_cache import JudgeCache
 
@@ -118,6 +125,7 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
                 checkout=checkout,
                 cache=cache,
                 worlds_dir=old.worlds_dir,
+                options=options,
             )
             report.judge_calls += result.judge_calls or 0
             write_bytes_atomic(target, result.model_dump_json(indent=1).encode())
@@ -132,7 +140,7 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
                 "criteria_unjudged": sum(v.source == "unjudged" for v in first.verdicts),
             }
         )
-    _write_run(out, old, req, judge, reward, new_rows, grades[req.graders[0]])
+    _write_run(out, old, req, judge, reward, options, new_rows, grades[req.graders[0]])
     if len(req.graders) > 1:
         report.criteria, report.same = write_comparison(out / COMPARISON_FILE, req.graders, grades)
     return report
@@ -164,9 +172,9 @@ def grade_trial(
     checkout,
     cache,
     worlds_dir: Path | None,
+    options: frozenset[str] = frozenset(),
 ) -> GradeResult:
     """One trial's kept evidence, graded by `grader`."""
-    import dataclasses
 
     from apexrl.grading.inputs import RubricError, read_inputs, task_rubric
 
@@ -178,7 +186,43 @@ def grade_trial(
         criteria, gold = task_rubric(task_dir / "tests", task_dir / "solution")
     except RubricError as e:
         raise ApexError(str(e)) from None
-    if judge is not None:
+    return grade_kept(
+        grader,
+        inputs,
+        before,
+        after,
+        criteria,
+        gold,
+        judge=judge,
+        reward=reward,
+        checkout=checkout,
+        cache=cache,
+        task_dir=task_dir,
+        worlds_dir=worlds_dir,
+        options=options,
+    )
+
+
+def grade_kept(
+    grader: str,
+    inputs,
+    before: dict[str, bytes],
+    after: dict[str, bytes],
+    criteria: list[dict],
+    gold: dict,
+    *,
+    judge,
+    reward: str = "pass",
+    checkout=None,
+    cache=None,
+    task_dir: Path | None = None,
+    worlds_dir: Path | None = None,
+    options=frozenset(),  # apexrl.grading.grader.GRADER_OPTIONS names (apexrl's grader)
+) -> GradeResult:
+    """Kept evidence (apexrl.grading.inputs) graded by `grader`."""
+    import dataclasses
+
+    if judge is not None and cache is not None:
         judge = dataclasses.replace(judge, cache=cache)
     if grader == "archipelago":
         from apexrl.grading.archipelago import grade_archipelago
@@ -193,12 +237,8 @@ def grade_trial(
             reward=reward,
             cache=cache,
         )
-    return _grade_apexrl(criteria, gold, inputs, before, after, task_dir, judge, reward, worlds_dir)
-
-
-def _grade_apexrl(criteria, gold, inputs, before, after, task_dir, judge, reward, worlds_dir):
     from apexrl.grading.evidence import collect_files, diff_world
-    from apexrl.grading.grader import grade
+    from apexrl.grading.grader import final_answer, grade
     from apexrl.worlds.store import FS_DIR
 
     with tempfile.TemporaryDirectory(prefix="apexrl-regrade-") as tmp:
@@ -208,7 +248,7 @@ def _grade_apexrl(criteria, gold, inputs, before, after, task_dir, judge, reward
         return asyncio.run(
             grade(
                 criteria,
-                answer=inputs.answer,
+                answer=final_answer(inputs.answer, inputs.messages, frozenset(options)),
                 fs_root=state.after_root / FS_DIR,
                 gold=gold,
                 task_prompt=inputs.task_prompt,
@@ -217,17 +257,18 @@ def _grade_apexrl(criteria, gold, inputs, before, after, task_dir, judge, reward
                 files=files,
                 task_id=inputs.task_id,
                 reward=reward,
+                options=frozenset(options),
             )
         )
 
 
-def world_state(tmp: Path, inputs, before, after, task_dir: Path, worlds_dir: Path | None):
+def world_state(tmp: Path, inputs, before, after, task_dir: Path | None, worlds_dir: Path | None):
     """The trial's worlds again: the pristine world (when the store is at hand) with the
     kept changes applied; without the store, only the changed files (the same diff)."""
     from apexrl.worlds.store import WorldState, WorldStore, overlay_sources, task_world
 
     sources: dict[str, Path] = {}
-    if worlds_dir is not None and Path(worlds_dir).is_dir():
+    if task_dir is not None and worlds_dir is not None and Path(worlds_dir).is_dir():
         try:
             tw = task_world(task_dir)
             sources = overlay_sources(
@@ -290,7 +331,7 @@ def _rows_from_results(run_dir: Path) -> dict[str, EvalResultRow]:
     return {r["trial_id"]: EvalResultRow.model_validate(r) for r in table.to_pylist()}
 
 
-def _write_run(out, old, req, judge, reward, rows, first_grades) -> None:
+def _write_run(out, old, req, judge, reward, options, rows, first_grades) -> None:
     from apexrl.eval.models import RUN_FILE, TRAJECTORIES_DIR
 
     cfg = old.model_copy(
@@ -300,6 +341,7 @@ def _write_run(out, old, req, judge, reward, rows, first_grades) -> None:
             "grader": req.graders[0],
             "archipelago": req.archipelago or old.archipelago,
             "reward": reward,
+            "grader_options": sorted(options),
             "regraded_from": str(Path(req.run_dir).resolve()),
             "command": None,  # `eval run`'s resume command does not apply here
         }

@@ -16,8 +16,11 @@ from apexrl.artifacts.nofollow import RefusedPath, pinned
 from apexrl.grading.models import FileChangeSummary
 from apexrl.worlds.store import WorldState, diff_state
 
-MAX_FILE_CHARS = 20_000  # of one file's text shown to the judge (stated in its prompt)
+# The `evidence_caps` grader option: what the judge is shown of files, stated in its prompt.
+# Without it (the default, as archipelago) every created or changed file is shown whole.
+MAX_FILE_CHARS = 20_000  # of one file's text
 MAX_TOTAL_CHARS = 60_000  # of all files' text in one judge prompt
+READ_CHARS = 2_000_000  # what a reader extracts of one file at most (it says so when cut)
 
 
 def diff_world(state: WorldState) -> FileChangeSummary | None:
@@ -37,38 +40,63 @@ class FileEvidence:
     change: str  # created | modified | deleted
     path: str  # as shown: relative to filesystem/ (or .apps_data/...)
     text: str  # readable text (readers.py), "" for a deleted file
+    diff: str = ""  # modified files: a unified diff of the readable text, before -> after
 
 
 def collect_files(state: WorldState, changes: FileChangeSummary | None) -> list[FileEvidence]:
-    """The readable text of every created and changed file (each cut to MAX_FILE_CHARS)."""
-    from apexrl.grading.readers import file_text
-
+    """The readable text of every created and changed file, and a diff of each changed
+    one (its before-state is the pristine world's copy, outside the sandbox)."""
     out: list[FileEvidence] = []
     if changes is None:
         return out
     for kind, rels in (("created", changes.created), ("modified", changes.modified)):
         for rel in rels:
-            p = state.after_root / rel
-            try:  # the world copy is sandbox-written: never follow a link planted there
-                with pinned(p) as fd_path:
-                    text = file_text(_SuffixedPath(fd_path, p.suffix), MAX_FILE_CHARS)
-            except RefusedPath:
-                text = "(not shown: a link or special file, not followed)"
-            except OSError as e:
-                text = f"(unreadable: {e})"
-            if len(text) > MAX_FILE_CHARS:
-                cut = len(text) - MAX_FILE_CHARS
-                text = text[:MAX_FILE_CHARS] + f"\n[... truncated: {cut} more characters ...]"
-            out.append(FileEvidence(kind, _shown(rel), text))
+            text = _read(state.after_root / rel)
+            diff = ""
+            if kind == "modified" and state.before is not None and rel in state.before:
+                diff = text_diff(_read(state.before[rel]), text, rel)
+            out.append(FileEvidence(kind, _shown(rel), text, diff))
     out += [FileEvidence("deleted", _shown(rel), "") for rel in changes.deleted]
     return out
 
 
+def _read(p: Path) -> str:
+    from apexrl.grading.readers import file_text
+
+    try:  # the world copy is sandbox-written: never follow a link planted there
+        with pinned(p) as fd_path:
+            return file_text(_SuffixedPath(fd_path, p.suffix), READ_CHARS)
+    except RefusedPath:
+        return "(not shown: a link or special file, not followed)"
+    except OSError as e:
+        return f"(unreadable: {e})"
+
+
+def text_diff(before: str, after: str, rel: str) -> str:
+    import difflib
+
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), f"before/{rel}", f"after/{rel}", lineterm=""
+    )
+    return "\n".join(lines)
+
+
+def _cut(text: str, cap: int | None) -> str:
+    if cap is None or len(text) <= cap:
+        return text
+    cut = len(text) - max(cap, 0)
+    return text[: max(cap, 0)] + f"\n[... truncated: {cut} more characters ...]"
+
+
 def render_files(
-    files: list[FileEvidence] | None, suffixes: tuple[str, ...] = (), total: int = MAX_TOTAL_CHARS
+    files: list[FileEvidence] | None,
+    suffixes: tuple[str, ...] = (),
+    total: int | None = None,
+    file_cap: int | None = None,
 ) -> str:
-    """FILE blocks for the judge, only files with one of `suffixes` (empty: all), within
-    `total` characters."""
+    """FILE blocks for the judge, only files with one of `suffixes` (empty: all): each
+    file's text (a modified one's diff after it), whole unless caps are given (the
+    `evidence_caps` option: `file_cap` per file, `total` for all)."""
     if files is None:
         return "(the before-state of the world is unknown: no file changes are shown)"
     blocks: list[str] = []
@@ -76,18 +104,19 @@ def render_files(
     for f in files:
         if suffixes and Path(f.path).suffix.lower() not in suffixes:
             continue
-        text = f.text
-        if len(text) > budget:
-            cut = len(text) - max(budget, 0)
-            text = text[: max(budget, 0)] + f"\n[... truncated: {cut} more characters ...]"
-        budget -= len(text)
+        text = _cut(f.text, file_cap)
+        if budget is not None:
+            text = _cut(text, budget)
+            budget -= len(text)
         body = f"\n{text}\n" if f.change != "deleted" else "\n"
+        if f.diff:
+            body += f"<DIFF>\n{_cut(f.diff, file_cap)}\n</DIFF>\n"
         blocks.append(f'<FILE path="{f.path}" change="{f.change}">{body}</FILE>')
     return "\n".join(blocks)
 
 
 def changes_text(state: WorldState, changes: FileChangeSummary | None) -> str:
-    """What the judge sees of the files: each created/changed file's text (truncated)."""
+    """What the judge sees of the files: each created/changed file's text, whole."""
     if changes is None:
         return render_files(None)
     return (

@@ -1,8 +1,14 @@
-"""Grade one trial: deterministic checks, the reference match, then the LLM judge.
+"""Grade one trial: deterministic checks, then the LLM judge.
 
 The score is the fraction of criteria met; the trial passes when every criterion is
 met. The reward is one of them, a setting (`reward`): "pass" (0/1) or "score" (the
 recipe trains on the fraction met). Pass@k always uses pass/fail, whatever the reward.
+
+By default the judge sees what archipelago's grader shows it (the benchmark's
+scores): the last message as the final answer, every created or changed file whole
+with a diff, tracked changes and comments, labels read exactly, a response schema,
+archipelago's judge settings. apexrl's own choices are named options (GRADER_OPTIONS,
+`--grader-option NAME`), off unless asked for.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Any
 
 from apexrl.grading.evidence import MAX_FILE_CHARS, MAX_TOTAL_CHARS, FileEvidence, render_files
 from apexrl.grading.judge import (
+    MAX_ANSWER_CHARS,
     PROMPT_VERSION,
     Judge,
     JudgeSettings,
@@ -24,6 +31,56 @@ from apexrl.grading.models import FileChangeSummary, GradeResult, Verdict
 from apexrl.tasks.vendored import grade as runner
 
 REWARD_MODES = ("pass", "score")
+
+# apexrl's grading choices that archipelago's grader does not make: off by default.
+GRADER_OPTIONS: dict[str, str] = {
+    "last_assistant_answer": "the final answer is the agent's last assistant text "
+    "(default: the last message's content, whatever its role)",
+    "evidence_caps": "show the judge at most 20,000 characters of answer, 20,000 per file "
+    "and 60,000 for all files (default: everything, whole)",
+    "reference_shortcut": "a final output equal to the gold output meets free-text criteria "
+    "without a judge call (always on when no judge is set)",
+    "lenient_file_types": "match expected_file_type labels whatever their case "
+    "(default: exact labels; any other value filters nothing)",
+    "free_json": "send no response schema: the prompt alone asks for JSON",
+    "fixed_sampling": "judge at temperature 0 with at most 1,024 output tokens "
+    "(default: neither sent)",
+    "few_retries": "3 judge attempts per criterion, 120 s per call (default: 10 and 3600 s)",
+}
+
+
+def check_options(names) -> frozenset[str]:
+    """The option names, checked; ValueError naming the unknown one and the choices."""
+    out = frozenset(names or ())
+    for n in out:
+        if n not in GRADER_OPTIONS:
+            raise ValueError(f"unknown grader option {n!r}: one of {', '.join(GRADER_OPTIONS)}")
+    return out
+
+
+def apply_options(judge: JudgeSettings | None, options: frozenset[str]) -> JudgeSettings | None:
+    import dataclasses
+
+    if judge is None:
+        return None
+    change: dict = {}
+    if "fixed_sampling" in options:
+        change.update(temperature=0.0, max_tokens=1024)
+    if "few_retries" in options:
+        change.update(max_attempts=3, timeout_s=120.0)
+    if "free_json" in options:
+        change.update(response_schema=False)
+    return dataclasses.replace(judge, **change) if change else judge
+
+
+def final_answer(answer: str, messages: list[dict] | None, options: frozenset[str]) -> str:
+    """The answer graded: the last message's content (archipelago's rule), or with
+    `last_assistant_answer` the agent's last assistant text (answer.txt)."""
+    if "last_assistant_answer" in options or not messages:
+        return answer
+    from apexrl.grading.inputs import content_text
+
+    return content_text(messages[-1].get("content"))
 
 
 def host_cell_reader(path: Path, sheet: str | None, cell: str | None) -> Any:
@@ -56,15 +113,23 @@ async def grade(
     task_id: str = "",
     files: list[FileEvidence] | None = None,
     reward: str = "pass",
+    options: frozenset[str] = frozenset(),
 ) -> GradeResult:
     """Raises JudgeError when the judge cannot decide a criterion (no result, not a 0).
 
-    files: the created/changed files' text (evidence.collect_files), shown per
-    criterion's evaluation scope; without it, `changes_text` is shown whole."""
+    answer: the final answer as graded (final_answer()). files: the created/changed
+    files' text (evidence.collect_files), shown per criterion's evaluation scope;
+    without it, `changes_text` is shown whole. options: GRADER_OPTIONS names."""
     if reward not in REWARD_MODES:
         raise ValueError(f"reward must be one of {REWARD_MODES}, not {reward!r}")
+    options = check_options(options)
+    judge = apply_options(judge, options)
     t0 = time.monotonic()
     raw = runner.grade_deterministic(criteria, answer, gold or {}, fs_root, host_cell_reader)
+    if judge is not None and "reference_shortcut" not in options:
+        for v in raw:  # archipelago asks the judge about every criterion
+            if v.get("source") == "reference":
+                v.update(met=None, source="judge")
     verdicts: list[Verdict | None] = [None] * len(raw)
     pending: list[int] = []
     for i, v in enumerate(raw):
@@ -87,13 +152,19 @@ async def grade(
                 source=v["source"],
                 error=v.get("error"),
             )
-    system = system_prompt(MAX_FILE_CHARS, MAX_TOTAL_CHARS)
+    caps = "evidence_caps" in options
+    system = system_prompt(MAX_FILE_CHARS, MAX_TOTAL_CHARS) if caps else system_prompt()
+    file_cap, total_cap = (MAX_FILE_CHARS, MAX_TOTAL_CHARS) if caps else (None, None)
     if pending and judge is not None:
         j = Judge(judge)
         jobs = []
         for i in pending:
-            scope, suffixes = criterion_scope(criteria[i])
-            shown = render_files(files, suffixes) if files is not None else changes_text
+            scope, suffixes = criterion_scope(criteria[i], lenient="lenient_file_types" in options)
+            shown = (
+                render_files(files, suffixes, total=total_cap, file_cap=file_cap)
+                if files is not None
+                else changes_text
+            )
             if files is not None and scope == "files" and suffixes and not shown:
                 verdicts[i] = Verdict(  # archipelago's auto-fail: no file of that type
                     verifier_id=raw[i]["verifier_id"],
@@ -109,7 +180,13 @@ async def grade(
                 (
                     i,
                     j.judge(
-                        task_prompt, raw[i]["criteria"], answer, shown, scope=scope, system=system
+                        task_prompt,
+                        raw[i]["criteria"],
+                        answer,
+                        shown,
+                        scope=scope,
+                        system=system,
+                        answer_cap=MAX_ANSWER_CHARS if caps else None,
                     ),
                 )
             )
@@ -134,6 +211,7 @@ async def grade(
     return GradeResult(
         task_id=task_id,
         judge_calls=calls,
+        grader_options=sorted(options),
         reward=score if reward == "score" else float(passed),
         reward_mode=reward,  # type: ignore[arg-type]
         passed=passed,

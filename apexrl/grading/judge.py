@@ -21,7 +21,7 @@ from typing import Any
 
 from apexrl.errors import RemoteError
 
-PROMPT_VERSION = "apexrl-judge-v2"
+PROMPT_VERSION = "apexrl-judge-v3"
 
 # Size caps of what the judge is shown (stated in the prompt, see evidence.py).
 MAX_ANSWER_CHARS = 20_000
@@ -66,12 +66,12 @@ TOLERANCE
 - Legacy and current variants of a file format are the same format (.xls/.xlsx,
   .doc/.docx, .ppt/.pptx).
 
-SIZE LIMITS
-- The answer is shown up to {answer_cap} characters, each file up to {file_cap}
-  characters and all files together up to {total_cap} characters. Content cut at a limit
-  is marked [... truncated ...]; grade on what is visible.
+WHAT YOU ARE SHOWN
+{size_rule}
 - Spreadsheets are shown cell by cell with computed values (and the formula), PDFs as
-  their page text, documents and slides as their text.
+  their page text, documents and slides as their text. A document's tracked changes
+  (insertions and deletions) and comments are listed after its text; a changed file's
+  DIFF block shows what changed since the start.
 
 Reply with one JSON object and nothing else:
 {{"rationale": "<the criterion's requirement, the evidence you found, your conclusion>",
@@ -83,38 +83,82 @@ SCOPE_TEXT = {
     "both": "Grade both the agent's final answer and the file changes it made.",
 }
 
-# archipelago's per-criterion "expected file type" values -> (scope, file suffixes)
+# The per-criterion `expected_file_type` values of APEX rubrics (the published dataset's
+# labels) -> (scope, file suffixes). As archipelago's grader reads them: a label matches
+# exactly; any other value filters nothing (the `lenient_file_types` option matches
+# labels whatever their case).
 FILE_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "final answer only (no files)": ("answer", ()),
-    "all output (modified files and final message in console)": ("both", ()),
-    "any file type": ("both", ()),
-    "word documents (.docx, .doc, .odt)": ("files", (".docx", ".doc", ".odt")),
-    "text files (.txt)": ("files", (".txt",)),
-    "pdf documents (.pdf)": ("files", (".pdf",)),
-    "spreadsheets (.xlsx, .xls, .xlsm, .ods)": ("files", (".xlsx", ".xls", ".xlsm", ".ods")),
-    "presentations (.pptx, .ppt, .odp)": ("files", (".pptx", ".ppt", ".odp")),
-    "python files (.py)": ("files", (".py",)),
-    "markdown (.md)": ("files", (".md",)),
-    "json/yaml (.json, .yaml, .yml)": ("files", (".json", ".yaml", ".yml")),
+    "Final Answer Only (No Files)": ("answer", ()),
+    "All output (modified files and final message in console)": ("both", ()),
+    "Any File Type": ("both", ()),
+    "Word Documents (.docx, .doc, .odt)": ("files", (".docx", ".doc", ".odt")),
+    "Text Files (.txt)": ("files", (".txt",)),
+    "PDF Documents (.pdf)": ("files", (".pdf",)),
+    "Spreadsheets (.xlsx, .xls, .xlsm, .ods)": ("files", (".xlsx", ".xls", ".xlsm", ".ods")),
+    "Presentations (.pptx, .ppt, .odp)": ("files", (".pptx", ".ppt", ".odp")),
+    "Python Files (.py)": ("files", (".py",)),
+    "JavaScript/TypeScript (.js, .ts, .jsx, .tsx)": ("files", (".js", ".ts", ".jsx", ".tsx")),
+    "Markdown (.md)": ("files", (".md",)),
+    "JSON/YAML (.json, .yaml, .yml)": ("files", (".json", ".yaml", ".yml")),
+    "Images (.png, .jpg, .jpeg, .webp)": ("files", (".png", ".jpg", ".jpeg", ".webp")),
 }
+_FILE_TYPES_LOWER = {k.lower(): v for k, v in FILE_TYPES.items()}
 
 
-def criterion_scope(criterion: dict) -> tuple[str, tuple[str, ...]]:
+def criterion_scope(criterion: dict, *, lenient: bool = False) -> tuple[str, tuple[str, ...]]:
     """(scope, file suffixes) of a criterion: scope answer | files | both (archipelago's
     evaluation scope); suffixes limit the files shown (empty: all). Read from the
-    criterion's `evaluation_scope` (answer/files/both) or archipelago's
-    `expected_file_type`; neither: both (archipelago's default)."""
+    criterion's `evaluation_scope` (answer/files/both) or `expected_file_type` (flat, or
+    in archipelago's verifier_values); neither, or a label not known: both."""
     scope = str(criterion.get("evaluation_scope") or "").strip().lower()
     if scope in SCOPE_TEXT:
         return scope, ()
-    kind = str(criterion.get("expected_file_type") or "").strip().lower()
+    kind = criterion.get("expected_file_type")
+    values = criterion.get("verifier_values")
+    if not kind and isinstance(values, dict):
+        kind = values.get("expected_file_type")
+    kind = str(kind or "")
+    if lenient:
+        return _FILE_TYPES_LOWER.get(kind.strip().lower(), ("both", ()))
     return FILE_TYPES.get(kind, ("both", ()))
 
 
-def system_prompt(file_cap: int, total_cap: int) -> str:
-    return SYSTEM_PROMPT.format(
-        answer_cap=f"{MAX_ANSWER_CHARS:,}", file_cap=f"{file_cap:,}", total_cap=f"{total_cap:,}"
-    )
+SIZE_CAPPED = """- The answer is shown up to {answer_cap} characters, each file up to {file_cap}
+  characters and all files together up to {total_cap} characters. Content cut at a limit
+  is marked [... truncated ...]; grade on what is visible."""
+SIZE_WHOLE = """- The answer and every created or changed file are shown whole."""
+
+
+def system_prompt(file_cap: int | None = None, total_cap: int | None = None) -> str:
+    """The judge's instructions; with caps (the `evidence_caps` option) they are stated."""
+    if file_cap is None and total_cap is None:
+        rule = SIZE_WHOLE
+    else:
+        rule = SIZE_CAPPED.format(
+            answer_cap=f"{MAX_ANSWER_CHARS:,}",
+            file_cap=f"{file_cap or 0:,}",
+            total_cap=f"{total_cap or 0:,}",
+        )
+    return SYSTEM_PROMPT.format(size_rule=rule)
+
+
+# The verdict's structure, sent as the request's response schema (unless `free_json`).
+VERDICT_SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "criterion_verdict",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {
+                "rationale": {"type": "string"},
+                "is_criteria_true": {"type": "boolean"},
+            },
+            "required": ["rationale", "is_criteria_true"],
+            "additionalProperties": False,
+        },
+    },
+}
 
 
 RETRY_NOTE = (
@@ -137,14 +181,20 @@ class JudgeError(RemoteError):
 
 @dataclass
 class JudgeSettings:
+    """Defaults are archipelago's: no temperature or output cap sent (a reasoning judge's
+    thinking tokens count against a cap), 10 attempts per criterion, 3600 s per call,
+    a response schema. The `fixed_sampling`, `few_retries` and `free_json` grader
+    options restore apexrl's earlier settings (apexrl.grading.grader.apply_options)."""
+
     model: str
     api_base: str | None = None
     api_key: str | None = None  # None: LiteLLM reads the provider's key from the environment
-    timeout_s: float = 120.0
-    max_attempts: int = 3  # judge calls per criterion when the reply is not valid JSON
+    timeout_s: float = 3600.0
+    max_attempts: int = 10  # judge calls per criterion when the reply is not valid JSON
     transport_retries: int = 2  # LiteLLM retries of timeouts/5xx/rate limits
-    temperature: float = 0.0
-    max_tokens: int = 1024
+    temperature: float | None = None  # None: not sent
+    max_tokens: int | None = None  # None: not sent
+    response_schema: bool = True  # send VERDICT_SCHEMA as response_format
     concurrency: int = 8
     cache: Any = None  # apexrl.grading.judge_cache.JudgeCache: replies by (model, prompt sha256)
 
@@ -185,12 +235,19 @@ def parse_verdict(text: str) -> tuple[bool, str]:
     return val, rationale
 
 
-def user_prompt(task: str, criterion: str, answer: str, changes: str, scope: str = "both") -> str:
+def user_prompt(
+    task: str,
+    criterion: str,
+    answer: str,
+    changes: str,
+    scope: str = "both",
+    answer_cap: int | None = MAX_ANSWER_CHARS,
+) -> str:
     """The judge's user message: task, the agent's output (per scope), the criterion."""
     shown = (answer or "").strip() or "(no final answer)"
-    if len(shown) > MAX_ANSWER_CHARS:
-        cut = len(shown) - MAX_ANSWER_CHARS
-        shown = shown[:MAX_ANSWER_CHARS] + f"\n[... truncated: {cut} more characters ...]"
+    if answer_cap is not None and len(shown) > answer_cap:
+        cut = len(shown) - answer_cap
+        shown = shown[:answer_cap] + f"\n[... truncated: {cut} more characters ...]"
     parts = [f"ORIGINAL TASK\n{task.strip() or '(not given)'}", "AGENT OUTPUT"]
     if scope in ("answer", "both"):
         parts.append(f"Final answer:\n{shown}")
@@ -221,12 +278,16 @@ class Judge:
             kw["api_key"] = s.api_key or "none"
         elif s.api_key:
             kw["api_key"] = s.api_key
+        if s.temperature is not None:
+            kw["temperature"] = s.temperature
+        if s.max_tokens is not None:
+            kw["max_tokens"] = s.max_tokens
+        if s.response_schema:
+            kw["response_format"] = VERDICT_SCHEMA
         try:
             resp = await litellm.acompletion(
                 model=s.model,
                 messages=messages,
-                temperature=s.temperature,
-                max_tokens=s.max_tokens,
                 timeout=s.timeout_s,
                 num_retries=s.transport_retries,
                 **kw,
@@ -254,12 +315,11 @@ class Judge:
         *,
         scope: str = "both",
         system: str | None = None,
+        answer_cap: int | None = None,
     ) -> JudgeVerdict:
         if system is None:
-            from apexrl.grading.evidence import MAX_FILE_CHARS, MAX_TOTAL_CHARS
-
-            system = system_prompt(MAX_FILE_CHARS, MAX_TOTAL_CHARS)
-        prompt = user_prompt(task, criterion, answer, changes, scope)
+            system = system_prompt()
+        prompt = user_prompt(task, criterion, answer, changes, scope, answer_cap)
         digest = prompt_hash(system, prompt)
         messages = [
             {"role": "system", "content": system},

@@ -56,6 +56,7 @@ class GradeResult(Record):
     duration_s: float = 0.0
     grader: Literal["apexrl", "archipelago"] = "apexrl"  # who graded (--grader)
     grader_commit: str | None = None  # archipelago: the checkout's commit, else its content key
+    grader_options: list[str] = Field(default_factory=list)  # GRADER_OPTIONS names in force
     judge_calls: int | None = None  # judge calls made (cached prompts cost none); None: unknown
 
     def rewards(self) -> dict[str, float]:

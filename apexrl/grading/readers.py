@@ -5,8 +5,11 @@
                     value (the cached one, or computed here when a library wrote the file
                     without values) followed by the formula
   .csv/.txt/.md/... the text (UTF-8, undecodable bytes replaced)
-  .docx             paragraphs and table rows (python-docx)
-  .pptx             each slide's text frames and tables, "--- slide N ---" between slides
+  .docx             paragraphs (tracked insertions accepted) and table rows, then the
+                    tracked changes (each insertion and deletion, with its author) and
+                    the comments (author, the text they are anchored to, the comment)
+  .pptx             each slide's text frames (inside groups too) and tables,
+                    "--- slide N ---" between slides
   anything else     "(binary file, N bytes)" unless it decodes as text
 
 Files come from the sandbox: hostile. Readers never follow links (the caller gives
@@ -114,18 +117,80 @@ def docx_text(path: Path, limit: int) -> str:
     out: list[str] = []
     n = 0
     for p in d.paragraphs:
-        if p.text.strip():
-            out.append(p.text)
-            n += len(p.text)
+        text = _accepted_text(p._p)
+        if text.strip():
+            out.append(text)
+            n += len(text)
     for t, table in enumerate(d.tables, 1):
         out.append(f"--- table {t} ---")
         for row in table.rows:
-            line = " | ".join(c.text.strip() for c in row.cells)
+            line = " | ".join(_accepted_text(c._tc).strip() for c in row.cells)
             out.append(line)
             n += len(line)
             if n > limit:
                 break
+    changes = _tracked_changes(d.element.body)
+    if changes:
+        out.append("--- tracked changes ---")
+        out += changes
+    notes = _comments(d)
+    if notes:
+        out.append("--- comments ---")
+        out += notes
     return "\n".join(out)
+
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def _accepted_text(el) -> str:
+    """The text of an element with tracked changes accepted: insertions kept (w:t),
+    deletions (w:delText) left out; paragraphs on their own lines."""
+    parts: list[str] = []
+    for node in el.iter(f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}p"):
+        if node.tag == f"{_W}t":
+            parts.append(node.text or "")
+        elif node.tag == f"{_W}p":
+            if node is not el and parts:
+                parts.append("\n")
+        else:
+            parts.append("\t" if node.tag == f"{_W}tab" else "\n")
+    return "".join(parts)
+
+
+def _tracked_changes(body) -> list[str]:
+    out = []
+    for kind, tag, text_tag in (("inserted", "ins", "t"), ("deleted", "del", "delText")):
+        for el in body.iter(f"{_W}{tag}"):
+            text = "".join(t.text or "" for t in el.iter(f"{_W}{text_tag}")).strip()
+            if text:
+                who = el.get(f"{_W}author") or "unknown"
+                out.append(f"[{kind} by {who}] {text}")
+    return out
+
+
+def _comments(d) -> list[str]:
+    try:
+        comments = list(d.comments)
+    except Exception:  # python-docx without comment support, or a broken part
+        return []
+    anchors = _comment_anchors(d.element.body)
+    out = []
+    for c in comments:
+        cid = c._element.get(f"{_W}id")
+        anchor = anchors.get(cid or "", "")
+        where = f' (on "{anchor}")' if anchor else ""
+        out.append(f"[comment by {c.author or 'unknown'}]{where} {c.text}")
+    return out
+
+
+def _comment_anchors(body) -> dict[str, str]:
+    """comment id -> the paragraph text its range starts in."""
+    out: dict[str, str] = {}
+    for p in body.iter(f"{_W}p"):
+        for start in p.iter(f"{_W}commentRangeStart"):
+            out.setdefault(start.get(f"{_W}id") or "", _accepted_text(p).strip())
+    return out
 
 
 def pptx_text(path: Path, limit: int) -> str:
@@ -136,7 +201,7 @@ def pptx_text(path: Path, limit: int) -> str:
     n = 0
     for i, slide in enumerate(prs.slides, 1):
         out.append(f"--- slide {i} ---")
-        for shape in slide.shapes:
+        for shape in _shapes(slide.shapes):
             if getattr(shape, "has_text_frame", False) and shape.text_frame.text.strip():
                 out.append(shape.text_frame.text)
                 n += len(out[-1])
@@ -147,6 +212,15 @@ def pptx_text(path: Path, limit: int) -> str:
         if n > limit:
             break
     return "\n".join(out)
+
+
+def _shapes(shapes, depth: int = 0):
+    """Every shape, groups opened (to a bounded depth: the file is hostile)."""
+    for shape in shapes:
+        if getattr(shape, "shape_type", None) == 6 and depth < 16:  # MSO_SHAPE_TYPE.GROUP
+            yield from _shapes(shape.shapes, depth + 1)
+        else:
+            yield shape
 
 
 def _cell(v) -> str:

@@ -33,7 +33,7 @@ from harbor.verifier.base import BaseVerifier
 
 from apexrl.artifacts.atomic import atomic_path
 from apexrl.grading.evidence import collect_files, diff_world
-from apexrl.grading.grader import grade
+from apexrl.grading.grader import check_options, final_answer, grade
 from apexrl.grading.inputs import (
     INPUTS_DIR,
     GradingInputs,
@@ -61,25 +61,27 @@ class ApexVerifier(BaseVerifier):
         *,
         judge: str | None = None,
         judge_api_base: str | None = None,
-        judge_timeout_s: float = 120.0,
-        judge_max_attempts: int = 3,
+        judge_timeout_s: float | None = None,
+        judge_max_attempts: int | None = None,
         worlds_dir: str | None = None,
         reward: str = "pass",
         grader: str = "apexrl",
         archipelago: str | None = None,
+        grader_options: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.reward = reward
         self.grader = grader
         self.archipelago = archipelago
+        self.options = check_options(grader_options)
         model = judge_model(judge)  # None: unset or "none" (--no-judge)
         self.judge = (
             JudgeSettings(
                 model=model,
                 api_base=judge_api_base,
-                timeout_s=judge_timeout_s,
-                max_attempts=judge_max_attempts,
+                **({"timeout_s": judge_timeout_s} if judge_timeout_s else {}),
+                **({"max_attempts": judge_max_attempts} if judge_max_attempts else {}),
             )
             if model
             else None
@@ -110,7 +112,7 @@ class ApexVerifier(BaseVerifier):
             else:
                 result = await grade(
                     criteria,
-                    answer=answer,
+                    answer=final_answer(answer, kept.messages, self.options),
                     fs_root=state.after_root / FS_DIR,
                     gold=gold,
                     task_prompt=self.task.instruction,
@@ -121,6 +123,7 @@ class ApexVerifier(BaseVerifier):
                     else None,
                     task_id=task_id,
                     reward=self.reward,
+                    options=self.options,
                 )
         _write(out / "grading.json", result.model_dump_json(indent=2))
         _write(

@@ -175,6 +175,9 @@ class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
     eval_max_steps: int = 250
     judge: str | None = None  # a LiteLLM model, "none" (free-text criteria unjudged), or unset
     judge_api_base: str | None = None  # OpenAI-compatible server for openai/<name>
+    grader: Literal["apexrl", "archipelago"] = "apexrl"  # archipelago: its own grading runner
+    archipelago: str | None = None  # the archipelago checkout (default: $APEXRL_ARCHIPELAGO)
+    grader_options: list[str] = []  # apexrl.grading.grader.GRADER_OPTIONS names
     reward: Literal["score", "pass"] = "score"  # the recipe trains on the fraction met
     eval_nudge: Literal["recipe", "once", "off"] = "off"  # the recipe's eval: off
     # remote sandboxes (environment = "modal"): None is Modal's default; the recipe

@@ -156,6 +156,9 @@ def _settings(
         chat_template=r.model.chat_template,
         judge=ag.judge,
         judge_api_base=ag.judge_api_base,
+        grader=ag.grader,
+        archipelago=ag.archipelago,
+        grader_options=list(ag.grader_options),
         reward=ag.reward,
         eval_nudge=ag.eval_nudge,
         budgets=AgentBudgets(

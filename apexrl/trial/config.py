@@ -100,6 +100,7 @@ class TrialSpec(BaseModel):
     # who grades: apexrl's grader, or archipelago's own grading runner from a checkout
     grader: Literal["apexrl", "archipelago"] = "apexrl"
     archipelago: str | None = None  # that checkout (default: $APEXRL_ARCHIPELAGO)
+    grader_options: list[str] = Field(default_factory=list)  # apexrl.grading.grader.GRADER_OPTIONS
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
     sampling: Sampling = Field(default_factory=Sampling)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)

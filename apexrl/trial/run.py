@@ -110,6 +110,7 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
             "reward": config.reward,
             "grader": config.grader,
             "archipelago": config.archipelago,
+            "grader_options": list(config.grader_options),
         },
         override_timeout_sec=config.verifier_timeout_s,
     )

@@ -50,7 +50,7 @@ def test_eval_run_needs_a_judge_and_uses_the_served_one(runner, example_dirs, tm
     grading = orjson.loads(
         (run_dir / "logs" / row["trial_id"] / "verifier" / "grading.json").read_bytes()
     )
-    assert grading["judge_prompt_version"] == "apexrl-judge-v2"
+    assert grading["judge_prompt_version"] == "apexrl-judge-v3"
     assert "STRICT MATCHING" in grading["judge_system_prompt"]
     cfg = orjson.loads((run_dir / "run.json").read_bytes())
     assert cfg["judge"] == "openai/verdict"

@@ -100,9 +100,11 @@ def test_files_shown_per_scope_and_capped(tmp_path):
     (after / "filesystem" / "notes.txt").write_text("x" * (MAX_FILE_CHARS + 500))
     state = WorldState(after_root=after, before=walk_files(before), before_stats=stats)
     files = collect_files(state, diff_world(state))
-    everything = render_files(files)
+    everything = render_files(files)  # whole by default, as archipelago shows files
     assert '<FILE path="model.xlsx" change="created">' in everything
-    assert "[... truncated: 500 more characters ...]" in everything
+    assert "x" * (MAX_FILE_CHARS + 500) in everything and "truncated" not in everything
+    capped = render_files(files, file_cap=MAX_FILE_CHARS)  # the evidence_caps option
+    assert "[... truncated: 500 more characters ...]" in capped
     only_sheets = render_files(files, (".xlsx",))
     assert "model.xlsx" in only_sheets and "notes.txt" not in only_sheets
     assert render_files(files, (".pdf",)) == ""
@@ -111,6 +113,7 @@ def test_files_shown_per_scope_and_capped(tmp_path):
 
 
 def test_prompt_follows_archipelago_semantics():
+    assert "shown whole" in system_prompt()
     sp = system_prompt(MAX_FILE_CHARS, MAX_TOTAL_CHARS)
     for needle in (
         "STRICT MATCHING",  # exact values, conjunctive requirements, specificity
