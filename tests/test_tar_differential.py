@@ -24,6 +24,8 @@ from apexrl.artifacts import _fasttar, archive
 from apexrl.errors import BadRecordError
 from tests import tar_craft as tc
 
+LIMITS = archive.Limits()
+
 Norm = list[tuple[str, str, bool, bytes]]  # (name, kind, exec, data) as extraction writes
 
 
@@ -303,3 +305,54 @@ def test_mutated_streams_get_one_verdict():
 def test_the_seeds_agree_unmutated(seed):
     check_one_verdict(_SEEDS[seed])
     check_one_verdict(_SEEDS[seed], None)
+
+
+# --- the gzip layer ------------------------------------------------------------------------------
+
+
+def _tree(root) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def test_mutated_gzip_gets_one_verdict(tmp_path):
+    """C inflates task binaries itself (zlib); Python through ISA-L's gunzip. Mutated
+    headers, flags, trailers and members: where C writes a tree, gunzip reads the bytes
+    that give that very tree."""
+    import gzip
+
+    rng = random.Random(2029)
+    raw = _SEEDS[0]
+    blobs = [archive.gzip_fast(raw), archive.gzip_bytes(raw), gzip.compress(raw, mtime=0)]
+    blobs.append(gzip.compress(raw[:1024], mtime=0) + gzip.compress(raw[1024:], mtime=0))
+    lim = archive.native_limits(LIMITS)
+    taken = 0
+    for i in range(int(os.environ.get("APEXRL_GZ_FUZZ_N", "300"))):
+        data = bytearray(rng.choice(blobs))
+        for _ in range(rng.randint(1, 3)):
+            at = rng.choice([3, 4, 8, 9, *range(10, 20), len(data) - 8, len(data) - 4,
+                             len(data) - 1, rng.randrange(len(data))])  # fmt: skip
+            data[at % len(data)] = rng.randrange(256)
+        if rng.random() < 0.2:
+            data += rng.choice([b"\0" * 8, b"\x1f\x8b", b"junk", bytes(data[:40])])
+        data = bytes(data)
+        fast = tmp_path / f"c{i}"
+        fast.mkdir()
+        try:
+            done = _fasttar.extract_gz(data, os.fspath(fast), "t", lim)
+        except OSError:
+            done = None
+        if done is None:
+            continue
+        taken += 1
+        try:
+            inflated = archive.gunzip(data, "fuzz", LIMITS)
+        except BadRecordError as e:
+            raise AssertionError(f"gzip {i}: C inflates a stream gunzip refuses: {e}") from None
+        slow = tmp_path / f"py{i}"
+        slow.mkdir()
+        archive._extract_tar_python(inflated, slow, "fuzz", "none", LIMITS, "t", False, len(data))
+        assert _tree(fast) == _tree(slow), f"gzip {i}"
+    assert taken > 10
