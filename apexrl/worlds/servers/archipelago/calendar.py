@@ -86,6 +86,58 @@ def _event(ev, cal_name: str) -> dict[str, Any]:
     return out
 
 
+_STATUS = {"ACCEPTED": "accepted", "DECLINED": "declined", "TENTATIVE": "tentative"}
+_STATUS["NEEDS-ACTION"] = "needsAction"
+
+
+def _when_text(v: dict[str, str] | None, label: str) -> str:
+    if v and v.get("dateTime"):
+        return f"{label}: {v['dateTime']}"
+    return f"{label} Date: {(v or {}).get('date')}"
+
+
+def _brief(e: dict[str, Any]) -> str:
+    """One event in a listing: id, summary, start, end."""
+    start = (e["start"] or {}).get("dateTime") or (e["start"] or {}).get("date") or "N/A"
+    end = (e["end"] or {}).get("dateTime") or (e["end"] or {}).get("date") or "N/A"
+    return f"Event ID: {e['id']}\nSummary: {e['summary'] or 'N/A'}\nStart: {start}\nEnd: {end}"
+
+
+def _listing(events: list[dict[str, Any]]) -> str:
+    if not events:
+        return "No events found"
+    return f"Found {len(events)} event(s):\n\n" + "\n\n".join(
+        f"{i}. {_brief(e)}" for i, e in enumerate(events, 1)
+    )
+
+
+def _full(ev, e: dict[str, Any]) -> str:
+    """One event as archipelago shows it (attendees by name, created/updated times:
+    the file's own, else now, as archipelago stamps events that carry none)."""
+    lines = [f"Event ID: {e['id']}", f"Summary: {e['summary'] or 'N/A'}"]
+    if e["description"]:
+        lines.append(f"Description: {e['description']}")
+    lines += [_when_text(e["start"], "Start"), _when_text(e["end"], "End")]
+    if e["location"]:
+        lines.append(f"Location: {e['location']}")
+    people = ev.get("ATTENDEE")
+    people = [] if people is None else people if isinstance(people, list) else [people]
+    if people:
+        lines.append(f"Attendees ({len(people)}):")
+        for a in people:
+            name = str(a.params.get("CN", "")) or str(a).removeprefix("mailto:")
+            status = _STATUS.get(str(a.params.get("PARTSTAT", "")).upper())
+            lines.append(f"  - {name}" + (f" [{status}]" if status else ""))
+    if e.get("recurrence"):
+        lines += ["Recurrence:", *(f"  - {r}" for r in e["recurrence"])]
+    now = datetime.now().isoformat()
+    created = _cal._dt(ev.get("CREATED"))
+    updated = _cal._dt(ev.get("LAST-MODIFIED"))
+    lines.append(f"Created: {created.isoformat() if created else now}")
+    lines.append(f"Updated: {updated.isoformat() if updated else now}")
+    return "\n".join(lines)
+
+
 def _apply(ev, *, summary, description, start, end, location, attendees, recurrence, color_id):
     from icalendar import vCalAddress, vRecur
 
@@ -122,25 +174,19 @@ def _apply(ev, *, summary, description, start, end, location, attendees, recurre
 def tools(world: World) -> list:
     def list_events(
         limit: Annotated[int, Field(ge=1, le=100)] = 50, offset: Annotated[int, Field(ge=0)] = 0
-    ) -> dict[str, Any]:
+    ) -> str:
         """List events sorted by start time (offset/limit pagination)."""
         evs = []
         for f, _c, ev in _cal._all_events(world):
             s = _cal._as_utc(_cal._dt(ev.get("DTSTART"))) or datetime.min.replace(tzinfo=UTC)
             evs.append((s, _event(ev, f.stem)))
         evs.sort(key=lambda t: t[0])
-        return {
-            "total": len(evs),
-            "offset": offset,
-            "events": [e for _, e in evs[offset : offset + limit]],
-        }
+        return _listing([e for _, e in evs[offset : offset + limit]])
 
-    def read_event(event_id: EventId) -> dict[str, Any]:
-        """One event in full: times, location, description, organizer, attendees."""
+    def read_event(event_id: EventId) -> str:
+        """One event in full: times, location, description, attendees."""
         f, _c, ev = _cal._find(world, event_id)
-        out = _event(ev, f.stem)
-        out["organizer"] = str(ev.get("ORGANIZER", "")).removeprefix("mailto:") or None
-        return out
+        return _full(ev, _event(ev, f.stem))
 
     def create_event(
         summary: Annotated[str, Field(description="Title of the event.")],

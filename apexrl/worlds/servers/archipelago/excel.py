@@ -1,11 +1,20 @@
 """archipelago `excel` server: .xlsx workbooks (openpyxl) addressed by 0-based tab index,
-plus CSV reading. Formula cells show their value: the one the spreadsheet app cached, or
-recomputed (`apexrl.worlds.formulas`) when the file has none."""
+plus CSV reading, with archipelago's result formats: tables are tab-separated with the
+column letters first and row numbers in front, one cell is a Python-style
+`{'cell': ..., 'value': ...}`, writes answer with a `{'status': 'success', ...}` record,
+and a failure is an ordinary result naming it.
+
+Formula cells show the value the spreadsheet app cached, empty when the file has none
+(as archipelago shows them). `APEXRL_EXCEL_COMPUTE_FORMULAS=1` (off by default) computes
+those instead (`apexrl.worlds.formulas`): better for a model, but not what recipe-trained
+checkpoints saw."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import io
+import os
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -18,6 +27,17 @@ from apexrl.worlds.servers.archipelago import file_arg, new_file, vpath
 from apexrl.worlds.world import World
 
 _XLSX = (".xlsx", ".xlsm")
+COMPUTE_ENV = "APEXRL_EXCEL_COMPUTE_FORMULAS"
+
+
+class Failed(Exception):
+    """A failure archipelago's sheets server reports as an ordinary result (its text)."""
+
+
+def _compute_uncached() -> bool:
+    return os.environ.get(COMPUTE_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
 Cell = str | int | float | bool | None
 XlsxPath = Annotated[str, Field(description="Path of the .xlsx file, e.g. '/data/report.xlsx'.")]
 TabIndex = Annotated[int, Field(ge=0, description="0-based worksheet tab index.")]
@@ -142,41 +162,197 @@ def _by_name(wb, name: str | None):
     return wb[name]
 
 
-def _values(p, ws_title: str, wb, cached, rng: tuple[int, int, int, int]):
-    """Grid of computed values (and formulas) over (min_col, min_row, max_col, max_row)."""
-    ev = Evaluator(wb)
-    ws, cws = wb[ws_title], cached[ws_title]
-    c1, r1, c2, r2 = rng
+def _shown(v: Any, number_format: str | None = None) -> Any:
+    """A cell value as archipelago shows it: datetimes as ISO dates (with the time unless
+    midnight), date-formatted serial numbers as dates, anything else unchanged."""
+    from datetime import date, datetime, time
+
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d") if v.time() == time(0, 0) else v.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(v, date):
+        return v.strftime("%Y-%m-%d")
+    if isinstance(v, int | float) and not isinstance(v, bool) and number_format:
+        from openpyxl.styles.numbers import is_date_format
+        from openpyxl.utils.datetime import from_excel
+
+        try:
+            if is_date_format(number_format) and 1 <= float(v) <= 2958465:
+                return _shown(from_excel(float(v)))
+        except (ValueError, OverflowError, TypeError):
+            pass
+    return v
+
+
+def _save(world: World, wb, p) -> None:
+    """Save a workbook this server changed. archipelago recalculates every workbook it
+    writes (LibreOffice), so its formulas then have values: files saved here are
+    remembered and their formulas computed when read, to the same effect."""
+    wb.save(str(p))
+    world.cache.setdefault("excel_written", set()).add(str(p))
+
+
+def _written(world: World, p) -> bool:
+    return str(p) in world.cache.get("excel_written", ())
+
+
+def _grid(
+    wb, cached, title: str, cells, compute: bool = False
+) -> tuple[list[list[Any]], dict[str, str]]:
+    """Shown values of `cells` (rows of formula-workbook cells) and their formulas; a
+    formula without a cached value is empty unless computed (`compute`, for a file this
+    server wrote, or the compute option)."""
+    cws = cached[title]
+    ev = Evaluator(wb) if (compute or _compute_uncached()) else None
     grid, formulas = [], {}
-    for row in ws.iter_rows(min_row=r1, max_row=r2, min_col=c1, max_col=c2):
+    for row in cells:
         out = []
         for c in row:
             v = c.value
             if isinstance(v, str) and v.startswith("="):
                 formulas[c.coordinate] = v
-                cv = cws[c.coordinate].value
-                v = ev.value(ws_title, c.coordinate) if cv is None else cv
-            out.append(_sheets._plain(v))
+                v = cws[c.coordinate].value
+                if v is None and ev is not None:
+                    v = ev.value(title, c.coordinate)
+            out.append(_shown(v, c.number_format))
         grid.append(out)
     return grid, formulas
 
 
-def _table(values: list[list[Any]], compact: bool, first_row: int, first_col: int) -> str:
+def computed_values(wb, cached, title: str, rng: tuple[int, int, int, int]) -> list[list[Any]]:
+    """Values over (min_col, min_row, max_col, max_row) with every formula computed (for
+    charts drawn from a sheet, which need numbers)."""
+    c1, r1, c2, r2 = rng
+    cells = wb[title].iter_rows(min_row=r1, max_row=r2, min_col=c1, max_col=c2)
+    return _grid(wb, cached, title, cells, compute=True)[0]
+
+
+def _trim(values: list[list[Any]], keep_rows: set[int] | None = None) -> list[list[Any]]:
+    """Trailing rows and columns with nothing in them cut (rows in keep_rows stay)."""
+    while values and all(v is None for v in values[-1]) and len(values) not in (keep_rows or ()):
+        values.pop()
+    width = max((len(r) for r in values), default=0)
+    while width and all(len(r) < width or r[width - 1] is None for r in values):
+        width -= 1
+    return [r[:width] for r in values]
+
+
+def _table(
+    values: list[list[Any]],
+    label: str,
+    *,
+    formulas: dict[str, str] | None = None,
+    compact: bool = False,
+    first_row: int = 1,
+    first_col: int = 1,
+) -> str:
+    """archipelago's table: 'Range: LABEL', then 'Table:' with the column letters, each
+    row after its number (a formula cell as 'value (formula)'); CSV when compact."""
     from openpyxl.utils.cell import get_column_letter
 
     def s(v: Any) -> str:
         return "" if v is None else str(v)
 
+    if not values:
+        return "" if compact else f"Range: {label}\nTable: (empty)"
     if compact:
         buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows([[s(v) for v in r] for r in values])
-        return buf.getvalue()
-    width = max((len(r) for r in values), default=0)
-    head = ["Row"] + [get_column_letter(first_col + i) for i in range(width)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        csv.writer(buf).writerows([[s(v) for v in r] for r in values])
+        return buf.getvalue().rstrip("\r\n")
+    width = max(len(r) for r in values)
+    lines = ["\t" + "\t".join(get_column_letter(first_col + i) for i in range(width))]
     for i, r in enumerate(values):
-        lines.append("| " + " | ".join([str(first_row + i)] + [s(v) for v in r]) + " |")
+        cells = [str(first_row + i)]
+        for j in range(width):
+            v = r[j] if j < len(r) else None
+            f = (formulas or {}).get(f"{get_column_letter(first_col + j)}{first_row + i}")
+            if j >= len(r):
+                cells.append("")
+            elif f:
+                cells.append(f"({f})" if v is None or v == "" else f"{v} ({f})")
+            else:
+                cells.append(s(v))
+        lines.append("\t".join(cells))
+    return f"Range: {label}\nTable:\n" + "\n".join(lines)
+
+
+def _truncated(table: str, cut: bool, vals: list[list[Any]]) -> str:
+    """A table cut by max_rows/max_cols says how much it shows after its range line."""
+    if not cut:
+        return table
+    head, rest = table.split("\n", 1)
+    width = max((len(r) for r in vals), default=0)
+    return f"{head}\n\n[truncated to {len(vals)} rows, {width} cols]\n\n{rest}"
+
+
+def _filtered(
+    label: str,
+    n_filters: int,
+    header: list[Any] | None,
+    hits: list[tuple[int, list[Any]]],
+    total: int,
+    *,
+    first_col: int,
+    compact: bool,
+) -> str:
+    """filter_tab's answer: range, filter count, 'Rows matched: k/n', then the header
+    row (as H) and the matching rows under their sheet row numbers."""
+    from openpyxl.utils.cell import get_column_letter
+
+    body = ([header] if header is not None else []) + [r for _, r in hits]
+    if compact:
+        buf = io.StringIO()
+        csv.writer(buf).writerows([["" if v is None else str(v) for v in r] for r in body])
+        return buf.getvalue().rstrip("\r\n")
+    width = max((len(r) for r in body), default=0)
+    lines = [
+        f"Range: {label}",
+        f"Filters applied: {n_filters}",
+        f"Rows matched: {len(hits)}/{total}",
+    ]
+    lines.append("Table:")
+    lines.append("\t" + "\t".join(get_column_letter(first_col + i) for i in range(width)))
+    labelled = ([("H", header)] if header is not None else []) + [(str(n), r) for n, r in hits]
+    for name, r in labelled:
+        cells = ["" if j >= len(r) or r[j] is None else str(r[j]) for j in range(width)]
+        lines.append("\t".join([name, *cells]))
     return "\n".join(lines)
+
+
+def _record(**fields: Any) -> str:
+    """A write's answer: {'status': 'success', ...} in Python's notation."""
+    return repr({"status": "success", **fields})
+
+
+def _failures(fn):
+    """Failures become the ordinary result archipelago gives (its one-line text)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Failed as e:
+            return str(e)
+
+    return wrapper
+
+
+def _open_xlsx(world: World, file_path: str):
+    """The workbook file of a tool argument, checked as archipelago checks it."""
+    if not isinstance(file_path, str) or not file_path:
+        raise Failed("File path is required")
+    if not file_path.startswith("/"):
+        raise Failed("File path must start with /")
+    if not file_path.lower().endswith(".xlsx"):
+        raise Failed("File path must end with .xlsx")
+    try:
+        p = world.fs_path(file_path)
+    except ApexError:
+        raise Failed(f"Invalid path: {file_path}") from None
+    if not p.exists():
+        raise Failed(f"File not found: {file_path}")
+    if not p.is_file():
+        raise Failed(f"Not a file: {file_path}")
+    return p
 
 
 def _coerce(v: Any) -> Any:
@@ -223,23 +399,17 @@ def _match(cell: Any, op: FilterOperator, want: Any) -> bool:
 
 
 def tools(world: World) -> list:
-    def list_tabs_in_spreadsheet(file_path: XlsxPath) -> dict[str, Any]:
-        """List the worksheet tabs of a workbook: index (0-based), name, rows and columns."""
-        wb = _sheets._load(_xlsx(world, file_path))
-        return {
-            "file_path": file_path,
-            "tabs": [
-                {
-                    "index": i,
-                    "name": ws.title,
-                    "rows": ws.max_row,
-                    "columns": ws.max_column,
-                    "dimensions": ws.dimensions,
-                }
-                for i, ws in enumerate(wb.worksheets)
-            ],
-        }
+    @_failures
+    def list_tabs_in_spreadsheet(file_path: XlsxPath) -> str:
+        """List the worksheet tabs of a workbook: name, index (0-based), rows and columns."""
+        wb = _sheets._load(_open_xlsx(world, file_path))
+        tabs = [
+            {"name": ws.title, "index": i, "row_count": ws.max_row, "column_count": ws.max_column}
+            for i, ws in enumerate(wb.worksheets)
+        ]
+        return repr({"worksheets": tabs})
 
+    @_failures
     def read_tab(
         file_path: XlsxPath,
         tab_index: TabIndex,
@@ -251,41 +421,68 @@ def tools(world: World) -> list:
         max_cols: int | None = 100,
         compact: Annotated[bool, Field(description="CSV output instead of a table.")] = False,
     ) -> str:
-        """Read the computed values of a worksheet tab (or a range / one cell of it). Formula
-        cells show their values; include_formulas also lists the formulas."""
-        from openpyxl.utils import range_boundaries
-
-        p = _xlsx(world, file_path)
+        """Read the values of a worksheet tab, a range ('A1:C5') or one cell ('B5');
+        include_formulas also shows each formula beside its value."""
+        p = _open_xlsx(world, file_path)
         wb = _sheets._load(p)
         cached = _sheets._load(p, data_only=True)
-        ws = _tab(wb, tab_index)
+        if tab_index >= len(wb.worksheets):
+            raise Failed(
+                f"Tab index {tab_index} is out of range. Available sheets: {len(wb.worksheets)}"
+            )
+        ws = wb.worksheets[tab_index]
+        if cell_range is None:
+            rows = list(
+                ws.iter_rows(min_row=1, min_col=1, max_row=ws.max_row, max_col=ws.max_column)
+            )
+            cut = (max_rows is not None and len(rows) > max_rows) or (
+                max_cols is not None and ws.max_column > max_cols
+            )
+            rows = [r[:max_cols] if max_cols is not None else r for r in rows[:max_rows]]
+            vals, formulas = _grid(wb, cached, ws.title, rows, _written(world, p))
+            keep = {int(k.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ")) for k in formulas}
+            vals = _trim(vals, keep if include_formulas else None)
+            return _truncated(
+                _table(
+                    vals, "all", formulas=formulas if include_formulas else None, compact=compact
+                ),
+                cut and not compact,
+                vals,
+            )
+        ref = cell_range.strip().upper()
+        if ":" in ref:
+            from openpyxl.utils import range_boundaries
+
+            try:
+                c1, r1, c2, r2 = range_boundaries(ref)
+                rows = list(ws.iter_rows(min_row=r1, max_row=r2, min_col=c1, max_col=c2))
+            except (ValueError, TypeError) as e:
+                raise Failed(f"Invalid cell range '{ref}': {e!r}") from None
+            cut = (max_rows is not None and len(rows) > max_rows) or (
+                max_cols is not None and c2 - c1 + 1 > max_cols
+            )
+            rows = [r[:max_cols] if max_cols is not None else r for r in rows[:max_rows]]
+            vals, formulas = _grid(wb, cached, ws.title, rows, _written(world, p))
+            table = _table(
+                vals,
+                ref,
+                formulas=formulas if include_formulas else None,
+                compact=compact,
+                first_row=r1,
+                first_col=c1,
+            )
+            return _truncated(table, cut and not compact, vals)
         try:
-            c1, r1, c2, r2 = range_boundaries(cell_range or ws.dimensions)
-        except ValueError:
-            raise ApexError(
-                f"cell_range {cell_range!r} is not A1 notation (e.g. 'A1:C5')"
-            ) from None
-        c1, r1 = c1 or 1, r1 or 1
-        c2, r2 = c2 or ws.max_column, r2 or ws.max_row
-        if cell_range and ":" not in cell_range:
-            vals, formulas = _values(p, ws.title, wb, cached, (c1, r1, c1, r1))
-            out = f"{ws.title}!{cell_range.upper()} = {vals[0][0]!r}"
-            if include_formulas and formulas:
-                out += f"\nformula: {next(iter(formulas.values()))}"
-            return out
-        truncated = []
-        if max_rows is not None and r2 - r1 + 1 > max_rows:
-            r2, _ = r1 + max_rows - 1, truncated.append(f"rows cut at {max_rows}")
-        if max_cols is not None and c2 - c1 + 1 > max_cols:
-            c2, _ = c1 + max_cols - 1, truncated.append(f"columns cut at {max_cols}")
-        vals, formulas = _values(p, ws.title, wb, cached, (c1, r1, c2, r2))
-        head = f"Tab {tab_index} '{ws.title}' ({ws.max_row} rows x {ws.max_column} columns)"
-        out = [head, _table(vals, compact, r1, c1)]
-        if truncated:
-            out.append("[" + "; ".join(truncated) + ": read a cell_range to see more]")
+            c = ws[ref]
+        except (ValueError, KeyError, IndexError) as e:
+            raise Failed(f"Invalid cell reference '{ref}': {e!r}") from None
+        (vals,), formulas = _grid(wb, cached, ws.title, [[c]], _written(world, p))
+        if compact:
+            return "" if vals[0] is None else str(vals[0])
+        out = f"{{'cell': '{ref}', 'value': {vals[0]!r}"
         if include_formulas and formulas:
-            out.append("Formulas:\n" + "\n".join(f"{k}: {v}" for k, v in formulas.items()))
-        return "\n".join(out)
+            out += f", 'formula': {next(iter(formulas.values()))!r}"
+        return out + "}"
 
     def read_csv(
         file_path: Annotated[str, Field(description="Path of the .csv file.")],
@@ -312,18 +509,29 @@ def tools(world: World) -> list:
         total = len(data)
         if row_limit is not None:
             data = data[: max(0, row_limit)]
-        body = ([header] if header else []) + data
-        out = [f"{vpath(world, p)}: {total} data rows" + (" (header row first)" if header else "")]
+        width = max((len(r) for r in ([header] if header else []) + data), default=0)
+        out = [f"File: {file_path}"]
+        if len(data) < total:
+            out.append(f"\n[truncated to {len(data)} of {total} rows]\n")
+        out.append(f"Rows: {len(data)}, Columns: {width}")
         if compact:
             buf = io.StringIO()
-            csv.writer(buf, lineterminator="\n").writerows(body)
-            out.append(buf.getvalue())
-        else:
-            out.append(_table(body, False, 1, 1))
-        if len(data) < total:
-            out.append(f"[showing {len(data)} of {total} rows: raise row_limit to see more]")
+            csv.writer(buf).writerows(([header] if header else []) + data)
+            out.append(buf.getvalue().rstrip("\r\n"))
+            return "\n".join(out)
+        from openpyxl.utils.cell import get_column_letter
+
+        out.append("Table:")
+        out.append("\t" + "\t".join(get_column_letter(1 + i) for i in range(width)))
+        first = 2 if header is not None else 1
+        labelled = ([("H", header)] if header is not None else []) + [
+            (str(first + n), r) for n, r in enumerate(data)
+        ]
+        for name, r in labelled:
+            out.append("\t".join([name, *(r[k] if k < len(r) else "" for k in range(width))]))
         return "\n".join(out)
 
+    @_failures
     def filter_tab(
         file_path: XlsxPath,
         tab_index: TabIndex,
@@ -341,19 +549,26 @@ def tools(world: World) -> list:
 
         if not filters:
             raise ApexError("filters must contain at least one condition")
-        p = _xlsx(world, file_path)
+        p = _open_xlsx(world, file_path)
         wb = _sheets._load(p)
         cached = _sheets._load(p, data_only=True)
-        ws = _tab(wb, tab_index)
+        if tab_index >= len(wb.worksheets):
+            raise Failed(
+                f"Tab index {tab_index} is out of range. Available sheets: {len(wb.worksheets)}"
+            )
+        ws = wb.worksheets[tab_index]
         if cell_range and ":" not in cell_range:
             raise ApexError("cell_range must be a range like 'A1:D100', not a single cell")
-        c1, r1, c2, r2 = range_boundaries(cell_range or ws.dimensions)
-        vals, _ = _values(
-            p, ws.title, wb, cached, (c1 or 1, r1 or 1, c2 or ws.max_column, r2 or ws.max_row)
+        c1, r1, c2, r2 = range_boundaries(cell_range.upper() if cell_range else ws.dimensions)
+        c1, r1 = c1 or 1, r1 or 1
+        rows_in = ws.iter_rows(
+            min_row=r1, max_row=r2 or ws.max_row, min_col=c1, max_col=c2 or ws.max_column
         )
+        vals, _ = _grid(wb, cached, ws.title, rows_in, _written(world, p))
+        vals = _trim(vals) if not cell_range else vals
         header = vals[0] if (use_headers and vals) else None
         rows = vals[1:] if header is not None else vals
-        first_data_row = (r1 or 1) + (1 if header is not None else 0)
+        first_data_row = r1 + (1 if header is not None else 0)
         cols: list[int] = []
         for f in filters:
             idx = None
@@ -363,7 +578,7 @@ def tools(world: World) -> list:
                     idx = names.index(f.column.strip().lower())
             if idx is None:
                 try:
-                    idx = column_index_from_string(f.column.strip().upper()) - (c1 or 1)
+                    idx = column_index_from_string(f.column.strip().upper()) - c1
                 except ValueError:
                     idx = -1
             if not 0 <= idx < len(vals[0] if vals else []):
@@ -380,16 +595,15 @@ def tools(world: World) -> list:
             ]
             if all(res) if match_all else any(res):
                 hits.append((first_data_row + i, r))
-        out = [f"Tab {tab_index} '{ws.title}': {len(hits)} of {len(rows)} rows match"]
-        body = ([header] if header is not None else []) + [r for _, r in hits]
-        if body:
-            out.append(_table(body, compact, (r1 or 1), (c1 or 1)))
-        if hits:
-            out.append("Matching sheet rows: " + ", ".join(str(n) for n, _ in hits[:200]))
-        elif include_diagnostics:
-            sample = [rows[0][c] if rows and c < len(rows[0]) else None for c in cols]
-            out.append(f"No matches. First data row values in the filtered columns: {sample}")
-        return "\n".join(out)
+        return _filtered(
+            cell_range.upper() if cell_range else "all",
+            len(filters),
+            header,
+            hits,
+            len(rows),
+            first_col=c1,
+            compact=compact,
+        )
 
     def add_tab(
         file_path: XlsxPath,
@@ -404,8 +618,11 @@ def tools(world: World) -> list:
                 raise ApexError(f"tab {tab_name!r} already exists")
             ws = wb.create_sheet(tab_name)
             _fill(ws, sheet_data)
-            wb.save(str(p))
-        return f"Added tab '{tab_name}' at index {len(wb.worksheets) - 1} to {vpath(world, p)}"
+            _save(world, wb, p)
+        n = (1 if sheet_data and sheet_data.headers else 0) + len(
+            sheet_data.rows if sheet_data else []
+        )
+        return _record(tab_name=tab_name, file_path=file_path, rows_added=n)
 
     def delete_tab(file_path: XlsxPath, tab_index: TabIndex) -> str:
         """Remove a worksheet tab (not the last remaining one)."""
@@ -416,8 +633,8 @@ def tools(world: World) -> list:
             if len(wb.worksheets) == 1:
                 raise ApexError("cannot delete the only tab of a workbook")
             wb.remove(ws)
-            wb.save(str(p))
-        return f"Deleted tab '{ws.title}' from {vpath(world, p)}"
+            _save(world, wb, p)
+        return _record(tab_name=ws.title, tab_index=tab_index, file_path=file_path)
 
     def create_spreadsheet(
         directory: Annotated[str, Field(description="Directory, e.g. '/' or '/reports'.")],
@@ -440,8 +657,8 @@ def tools(world: World) -> list:
             for s in sheets:
                 _fill(wb.create_sheet(s.name), s)
             p.parent.mkdir(parents=True, exist_ok=True)
-            wb.save(str(p))
-        return f"Created {vpath(world, p)} with {len(sheets)} tab(s): {names}"
+            _save(world, wb, p)
+        return _record(file_name=file_name, file_path=vpath(world, p), sheets_created=len(sheets))
 
     def delete_spreadsheet(file_path: XlsxPath) -> str:
         """Delete a workbook file."""
@@ -453,11 +670,10 @@ def tools(world: World) -> list:
             if world.fs_path(file_path).exists()
             else None
         )
-        if p is None:
-            return f"{file_path} does not exist (nothing deleted)"
-        with world.lock:
-            p.unlink()
-        return f"Deleted {vpath(world, p)}"
+        if p is not None:
+            with world.lock:
+                p.unlink()
+        return _record(file_path=file_path)
 
     def add_content_text(
         file_path: XlsxPath,
@@ -476,8 +692,8 @@ def tools(world: World) -> list:
             if ws[ref].value is not None:
                 raise ApexError(f"{ref} is not empty ({ws[ref].value!r}); use edit_spreadsheet")
             ws[ref] = _coerce(value)
-            wb.save(str(p))
-        return f"Set {ws.title}!{ref} = {value!r}"
+            _save(world, wb, p)
+        return _record(cell=ref, tab_index=tab_index, file_path=file_path)
 
     def delete_content_cell(file_path: XlsxPath, tab_index: TabIndex, cell: str) -> str:
         """Clear one cell."""
@@ -488,8 +704,8 @@ def tools(world: World) -> list:
             ref = _cell(cell)
             old = ws[ref].value
             ws[ref] = None
-            wb.save(str(p))
-        return f"Cleared {ws.title}!{ref} (was {old!r})"
+            _save(world, wb, p)
+        return _record(cell=ref, tab_index=tab_index, file_path=file_path, old_value=old)
 
     def edit_spreadsheet(
         file_path: XlsxPath,
@@ -552,8 +768,8 @@ def tools(world: World) -> list:
                     raise ApexError(f"operations[{i}] ({op.type}): {e.message}") from None
                 except (ValueError, KeyError, TypeError) as e:
                     raise ApexError(f"operations[{i}] ({op.type}): {e}") from None
-            wb.save(str(p))
-        return f"Applied {len(operations)} operation(s) to {vpath(world, p)}"
+            _save(world, wb, p)
+        return _record(file_path=file_path, operations_applied=len(operations))
 
     def create_chart(
         file_path: XlsxPath,
@@ -603,10 +819,8 @@ def tools(world: World) -> list:
                     )
                 )
             ws.add_chart(chart, _cell(position))
-            wb.save(str(p))
-        return (
-            f"Added {chart_type} chart of {sheet}!{data_range} at {position} in {vpath(world, p)}"
-        )
+            _save(world, wb, p)
+        return f"Chart '{chart_type}' created in {sheet} at position {_cell(position)}"
 
     return [
         create_spreadsheet,

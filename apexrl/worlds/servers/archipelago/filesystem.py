@@ -7,6 +7,7 @@ import mimetypes
 import os
 import stat as stat_
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -110,6 +111,28 @@ def _inside(world: World, p) -> bool:
     return p.resolve().is_relative_to(world.fs_root.resolve())
 
 
+def _human(size: int) -> str:
+    """A size in B, KB, MB or GB with one decimal (binary units)."""
+    if size < 1024:
+        return f"{size} B"
+    for unit, k in (("KB", 1), ("MB", 2), ("GB", 3)):
+        if size < 1024 ** (k + 1) or unit == "GB":
+            return f"{size / 1024**k:.1f} {unit}"
+    return f"{size} B"
+
+
+def _walk_unsorted(world: World, base):
+    """Files under base in the directories' own order (a folder's files before its
+    subfolders), never through a link out of the world."""
+    root_r = world.fs_root.resolve()
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = [d for d in dirnames if (Path(dirpath) / d).resolve().is_relative_to(root_r)]
+        for f in filenames:
+            full = Path(dirpath) / f
+            if full.resolve().is_relative_to(root_r):
+                yield full
+
+
 def tools(world: World) -> list:
     def list_files(path: PathArg = "/") -> str:
         """List files and folders directly inside a directory: one line per entry,
@@ -120,7 +143,9 @@ def tools(world: World) -> list:
         if not p.is_dir():
             return f"[not a directory: {path}]\n"
         out = []
-        for c in sorted(p.iterdir(), key=lambda c: c.name):
+        # the directory's own order (as archipelago lists it), not sorted
+        for name in os.listdir(p):
+            c = p / name
             if not _inside(world, c):
                 continue
             if c.is_dir():
@@ -187,9 +212,13 @@ def tools(world: World) -> list:
         if not base.is_dir():
             return f"[not a directory: {path}]"
         walker = (
-            _files._walk(world, base)
+            _walk_unsorted(world, base)
             if recursive
-            else (c for c in sorted(base.iterdir()) if c.is_file() and _inside(world, c))
+            else (
+                base / n
+                for n in os.listdir(base)
+                if (base / n).is_file() and _inside(world, base / n)
+            )
         )
         hits = []
         for f in walker:
@@ -201,7 +230,7 @@ def tools(world: World) -> list:
             return f"No files matching '{pattern}' found in {path}"
         out = f"Found {len(hits)} file(s) matching '{pattern}':\n" + "\n".join(hits)
         if max_results > 0 and len(hits) >= max_results:
-            out += f"\n(Results limited to {max_results})"
+            out += f"\n\n(Results limited to {max_results})"
         return out
 
     def get_file_metadata(file_path: PathArg) -> str:
@@ -213,7 +242,7 @@ def tools(world: World) -> list:
         lines = [f"Path: {vpath(world, p)}", f"Type: {'directory' if p.is_dir() else 'file'}"]
         if p.is_file():
             lines.append(f"MIME type: {mimetypes.guess_type(p.name)[0] or 'unknown'}")
-        lines.append(f"Size: {st.st_size} bytes")
+        lines.append(f"Size: {st.st_size} bytes ({_human(st.st_size)})")
         lines.append(f"Permissions: {stat_.filemode(st.st_mode)[1:]} ({oct(st.st_mode)[-3:]})")
         for label, t in (
             ("Modified", st.st_mtime),
@@ -221,6 +250,7 @@ def tools(world: World) -> list:
             ("Created/Changed", st.st_ctime),
         ):
             lines.append(f"{label}: {datetime.fromtimestamp(t, UTC).isoformat()}")
+        lines += [f"Inode: {st.st_ino}", f"Device: {st.st_dev}", f"Hard links: {st.st_nlink}"]
         return "\n".join(lines)
 
     def get_directory_tree(

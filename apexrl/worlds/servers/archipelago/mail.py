@@ -84,24 +84,75 @@ def _parse_date(s: str | None, what: str) -> datetime | None:
     return d if d.tzinfo else d.replace(tzinfo=UTC)
 
 
+def _bare(header: str) -> list[str]:
+    """The addresses of an address header, without display names."""
+    return [a for _, a in email.utils.getaddresses([header]) if a]
+
+
+def _stamp(m: _mail.Mail) -> str:
+    return email.utils.format_datetime(m.date) if m.date else m.header("Date")
+
+
+def _listing(mails: list[_mail.Mail]) -> str:
+    """archipelago's list of emails: numbered entries of id, time, sender, recipients
+    (with their count), subject and the id replied to, a blank line apart."""
+    if not mails:
+        return "No emails found"
+    entries = []
+    for i, m in enumerate(mails, 1):
+        to = _bare(m.header("To"))
+        lines = [
+            f"{i}. Mail ID: {m.message_id}",
+            f"Timestamp: {_stamp(m)}",
+            f"From: {(_bare(m.header('From')) or [''])[0]}",
+            f"To: {', '.join(to)} ({len(to)} recipient(s))",
+            f"Subject: {m.header('Subject')}",
+        ]
+        if m.header("In-Reply-To"):
+            lines.append(f"In Reply To: {m.header('In-Reply-To').strip()}")
+        entries.append("\n".join(lines))
+    return f"Found {len(mails)} email(s):\n\n" + "\n\n".join(entries)
+
+
+def _shown(m: _mail.Mail) -> str:
+    """One email as archipelago shows it: headers, body format, then the body."""
+    lines = [
+        f"Mail ID: {m.message_id}",
+        f"Timestamp: {_stamp(m)}",
+        f"From: {(_bare(m.header('From')) or [''])[0]}",
+        f"To: {', '.join(_bare(m.header('To')))}",
+    ]
+    if m.header("Cc"):
+        lines.append(f"CC: {', '.join(_bare(m.header('Cc')))}")
+    if m.header("Bcc"):
+        lines.append(f"BCC: {', '.join(_bare(m.header('Bcc')))}")
+    types = {p.get_content_type() for p in m.msg.walk() if not p.is_multipart()}
+    html = "text/html" in types and "text/plain" not in types
+    lines += [f"Subject: {m.header('Subject')}", f"Body Format: {'html' if html else 'plain'}"]
+    if m.header("In-Reply-To"):
+        lines.append(f"In Reply To: {m.header('In-Reply-To').strip()}")
+    lines += ["", "Body:", _mail.body_text(m.msg)]
+    names = [p.get_filename() for p in m.msg.walk() if p.get_filename()]
+    if names:
+        lines += ["", "Attachments:", *(f"  - {n}" for n in names)]
+    return "\n".join(lines)
+
+
 def tools(world: World) -> list:
     def list_mails(
         limit: Annotated[int, Field(ge=1, le=100, description="Emails per page.")] = 50,
         offset: Annotated[int, Field(ge=0, description="Emails to skip.")] = 0,
-    ) -> dict[str, Any]:
-        """List emails, newest first: mail_id, thread_id, date, from, to, subject."""
-        mails = _mail.load_all(world)
-        return {
-            "total": len(mails),
-            "offset": offset,
-            "mails": [_summary(m) for m in mails[offset : offset + limit]],
-        }
+    ) -> str:
+        """List emails, newest first: id, time, sender, recipients, subject."""
+        return _listing(_mail.load_all(world)[offset : offset + limit])
 
-    def read_mail(mail_id: MailId) -> dict[str, Any]:
-        """Read one email: headers, body, attachment names, and its thread."""
-        legacy = {f.__name__: f for f in _mail.tools(world)}
-        out = legacy["read"](mail_id)
-        return {"mail_id": out.pop("message_id"), **out}
+    def read_mail(mail_id: MailId) -> str:
+        """Read one email: headers, body format, body and attachment names."""
+        want = (mail_id or "").strip()
+        for m in _mail.load_all(world):
+            if m.message_id == want or m.message_id.strip("<>") == want.strip("<>"):
+                return _shown(m)
+        return f"Mail not found with ID: {mail_id}"
 
     def search_mail(
         from_email: str | None = None,
@@ -111,7 +162,7 @@ def tools(world: World) -> list:
         before_date: str | None = None,
         thread_id: str | None = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 50,
-    ) -> dict[str, Any]:
+    ) -> str:
         """Search emails: from_email, to_email and subject match partially (case-insensitive),
         after_date/before_date are ISO dates, thread_id matches exactly. Newest first."""
         lo, hi = _parse_date(after_date, "after_date"), _parse_date(before_date, "before_date")
@@ -129,8 +180,8 @@ def tools(world: World) -> list:
                 hi and (m.date is None or m.date >= hi)
             ):
                 continue
-            hits.append(_summary(m))
-        return {"total": len(hits), "mails": hits[:limit]}
+            hits.append(m)
+        return _listing(hits[:limit])
 
     def send_mail(
         from_email: Annotated[str, Field(description="Sender address.")],

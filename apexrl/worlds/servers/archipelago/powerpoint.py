@@ -494,7 +494,7 @@ def tools(world: World) -> list:
         from pptx.util import Inches
 
         from apexrl.worlds.servers import sheets as _sheets
-        from apexrl.worlds.servers.archipelago.excel import _values
+        from apexrl.worlds.servers.archipelago.excel import computed_values
 
         x = file_arg(world, spreadsheet_path, (".xlsx", ".xlsm"))
         wb, cached = _sheets._load(x), _sheets._load(x, data_only=True)
@@ -506,7 +506,7 @@ def tools(world: World) -> list:
             raise ApexError(f"data_range {data_range!r} is not A1 notation") from None
         if None in (c1, r1, c2, r2) or c2 <= c1:
             raise ApexError("data_range needs a category column and at least one value column")
-        grid, _ = _values(x, sheet_name, wb, cached, (c1, r1, c2, r2))
+        grid = computed_values(wb, cached, sheet_name, (c1, r1, c2, r2))
         head = grid[0] if include_header else [f"Series {i}" for i in range(c2 - c1 + 1)]
         rows = grid[1:] if include_header else grid
 
