@@ -733,7 +733,10 @@ def test_mail(arch):
 
 def test_chat(arch):
     s, root, _ = arch
-    ch = s.json("chat_list_channels")["channels"][0]
+    listed = s.text("chat_list_channels")
+    assert listed.startswith('{"groups":[{"id":') and listed.endswith(',"error":null}')
+    ch = json.loads(listed)["groups"][0]
+    ch["channel_id"] = ch["id"]
     hist = s.json("chat_get_channel_history", channel_id=ch["channel_id"])
     assert hist["posts"] and "reply_count" in hist["posts"][0]
     root_post = hist["posts"][0]["post_id"]
@@ -754,9 +757,11 @@ def test_chat(arch):
     assert "no chat space" in s.error("chat_get_channel_history", channel_id="nope")
     assert "no message" in s.error("chat_delete_post", channel_id=ch["channel_id"], post_id="x")
     users = s.json("chat_get_users", limit=2)
-    assert users["total"] >= 2 and len(users["users"]) == 2
+    assert users["total_count"] >= 2 and len(users["users"]) == 2
     u = users["users"][0]
-    assert s.json("chat_get_user_profile", user_id=u["user_id"])["email"] == u["email"]
+    assert u["username"] == u["email"].split("@")[0] and u["is_bot"] is False
+    prof = s.json("chat_get_user_profile", user_id=u["id"])
+    assert prof["email"] == u["email"] and list(prof)[-1] == "error"
     assert "no user" in s.error("chat_get_user_profile", user_id="ghost")
     data = json.loads(
         (root / ".apps_data/chat/Groups" / ch["channel_id"] / "messages.json").read_text()

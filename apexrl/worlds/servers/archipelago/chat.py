@@ -3,6 +3,7 @@ history, threads, posting, replies, reactions, deletion, users."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -37,16 +38,21 @@ def tools(world: World) -> list:
 
     def list_channels(
         limit: Annotated[int, Field(ge=1)] = 100, page: Annotated[int, Field(ge=0)] = 0
-    ) -> dict[str, Any]:
-        """List channels (spaces and direct messages): channel_id, name, members, message count."""
+    ) -> str:
+        """List channels (spaces and direct messages): id, name, member and message counts."""
         chans = legacy["list_channels"]()
-        for c in chans:
-            c["channel_id"] = c.pop("space_id")
-        return {
-            "total": len(chans),
-            "page": page,
-            "channels": chans[page * limit : (page + 1) * limit],
-        }
+        groups = [
+            {
+                "id": c["space_id"],
+                "name": c["name"],
+                "member_count": len(c.get("members") or []),
+                "message_count": c.get("messages", 0),
+            }
+            for c in chans[page * limit : (page + 1) * limit]
+        ]
+        return _compact(
+            {"groups": groups, "total_count": len(chans), "page": page, "per_page": limit}
+        )
 
     def get_channel_history(
         channel_id: ChannelId,
@@ -118,18 +124,23 @@ def tools(world: World) -> list:
 
     def get_users(
         limit: Annotated[int, Field(ge=1)] = 100, page: Annotated[int, Field(ge=0)] = 0
-    ) -> dict[str, Any]:
-        """List the chat's users: user_id, name, email."""
+    ) -> str:
+        """List the chat's users: id, username, email, first and last name."""
         us = _users(world)
-        return {"total": len(us), "page": page, "users": us[page * limit : (page + 1) * limit]}
+        shown = [_person(u) for u in us[page * limit : (page + 1) * limit]]
+        return _compact({"users": shown, "total_count": len(us), "page": page, "per_page": limit})
 
     def get_user_profile(
         user_id: Annotated[str, Field(description="user_id from get_users.")],
-    ) -> dict[str, Any]:
+    ) -> str:
         """Profile of one user."""
         for u in _users(world):
             if user_id in (u["user_id"], u["email"]):
-                return u
+                p = _person(u)
+                del p["is_bot"]
+                extra = {"locale": "en", "timezone": {}, "is_bot": False, "bot_description": ""}
+                extra.update({"last_picture_update": 0, "create_at": None, "update_at": None})
+                return _compact({**p, **extra})
         raise ApexError(f"no user {user_id!r}", hint="use get_users to see user ids")
 
     return [
@@ -149,6 +160,29 @@ def _post_shown(shown: dict[str, Any]) -> dict[str, Any]:
     shown["post_id"] = shown.pop("message_id")
     shown["thread_id"] = shown.pop("topic_id")
     return shown
+
+
+def _compact(record: dict[str, Any]) -> str:
+    """A reply as archipelago's chat server serialises it: compact JSON, error last."""
+    return json.dumps({**record, "error": None}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _person(u: dict[str, Any]) -> dict[str, Any]:
+    """A user in archipelago's fields (username: the address before '@'; the name split
+    into first and the rest)."""
+    email = str(u.get("email") or "")
+    first, _, last = str(u.get("name") or "").partition(" ")
+    return {
+        "id": u["user_id"],
+        "username": email.split("@", 1)[0],
+        "email": email,
+        "first_name": first,
+        "last_name": last,
+        "nickname": "",
+        "position": "",
+        "roles": "",
+        "is_bot": False,
+    }
 
 
 def _users(world: World) -> list[dict[str, Any]]:
