@@ -52,21 +52,61 @@ def collect_checks() -> list[dict]:
         _row("python", "version", sys.version_info >= (3, 12), platform.python_version()),
         _row("python", "platform", True, f"{platform.system()} {platform.machine()}"),
     ]
-    rows.append(_native_row())
-    rows.append(_scratch_row())
-    for extra, modules in EXTRAS.items():
-        ok, detail = import_check(modules)
-        rows.append(_row("extra", extra, ok, detail))
-    rows.append(_gpu_row())
-    for tool in TOOLS:
-        path = shutil.which(tool)
-        rows.append(_row("tool", tool, path is not None, "found" if path else "not found"))
+    from concurrent.futures import ThreadPoolExecutor
+
+    # the slow checks (child interpreters importing torch & co., nvidia-smi, docker's
+    # daemon) run side by side: doctor takes the slowest, not their sum
+    with ThreadPoolExecutor(max_workers=len(EXTRAS) + 2) as pool:
+        extras = {extra: pool.submit(import_check, mods) for extra, mods in EXTRAS.items()}
+        gpu = pool.submit(_gpu_row)
+        docker = pool.submit(_docker_daemon)
+        rows.append(_native_row())
+        rows.append(_scratch_row())
+        for extra, fut in extras.items():
+            ok, detail = fut.result()
+            rows.append(_row("extra", extra, ok, detail))
+        rows.append(gpu.result())
+        for tool in TOOLS:
+            path = find_tool(tool)
+            if tool == "docker" and path is not None:
+                ok, detail = docker.result()
+                rows.append(_row("tool", tool, ok, detail))
+                continue
+            rows.append(_row("tool", tool, path is not None, path or "not found"))
     for name, keys in CREDENTIALS.items():
         have = secrets.present(keys)
         missing = [k for k, ok in have.items() if not ok]
         detail = "set" if not missing else f"not set: {', '.join(missing)}"
         rows.append(_row("credentials", name, not missing, detail))
     return rows
+
+
+def find_tool(name: str) -> str | None:
+    """A tool on PATH, or beside this interpreter (apexrl run by path from its venv,
+    whose bin/ is not on PATH, still finds the venv's harbor)."""
+    import os
+
+    return shutil.which(name) or shutil.which(name, path=os.path.dirname(sys.executable))
+
+
+def _docker_daemon() -> tuple[bool, str]:
+    """docker counts only with a daemon that answers (the client alone runs nothing)."""
+    path = find_tool("docker")
+    if path is None:
+        return False, "not found"
+    try:
+        out = subprocess.run(
+            [path, "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"{path}: no daemon answered ({type(e).__name__})"
+    if out.returncode != 0 or not out.stdout.strip():
+        why = (out.stderr.strip().splitlines() or ["no daemon"])[-1][:160]
+        return False, f"{path}: client only, no daemon ({why})"
+    return True, f"{path} (daemon {out.stdout.strip()})"
 
 
 def _native_row() -> dict:

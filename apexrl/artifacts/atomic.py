@@ -11,6 +11,26 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it (os.umask would, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)  # no /proc: the classic read (briefly changes it)
+    os.umask(old)
+    return old
+
+
+def public_mode(path: Path | str, *, is_dir: bool) -> None:
+    """Give a temp file or folder (mkstemp/mkdtemp make them 0600/0700) the mode a plain
+    open()/mkdir() would have had under the umask: outputs are for teammates too."""
+    os.chmod(path, (0o777 if is_dir else 0o666) & ~current_umask())
+
+
 @contextlib.contextmanager
 def atomic_path(target: Path, *, suffix: str = "") -> Iterator[Path]:
     """Yield a temp path beside `target`; rename it over `target` on success."""
@@ -18,6 +38,7 @@ def atomic_path(target: Path, *, suffix: str = "") -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
+    public_mode(tmp, is_dir=False)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
@@ -84,6 +105,7 @@ def atomic_dir(
     check_replaceable(target, force=force, inputs=inputs)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    public_mode(tmp, is_dir=True)
     try:
         if marker:
             (tmp / MARKER).write_text("written by apexrl; apexrl may replace this folder\n")

@@ -92,8 +92,17 @@ def _register_optional(name: str) -> None:
 _register()
 
 
+def quiet_third_party_bars() -> None:
+    """Off a terminal, libraries' own progress bars (tqdm in transformers and
+    huggingface_hub, also in engines this process starts) are noise in a log: off."""
+    if output.stderr_is_plain():
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def main() -> None:
     output.set_argv(sys.argv[1:])
+    quiet_third_party_bars()
     try:
         app(prog_name="apexrl")
     finally:  # output still buffered when its reader left (`| head`): not an error

@@ -217,6 +217,7 @@ def run(
         command=output.command_line(),
         selection=selection,
     )
+    created = not out.exists()
     try:
         with _live_progress() as (on_start, on_result):
             report, cfg = run_eval(
@@ -229,6 +230,12 @@ def run(
     except KeyboardInterrupt:
         _interrupted(out)
         raise typer.Exit(130) from None
+    except BaseException:
+        if created and not (out / "run.json").exists():  # failed before any trial: no
+            import shutil  # RUN_DIR with only a lock (or unpacked tasks) is left behind
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     from apexrl.eval.report import summary_line
 
     s = report.summary
@@ -334,15 +341,20 @@ class _live_progress:  # noqa: N801 - used as a context manager
         )
         self.prog.__enter__()
         self.task = None
+        self.line = None  # off a terminal: a progress line every APEXRL_PROGRESS_EVERY s
 
         def on_start(n_todo: int, n_planned: int) -> None:
             if n_todo < n_planned:
                 output.info(f"resuming: {n_planned - n_todo} of {n_planned} trial(s) already done")
             self.task = self.prog.add_task("eval", total=n_todo)
+            if not console.is_terminal:
+                self.line = output.ProgressLine("eval", n_todo)
 
         def on_result(row, prog) -> None:
             if self.task is not None:
                 self.prog.update(self.task, advance=1, description=prog.line())
+            if self.line is not None:
+                self.line.advance(1, prog.line().removeprefix("eval").strip())
 
         return on_start, on_result
 

@@ -63,7 +63,7 @@ def emit_records(
     cols = list(columns or (rows[0].keys() if rows else []))
     table = Table(title=title, show_lines=False)
     for c in cols:
-        table.add_column(c)
+        table.add_column(c, overflow="fold")  # wrap long values; never cut them off
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in cols))
     Console(no_color=bool(os.environ.get("NO_COLOR"))).print(table)
@@ -204,15 +204,67 @@ def error(message: str) -> None:
     err_console().print(Text.assemble(("error: ", "bold red"), message))
 
 
+def progress_every_s() -> float:
+    """Seconds between progress lines on a non-terminal stderr (APEXRL_PROGRESS_EVERY)."""
+    try:
+        return max(float(os.environ.get("APEXRL_PROGRESS_EVERY", "30")), 0.0)
+    except ValueError:
+        return 30.0
+
+
+class ProgressLine:
+    """Progress for a log file or pipe: one plain line every `every` seconds (and one at
+    the end when any was printed), instead of a bar nobody sees."""
+
+    def __init__(self, label: str, total: int | None, every: float | None = None) -> None:
+        import time
+
+        self.label, self.total, self.done = label, total, 0
+        self.every = progress_every_s() if every is None else every
+        self.t0 = self.last = time.monotonic()
+        self.printed = False
+
+    def advance(self, n: int = 1, detail: str = "") -> None:
+        import time
+
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            self.say(detail)
+
+    def say(self, detail: str = "") -> None:
+        import time
+
+        of = f"/{self.total}" if self.total is not None else ""
+        pct = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
+        extra = f"  {detail}" if detail else ""
+        elapsed = time.monotonic() - self.t0
+        info(f"{self.label}: {self.done}{of}{pct} in {elapsed:.0f}s{extra}")
+        self.printed = True
+
+
 @contextmanager
 def progress(label: str, total: int | None):
-    """A Rich progress bar on stderr; yields an `advance(n=1)` callable."""
-    if stderr_is_plain():  # Rich would draw nothing there: skip loading it
+    """Progress on stderr; yields an `advance(n=1)` callable. A Rich bar on a terminal,
+    a line every APEXRL_PROGRESS_EVERY seconds otherwise. Never past its total."""
+    state = {"done": 0}
 
-        def skip(n: int = 1) -> None:
-            return None
+    def clamp(n: int) -> int:
+        if total is not None:
+            n = max(min(n, total - state["done"]), 0)
+        state["done"] += n
+        return n
 
-        yield skip
+    if stderr_is_plain():  # Rich would draw nothing there: a periodic line instead
+        line = ProgressLine(label, total)
+
+        def tick(n: int = 1) -> None:
+            line.advance(clamp(n))
+
+        yield tick
+        if line.printed:
+            line.say()
         return
     from rich.progress import (
         BarColumn,
@@ -237,9 +289,11 @@ def progress(label: str, total: int | None):
         task = prog.add_task(label, total=total)
 
         def advance(n: int = 1) -> None:
-            prog.advance(task, n)
+            prog.advance(task, clamp(n))
 
         yield advance
+        if total is not None:  # an estimate that ran short still ends full
+            prog.update(task, completed=total)
 
 
 def report_failure(e: BaseException, *, debug: bool = False) -> int | None:

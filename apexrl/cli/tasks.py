@@ -134,10 +134,15 @@ def unpack(
         output.info(f"unpacked {len(dirs)} task(s) into {out}")
         return
     errors: list = []
-    with output.progress("unpack", total=None) as advance:
-        results = unpack_dataset(
-            dataset, out, strict=strict, on_row=lambda r: advance(), on_error=errors.append
-        )
+    created = not out.exists()
+    try:
+        with output.progress("unpack", total=_row_total(dataset)) as advance:
+            results = unpack_dataset(
+                dataset, out, strict=strict, on_row=lambda r: advance(), on_error=errors.append
+            )
+    except BaseException:
+        _remove_if_bare(out, created)
+        raise
     output.emit_records(
         [{"path": r.path, "status": r.status, "sha256": r.sha256} for r in results],
         json_out=json_out,
@@ -225,13 +230,24 @@ def split(
     """Split a dataset into train and eval sets that share no world."""
     from apexrl.errors import UsageError
     from apexrl.tasks.dataset import PackedTask, iter_rows, row_metadata, write_dataset
-    from apexrl.tasks.split import choose_eval_worlds
+    from apexrl.tasks.split import choose_eval_worlds, split_note
 
     output.refuse_dash(out, "-o", "two dataset folders (train, eval)")
+    if out.is_dir() and not force:  # OUT holds train/ and eval/, nothing of anyone else's
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in ("train", "eval"))
+        if foreign:
+            raise UsageError(
+                f"-o {out} is not empty and was not written by `tasks split` "
+                f"(found {foreign[0]!r})",
+                hint="choose a new folder, or pass --force to write train/ and eval/ into it",
+            )
     if by != "world":
         raise UsageError(f"--by {by!r} is not supported", hint="use --by world")
     rows = [row_metadata(r) for _, r in iter_rows(dataset)]
     eval_worlds = choose_eval_worlds(rows, eval_fraction, seed)
+    note = split_note(rows, eval_worlds, eval_fraction)
+    if note:
+        output.warn(note)
     world_of = {r.path: r.world_id for r in rows}
 
     def side(is_eval: bool):
@@ -249,10 +265,11 @@ def split(
                 "split": name,
                 "out": str((out / name).absolute()),
                 "n_tasks": manifest.n_tasks,
+                "fraction": round(manifest.n_tasks / max(len(rows), 1), 4),
                 "worlds": sorted(manifest.worlds),
             }
         )
-    output.emit_records(summaries, columns=["split", "out", "n_tasks", "worlds"])
+    output.emit_records(summaries, columns=["split", "out", "n_tasks", "fraction", "worlds"])
 
 
 @app.command("ls")
@@ -273,6 +290,24 @@ def ls(
         json_out=json_out,
         columns=["path", "task_id", "domain", "world_id", "size_bytes"],
     )
+
+
+def _row_total(dataset: str) -> int | None:
+    """The bar's total: rows in the dataset's Parquet footers (None when not local)."""
+    from apexrl.tasks.dataset import row_count
+
+    try:
+        return None if dataset.startswith("hf://") else row_count(dataset)
+    except Exception:  # unreadable: unpack itself says why
+        return None
+
+
+def _remove_if_bare(out: Path, created: bool) -> None:
+    """A failed command leaves no folder it created that holds only its bookkeeping."""
+    import shutil
+
+    if created and out.is_dir() and all(p.name.startswith(".") for p in out.iterdir()):
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def _selection_or(source: str):

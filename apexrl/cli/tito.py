@@ -194,18 +194,19 @@ def _replay(tok, src, path: str):
     from apexrl.tito import verify as V
 
     tmp = None
+    name = path  # what messages call the input (never the temp copy of stdin)
     if path == "-":
         fd, tmp = tempfile.mkstemp(suffix=".jsonl")
         with os.fdopen(fd, "wb") as fh:
             fh.write(sys.stdin.buffer.read())
-        path = tmp
+        path, name = tmp, "stdin"
     elif not os.path.isfile(path):
         raise UsageError(f"{path}: no such file")
     try:
-        items = list(V.load_trajectories(path))
+        items = list(V.load_trajectories(path, name=name))
         if not items:
             raise ApexError(
-                f"{path}: no trajectories",
+                f"{name}: no trajectories",
                 hint="pass JSONL of apexrl trajectories (schema tito-trajectory) or ATIF JSON",
             )
         out = []

@@ -19,6 +19,23 @@ class EndpointInfo:
     models: list[str] = field(default_factory=list)
 
 
+def check_url(url: str) -> None:
+    """An engine address is http(s)://host[:port][/v1]: anything else is a usage error
+    (exit 2), not an unreachable engine (exit 4)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as e:
+        raise UsageError(f"--endpoint {url!r} is not a URL: {e}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--endpoint {url!r} is not an http(s) URL",
+            hint="e.g. --endpoint http://127.0.0.1:8000 (the engine's base URL)",
+        )
+
+
 def probe_endpoint(
     url: str, *, model: str | None = None, timeout_s: float = 10.0, api_key: str | None = None
 ) -> EndpointInfo:
@@ -29,6 +46,7 @@ def probe_endpoint(
 
     base = url.rstrip("/")
     base = base[:-3] if base.endswith("/v1") else base
+    check_url(url)
     key = api_key if api_key is not None else os.environ.get("APEXRL_ENGINE_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:

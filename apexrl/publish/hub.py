@@ -104,6 +104,23 @@ def _http_status(e: BaseException) -> tuple[int | None, str, str | None, bool]:
     return None, "", None, False
 
 
+def _dns_failure(e: BaseException) -> str | None:
+    """ "no such name", "resolver failed" (maybe transient: one retry), or None."""
+    import socket
+
+    seen = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = str(cur)
+        if "Name or service not known" in text or "nodename nor servname" in text:
+            return "no such name"
+        if isinstance(cur, socket.gaierror) or "name resolution" in text:
+            return "resolver failed"
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def _hint(status: int) -> str:
     return {
         400: "the Hub refused the request as malformed; check the repo name and file paths",
@@ -138,6 +155,13 @@ def with_retries(what: str, fn: Callable, *, sleep=time.sleep, on_warn=warn_stde
                     f"{what}: the Hub refused the token ({status}): {msg or 'no message'}",
                     hint="use a token with write access to this namespace "
                     "(https://huggingface.co/settings/tokens) in HF_TOKEN",
+                ) from None
+            dns = _dns_failure(e) if transport else None
+            if dns == "no such name" or (dns and attempt >= 2):  # retrying for minutes
+                raise RemoteError(  # will not make the name resolve
+                    f"{what}: cannot resolve the Hub's host name ({msg})",
+                    retryable=False,
+                    hint="check the network and HF_ENDPOINT (the Hub address), then rerun",
                 ) from None
             if transport or status == 429 or status >= 500:
                 if attempt == RETRIES:

@@ -240,6 +240,13 @@ def _move_into_place(base: str, path: str, tmp: str, final_there: bool) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _publish_mode(tmp: str) -> None:
+    """The extracted folder was private while checked; in place it follows the umask."""
+    from apexrl.artifacts.atomic import public_mode
+
+    public_mode(tmp, is_dir=True)
+
+
 def finish_row(
     out: Path, res: UnpackResult, *, known: tuple[bool, bool] | None = None
 ) -> UnpackResult:
@@ -256,6 +263,7 @@ def finish_row(
         raise _refuse_foreign(f"{base}/{path}", tmp)
     if final_there:
         _append_stamps(base, [f"- {path}\n"])  # a crash from here on leaves no stale stamp
+    _publish_mode(tmp)
     _move_into_place(base, path, tmp, final_there)
     _append_stamps(base, [f"{sha} {path}\n"])
     return UnpackResult(path, "written", sha)

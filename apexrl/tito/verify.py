@@ -229,13 +229,17 @@ def verify_template(tok: Tokenizer, src: str, cases: Iterable[Case]) -> list[Tit
 # --- replay mode ---------------------------------------------------------------------
 
 
-def load_trajectories(path: str) -> Iterable[tuple[str, TitoTrajectory | Exception]]:
+def load_trajectories(
+    path: str, *, name: str | None = None
+) -> Iterable[tuple[str, TitoTrajectory | Exception]]:
     """Yield (where, trajectory) from JSONL of TitoTrajectory or ATIF objects, or one
-    ATIF/apexrl JSON document. Bad records yield (where, exception)."""
+    ATIF/apexrl JSON document. Bad records yield (where, exception). `name` is what
+    `where` calls the file (stdin's temp copy is "stdin")."""
     import orjson
 
     with open(path, "rb") as fh:
         data = fh.read()
+    path = name or path
     stripped = data.lstrip()
     docs: list[tuple[str, Any]] = []
     if stripped.startswith(b"{") and b"\n{" not in stripped.strip():
