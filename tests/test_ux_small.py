@@ -124,7 +124,8 @@ def test_progress_lines_off_a_terminal_and_bars_know_totals(dataset, tmp_path):
             sys.executable,
             "-c",
             "from apexrl.cli.app import quiet_third_party_bars as q; q();"
-            "import os; print(os.environ.get('TQDM_DISABLE'), os.environ.get('HF_HUB_DISABLE_PROGRESS_BARS'))",
+            "import os; e = os.environ.get;"
+            "print(e('TQDM_DISABLE'), e('HF_HUB_DISABLE_PROGRESS_BARS'))",
         ],
         capture_output=True,
         text=True,
@@ -138,7 +139,9 @@ def test_doctor_docker_needs_a_daemon_and_finds_tools_beside_python(tmp_path, mo
     bin_.mkdir()
     docker = bin_ / "docker"  # the client with no daemon, as on a machine without dockerd
     docker.write_text(
-        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\nexit 1\n"
+        "#!/bin/sh\n"
+        "echo 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\n"
+        "exit 1\n"
     )
     venv = tmp_path / "venv" / "bin"  # apexrl run by path: its venv's bin/ is not on PATH
     venv.mkdir(parents=True)
