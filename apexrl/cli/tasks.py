@@ -233,7 +233,10 @@ def split(
     from apexrl.tasks.split import choose_eval_worlds, split_note
 
     output.refuse_dash(out, "-o", "two dataset folders (train, eval)")
-    if out.is_dir() and not force:  # OUT holds train/ and eval/, nothing of anyone else's
+    from apexrl.artifacts.atomic import MARKER
+
+    # OUT holds train/ and eval/ and nothing of anyone else's (a folder apexrl wrote may)
+    if out.is_dir() and not force and not (out / MARKER).is_file():
         foreign = sorted(p.name for p in out.iterdir() if p.name not in ("train", "eval"))
         if foreign:
             raise UsageError(
