@@ -617,9 +617,12 @@ def test_powerpoint(arch):
 def test_pdfs(arch):
     s, root, f = arch
     text = s.text("pdfs_read_pdf_pages", file_path=f["pdf"])
-    assert "--- Page 1 ---" in text and len(text) > 200
-    assert "do not exist" in s.error("pdfs_read_pdf_pages", file_path=f["pdf"], pages=[99])
-    word = re.findall(r"[A-Za-z]{6,}", text.split("--- Page 1 ---", 1)[1])[0]
+    # archipelago's layout: a header, then each page's text (layout kept) after [page N]
+    assert text.startswith("[pdf: pages=") and "\n\n[page 1]\n" in text and len(text) > 200
+    none = s.text("pdfs_read_pdf_pages", file_path=f["pdf"], pages=[99])
+    assert none.startswith("[pdf: pages=") and ", read=0]" in none
+    assert s.text("pdfs_read_pdf_pages", file_path="/no.pdf") == "File not found: /no.pdf"
+    word = re.findall(r"[A-Za-z]{6,}", text.split("[page 1]", 1)[1])[0]
     hits = s.json("pdfs_search_pdf", file_path=f["pdf"], query=word.lower())
     assert hits["total_matches"] >= 1 and word in hits["matches"][0]["context"]
     odd = word.swapcase()
@@ -651,7 +654,8 @@ def test_pdfs(arch):
         metadata={"title": "Note"},
     )
     back = s.text("pdfs_read_pdf_pages", file_path="/outputs/note.pdf", pages=[1, 2])
-    assert "Revenue grew 12%." in back and "Second page." in back and "(2 pages)" in back
+    assert "Revenue grew 12%." in back and "Second page." in back
+    assert back.startswith("[pdf: pages=2, read=2]")
     assert "unknown block type" in s.error(
         "pdfs_create_pdf", directory="/outputs", file_name="bad.pdf", content=[{"type": "video"}]
     )

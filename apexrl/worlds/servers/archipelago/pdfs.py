@@ -46,6 +46,15 @@ def _page_text(page) -> str:
     return page.extract_text() or ""
 
 
+def _layout_text(page) -> str:
+    """A page's text with its spatial layout kept (columns and tables stay aligned), as
+    archipelago extracts it; plain extraction when layout mode fails."""
+    try:
+        return page.extract_text(extraction_mode="layout") or ""
+    except Exception:
+        return _page_text(page)
+
+
 def tools(world: World) -> list:
     def read_pdf_pages(
         file_path: PdfPath,
@@ -55,23 +64,34 @@ def tools(world: World) -> list:
     ) -> str:
         """Read the text of PDF pages (all pages, or the 1-based `pages` listed). Embedded
         images are listed with an annotation key (page{N}_img{M}) for read_image."""
+        if isinstance(file_path, str) and file_path.startswith("/"):
+            target = world.fs_path(file_path)
+            if not target.exists():
+                return f"File not found: {file_path}"
         r = _pdf._reader(file_arg(world, file_path, (".pdf",)))
         n = len(r.pages)
-        want = list(pages) if pages else list(range(1, n + 1))
-        bad = [p for p in want if not isinstance(p, int) or not 1 <= p <= n]
-        if bad:
-            raise ApexError(f"page(s) {bad} do not exist: the PDF has {n} pages (numbered from 1)")
-        out = [f"PDF: {vpath(world, world.fs_path(file_path))} ({n} pages)"]
+        # pages outside the document are left out, as archipelago leaves them
+        want = [p for p in pages if isinstance(p, int) and 1 <= p <= n] if pages else None
+        want = want if want is not None else list(range(1, n + 1))
+        body, images, errors = [], [], []
         for p in want:
             page = r.pages[p - 1]
-            out.append(f"\n--- Page {p} ---\n{_page_text(page).strip()}")
+            text = _layout_text(page)
+            if not text.strip():
+                errors.append(f"Page {p}: no text extracted (page may be scanned/image-only)")
+            body += [f"\n[page {p}]", text]
             try:
-                imgs = [f"page{p}_img{i}" for i in range(len(page.images))]
+                count = len(page.images)
             except Exception:
-                imgs = []
-            if imgs:
-                out.append("[images: " + ", ".join(imgs) + "]")
-        return "\n".join(out)
+                count = 0
+            found = [f"[image: page={p}, index={i}, ref=@page{p}_img{i}]" for i in range(count)]
+            images += found
+            body += found
+        head = [f"[pdf: pages={n}, read={len(want)}]"]
+        if images:
+            head.append(f"[images: count={len(images)}]")
+        tail = ["\n[errors]", *(f"- {e}" for e in errors)] if errors else []
+        return "\n".join(head + body + tail)
 
     def search_pdf(
         file_path: PdfPath,
