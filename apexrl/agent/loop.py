@@ -181,6 +181,7 @@ class AgentLoop:
                 max_tokens=max_tokens,
                 temperature=self.sampling.temperature,
                 top_p=self.sampling.top_p,
+                extra={"top_k": self.sampling.top_k, "min_p": self.sampling.min_p},
                 seed=None if self.sampling.seed is None else self.sampling.seed + step,
                 stop_token_ids=stops,
                 logprobs=0,

@@ -585,6 +585,8 @@ def run_eval(
             )
             return report, run
         with running_engine(resolved, log_path=run_dir / "engine.log") as endpoint:
+            if endpoint and req.agent != "oracle":
+                check_window(endpoint, run.model.served_name, req.budgets.context_window)
             report = run_trials(
                 run_dir,
                 run,
@@ -596,6 +598,23 @@ def run_eval(
                 on_result=on_result,
             )
         return report, run
+
+
+def check_window(endpoint: str, model: str | None, context_window: int | None) -> None:
+    """A context window the engine cannot serve stops the run before any trial (each
+    trial would otherwise be cut to the engine's window, or end context_length)."""
+    from apexrl.engine.probe import probe_endpoint
+
+    if context_window is None:
+        return
+    info = probe_endpoint(endpoint, model=model)
+    if info.max_model_len is not None and context_window > info.max_model_len:
+        raise UsageError(
+            f"--context-window {context_window:,} is more than the engine at {endpoint} "
+            f"serves ({info.max_model_len:,} tokens for {info.model})",
+            hint=f"serve the model with --max-model-len {context_window} (vLLM), or pass "
+            f"--context-window {info.max_model_len}",
+        )
 
 
 def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:

@@ -34,9 +34,24 @@ NUDGE = Literal["off", "once", "recipe"]
 
 BUDGETS: tuple[Budget, ...] = (
     Budget("max_steps", int, 100, "Agent steps per trial.", "--max-steps", eval_default=250),
-    Budget("agent_timeout_s", float, 3600.0, "Seconds per trial.", "--agent-timeout"),
+    # eval: the recipe's eval settings (override_timeout_sec 3500, LLM call timeout 2000)
+    Budget(
+        "agent_timeout_s",
+        float,
+        3600.0,
+        "Seconds per trial.",
+        "--agent-timeout",
+        eval_default=3500.0,
+    ),
     Budget("tool_timeout_s", float, 600.0, "Seconds per tool call.", "--tool-timeout"),
-    Budget("llm_timeout_s", float, 1800.0, "Seconds per engine call.", "--llm-timeout"),
+    Budget(
+        "llm_timeout_s",
+        float,
+        1800.0,
+        "Seconds per engine call.",
+        "--llm-timeout",
+        eval_default=2000.0,
+    ),
     Budget("tool_result_max_chars", int, 42_000, "Characters of one tool result kept."),
     Budget("max_tool_call_repairs", int, 2, "Malformed tool calls repaired per step."),
     # tell the model to wrap up below this share of the context left
@@ -66,5 +81,6 @@ BUDGETS: tuple[Budget, ...] = (
 
 
 def eval_defaults() -> dict[str, Any]:
-    """`apexrl eval run`'s budgets: the recipe's eval (250 steps, no wrap-up nudge)."""
+    """`apexrl eval run`'s budgets: the recipe's eval (250 steps, no wrap-up nudge,
+    3500 s per trial, 2000 s per engine call)."""
     return {b.name: b.eval_value for b in BUDGETS}

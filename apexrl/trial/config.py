@@ -49,6 +49,11 @@ class Sampling(BaseModel):
     model_config = ConfigDict(extra="forbid")
     temperature: float = 1.0
     top_p: float = 1.0
+    # sent on every request, as the recipe does: -1 and 0 turn both off, so an engine
+    # started without `--generation-config vllm` cannot apply a checkpoint's defaults
+    # (Qwen's top_k 20) to the policy's samples
+    top_k: int = -1
+    min_p: float = 0.0
     max_tokens: int | None = None  # per turn; None: what the context has left
     seed: int | None = None
 

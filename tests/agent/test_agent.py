@@ -52,6 +52,7 @@ def test_tool_calls_ok_error_timeout_and_final_answer(tmp_path, world_zip):
     for body in requests:
         assert isinstance(body["prompt"], list) and body["return_token_ids"] is True
         assert body["max_tokens"] >= 1 and body["logprobs"] == 0
+        assert body["top_k"] == -1 and body["min_p"] == 0.0  # the recipe's, on every request
         if stream is not None:
             assert body["prompt"][: len(stream)] == stream
         stream = body["prompt"]
