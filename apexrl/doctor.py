@@ -28,6 +28,10 @@ EXTRAS = {
         "ray.job_submission",
     ),
     **{e.extra: e.modules for e in ENGINES.values() if e.extra},
+    "jax": ("jax", "flax", "optax", "skyrl.backends.jax"),  # training.backend = "jax"
+    "aws": ("boto3",),  # image push to ECR
+    "modal": ("modal",),  # the modal environment
+    "ray": ("ray",),  # eval run --ray-address
     "dev": ("pytest", "hypothesis", "moto"),
 }
 IMPORT_TIMEOUT_S = 180.0
@@ -110,8 +114,9 @@ def _docker_daemon() -> tuple[bool, str]:
 
 
 def _native_row() -> dict:
-    """The C fast path of pack/unpack (apexrl/artifacts/_fasttar.c), built by `make install`;
-    without it apexrl runs its Python code, slower, with the same results."""
+    """The C fast path of pack/unpack (apexrl/artifacts/_fasttar.c), built when apexrl is
+    installed on a machine with a C compiler (the manylinux wheel carries it); without it
+    apexrl runs its Python code, slower, with the same results."""
     import os
 
     from apexrl.artifacts.archive import native_tar
@@ -124,7 +129,8 @@ def _native_row() -> dict:
         "native",
         "fasttar",
         False,
-        "not built: pack/unpack run in Python (reinstall with a C compiler and zlib headers)",
+        "not built (Python fallback): pack, unpack and the world copy run in Python"
+        " (reinstall with a C compiler and zlib's headers, or from the manylinux wheel)",
     )
 
 

@@ -27,7 +27,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.trial.config import AgentLimits, AgentName, EnvironmentName
 
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+
+def _recipes_dir() -> Path:
+    """The shipped recipes: apexrl/recipes/ in an installed package (setup.py copies them
+    there), else recipes/ at the top of the source tree (a checkout, an editable install)."""
+    pkg = Path(__file__).resolve().parents[1]
+    installed = pkg / "recipes"
+    return installed if installed.is_dir() else pkg.parent / "recipes"
+
+
+RECIPES_DIR = _recipes_dir()
 
 
 class _S(BaseModel):
