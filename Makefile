@@ -239,10 +239,10 @@ wheel: install builddeps
 	  $(PY) -m build --sdist --outdir $(DIST) . && \
 	  tar -xzf $(DIST)/apexrl-*.tar.gz -C $(DIST)/.work && \
 	  $(PY) -m build --wheel --outdir $(DIST)/.work/raw $(DIST)/.work/apexrl-* && \
-	  PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/auditwheel repair -w $(DIST) $(DIST)/.work/raw/*.whl && \
+	  PATH=$(abspath $(VENV))/bin:$$PATH $(PY) -m auditwheel repair -w $(DIST) $(DIST)/.work/raw/*.whl && \
 	  APEXRL_PURE_PYTHON=1 $(PY) -m build --wheel --outdir $(DIST) $(DIST)/.work/apexrl-*; \
 	} > $(DIST)/build.log 2>&1 || { tail -40 $(DIST)/build.log; exit 1; }
-	@! grep -i -B2 -A8 'deprecat' $(DIST)/build.log || { echo "deprecation warning in $(DIST)/build.log"; exit 1; }
+	@! grep -E -B2 -A8 'DeprecationWarning|is deprecated|DEPRECATION:' $(DIST)/build.log || { echo "deprecation warning in $(DIST)/build.log"; exit 1; }
 	@rm -rf $(DIST)/.work
 	@ls -l $(DIST)
 
@@ -251,13 +251,18 @@ wheel: install builddeps
 # installs apexrl's artifacts from here with --no-index (nothing else reaches its fresh venvs).
 WHEELHOUSE ?= .cache/wheelhouse
 WHEELHOUSE_EXTRAS := aws modal ray
-$(WHEELHOUSE)/.done: pyproject.toml | install
+# downloads again only when the requirement list changes (not on every pyproject edit)
+wheelhouse: install
 	@mkdir -p $(WHEELHOUSE)
-	$(PY) -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + [r for e in sys.argv[1:] for r in p["optional-dependencies"][e]] + ["setuptools>=77"]))' $(WHEELHOUSE_EXTRAS) > $(WHEELHOUSE)/requirements.txt
-	$(PIP) download -q --only-binary=:all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt
-	@touch $@
-
-wheelhouse: $(WHEELHOUSE)/.done
+	@$(PY) -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + [r for e in sys.argv[1:] for r in p["optional-dependencies"][e]] + ["setuptools>=77"]))' $(WHEELHOUSE_EXTRAS) > $(WHEELHOUSE)/requirements.new
+	@if [ -e $(WHEELHOUSE)/.done ] && cmp -s $(WHEELHOUSE)/requirements.new $(WHEELHOUSE)/requirements.txt; then \
+	  rm $(WHEELHOUSE)/requirements.new; \
+	else \
+	  rm -f $(WHEELHOUSE)/.done && mv $(WHEELHOUSE)/requirements.new $(WHEELHOUSE)/requirements.txt && \
+	  echo "downloading the wheelhouse ($(WHEELHOUSE))" && \
+	  $(PIP) download -q --only-binary=:all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt && \
+	  touch $(WHEELHOUSE)/.done; \
+	fi
 
 clean:
 	rm -rf $(DEMO) build dist *.egg-info .pytest_cache .ruff_cache
