@@ -126,6 +126,7 @@ complete -c apexrl -n '__apexrl_is "eval run"' -l tokenizer -r -F -d 'Tokenizer 
 complete -c apexrl -n '__apexrl_is "eval run"' -l chat-template -r -F -d 'Template file or name.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l system-prompt -r -F -d 'System prompt file (default: apexrls).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l extra-prompt -r -F -d 'File appended to each tasks instruction (tool guidance).'
+complete -c apexrl -n '__apexrl_is "eval run"' -l prompts -r -F -d 'recipe:PATH: the system and eval extra prompts from a checkout of the '
 complete -c apexrl -n '__apexrl_is "eval run"' -l max-steps -x -d 'Agent steps per trial.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l agent-timeout -x -d 'Seconds per trial.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l tool-timeout -x -d 'Seconds per tool call.'

@@ -20,6 +20,7 @@ class PromptInfo(BaseModel):
     path: str | None = None  # where it was read from (informational)
     sha256: str  # of the UTF-8 text
     text: str
+    commit: str | None = None  # read from a checkout (recipe:PATH): its git commit
 
 
 def prompt_info(text: str, path: str | None = None) -> PromptInfo:

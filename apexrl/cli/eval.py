@@ -116,6 +116,12 @@ def run(
     extra_prompt: Path = typer.Option(
         None, "--extra-prompt", help="File appended to each task's instruction (tool guidance)."
     ),
+    prompts: str = typer.Option(
+        None,
+        "--prompts",
+        help="recipe:PATH: the system and eval extra prompts from a checkout of the recipe "
+        "(read, never run).",
+    ),
     budgets: dict = None,  # one option per flagged budget (apexrl.cli.options)
     reward: Reward = typer.Option(
         Reward.pass_, "--reward", help="Trial reward: pass (0/1) or score (fraction met)."
@@ -173,6 +179,17 @@ def run(
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
     checkout = _grader_checkout(grader, archipelago, judge)
+    sys_p = read_prompt(system_prompt, "--system-prompt") if system_prompt else None
+    extra_p = read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None
+    if prompts:
+        from apexrl.agent.recipe_prompts import parse_spec, recipe_prompts
+
+        root = parse_spec(prompts)
+        if root is None:
+            raise UsageError(f"--prompts {prompts!r}: expected recipe:PATH")
+        if system_prompt or extra_prompt:
+            raise UsageError("--prompts excludes --system-prompt and --extra-prompt")
+        sys_p, extra_p = recipe_prompts(root, "eval")
     options = _grader_options(grader_option)
 
     if image_profile:
@@ -197,8 +214,8 @@ def run(
         judge_api_base=judge_api_base,
         tokenizer=tokenizer,
         chat_template=chat_template,
-        system_prompt=read_prompt(system_prompt, "--system-prompt") if system_prompt else None,
-        extra_prompt=read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None,
+        system_prompt=sys_p,
+        extra_prompt=extra_p,
         budgets=AgentBudgets(**budgets),
         reward=reward.value,
         grader=grader.value,

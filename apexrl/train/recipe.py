@@ -197,6 +197,9 @@ class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
     image_profile: str | None = None
     system_prompt: str | None = None  # file with the system prompt (default: apexrl's)
     extra_prompt: str | None = None  # file appended to every task instruction
+    # "recipe:PATH": both prompts read from a checkout of the recipe (its training extra
+    # prompt; its eval one in an eval recipe), apexrl.agent.recipe_prompts
+    prompts: str | None = None
 
 
 class RolloutSection(_S):

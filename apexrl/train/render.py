@@ -132,6 +132,19 @@ def planner_gap(r: Recipe, planner: ConcurrencyPlan | None) -> str:
     )
 
 
+def recipe_prompt_pair(spec: str, ag, eval_mode: bool):
+    """agent.prompts = "recipe:PATH": the recipe checkout's system and extra prompts."""
+    from apexrl.agent.recipe_prompts import parse_spec, recipe_prompts
+    from apexrl.errors import UsageError
+
+    root = parse_spec(spec)
+    if root is None:
+        raise UsageError(f"agent.prompts = {spec!r}: expected recipe:PATH")
+    if ag.system_prompt or ag.extra_prompt:
+        raise UsageError("agent.prompts excludes agent.system_prompt and agent.extra_prompt")
+    return recipe_prompts(root, "eval" if eval_mode else "train")
+
+
 def _settings(
     r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str | None
 ) -> GeneratorSettings:
@@ -141,6 +154,8 @@ def _settings(
     ag = r.agent
     sys_p = read_prompt(ag.system_prompt, "agent.system_prompt") if ag.system_prompt else None
     extra = read_prompt(ag.extra_prompt, "agent.extra_prompt") if ag.extra_prompt else None
+    if ag.prompts:
+        sys_p, extra = recipe_prompt_pair(ag.prompts, ag, r.mode == "eval")
     return GeneratorSettings(
         system_prompt=sys_p.text if sys_p else None,
         system_prompt_sha256=sys_p.sha256 if sys_p else None,

@@ -188,10 +188,14 @@ def generator_settings(loaded: LoadedRecipe, *, tasks_dir, worlds_dir, logs_dir,
 
     r = loaded.recipe
     ag = r.agent
-    system_prompt = None
+    system_prompt = extra_prompt = None
+    if ag.prompts:  # recipe:PATH (excludes the two files below)
+        from apexrl.train.render import recipe_prompt_pair
+
+        sys_p, extra_p = recipe_prompt_pair(ag.prompts, ag, False)
+        system_prompt, extra_prompt = sys_p.text, extra_p.text
     if ag.system_prompt:
         system_prompt = Path(ag.system_prompt).expanduser().read_text("utf-8")
-    extra_prompt = None
     if ag.extra_prompt:
         extra_prompt = Path(ag.extra_prompt).expanduser().read_text("utf-8")
     conc = r.rollout.concurrency if isinstance(r.rollout.concurrency, int) else 2
