@@ -252,6 +252,7 @@ def run(
                 on_start=on_start,
                 on_result=on_result,
                 on_bad_task=lambda e: output.warn(f"skipped task: {e}"),
+                on_info=output.info,
             )
     except KeyboardInterrupt:
         _interrupted(out)
@@ -283,6 +284,9 @@ def run(
     for cls, msgs in s.error_messages.items():
         for msg, n in msgs.items():
             output.warn(f"{cls} ({n} trial(s)): {msg}")
+    if report.lost:  # never scored: the same command runs them again
+        output.warn(f"{len(report.lost)} trial(s) lost to the Ray cluster; rerun to run them")
+        raise typer.Exit(int(ExitCode.PARTIAL))
     if agent == "oracle" and s.pass_at_1.value < 1.0:
         output.error(
             f"the oracle passed {100 * s.pass_at_1.value:.1f}% of trials, not 100%: "

@@ -26,6 +26,8 @@ class EvalResultRow(TrialResult):
 
     trial_id: str
     error_message: str | None = None  # the failure's reason, for a trial that did not complete
+    node_id: str | None = None  # the Ray node that ran it (--ray-address); None: this machine
+    infra_retries: int = 0  # submissions lost to the cluster (a dead worker or node) before it ran
 
 
 class ModelInfo(BaseModel):

@@ -23,7 +23,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +65,9 @@ class PreflightRequest:
     worlds_dir: Path | None = None
     engine_kind: str | None = None  # "local" / "vllm" when one will be started, else None
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    # trials run on a Ray cluster: its nodes' own checks (apexrl.eval.cluster.preflight_nodes)
+    # replace this host's environment and env-key checks
+    nodes: Callable[[], list[Problem]] | None = None
 
 
 def run_preflight(req: PreflightRequest) -> None:
@@ -72,12 +75,13 @@ def run_preflight(req: PreflightRequest) -> None:
     from apexrl.envs.registry import ENVIRONMENTS
 
     problems: list[Problem] = []
-    problems += check_environment(req.environment, req.env)
+    if req.nodes is None:
+        problems += check_environment(req.environment, req.env)
     entry = ENVIRONMENTS.get(req.environment)
     if entry is not None and entry.world_store:
         problems += check_worlds(req.tasks, req.worlds_dir)
     problems += check_engine(req.engine_kind)
-    problems += check_task_env_keys(req.tasks, req.env)
+    problems += check_task_env_keys(req.tasks, req.env) if req.nodes is None else req.nodes()
     if problems:
         raise PreflightError(problems)
 

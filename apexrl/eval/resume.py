@@ -36,6 +36,7 @@ from apexrl.eval.models import (
     EvalSummary,
 )
 
+INFRA_FILE = "infra.jsonl"  # trials a Ray cluster lost (a dead worker or node), one line a loss
 RESULT_COLUMNS = ("trial_id", *[f for f in EvalResultRow.model_fields if f != "trial_id"])
 # What `--retry-errors` reruns: infrastructure failures, not the model's own
 # timeouts or context overflows (those are results).
@@ -77,7 +78,7 @@ def prepare_run_dir(run_dir: Path, config: EvalRunConfig, *, force: bool) -> Non
     old = load_config(run_dir)
     if old is None:
         ours = {RUN_FILE, JOURNAL_FILE, RESULTS_FILE, SUMMARY_FILE, LOCK_FILE}
-        ours |= {TRAJECTORIES_DIR, LOGS_DIR, "tasks", "report.html", "engine.log"}
+        ours |= {TRAJECTORIES_DIR, LOGS_DIR, "tasks", "report.html", "engine.log", INFRA_FILE}
         foreign = [p.name for p in run_dir.iterdir() if p.name not in ours and p.name[0] != "."]
         if foreign:
             raise UsageError(
@@ -107,7 +108,7 @@ def _identity_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 def clear_results(run_dir: Path) -> None:
-    for name in (JOURNAL_FILE, RESULTS_FILE, SUMMARY_FILE):
+    for name in (JOURNAL_FILE, RESULTS_FILE, SUMMARY_FILE, INFRA_FILE):
         (run_dir / name).unlink(missing_ok=True)
     for name in (TRAJECTORIES_DIR, LOGS_DIR):
         shutil.rmtree(run_dir / name, ignore_errors=True)
@@ -204,6 +205,7 @@ def _schema():
         "started_at": pa.string(),
         "duration_s": pa.float64(),
         "criteria_unjudged": pa.int32(),
+        "infra_retries": pa.int32(),
     }
     return pa.schema([(c, types.get(c, pa.string())) for c in RESULT_COLUMNS])
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -196,21 +195,13 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def execute_trial(
-    trial_fn: TrialFn, trial: PlannedTrial, config: TrialConfig, task_blob: bytes | None = None
-) -> TrialDone:
-    """Run one trial; never raises. Used in threads and as the body of a Ray task."""
+def execute_trial(trial_fn: TrialFn, trial: PlannedTrial, config: TrialConfig) -> TrialDone:
+    """Run one trial; never raises. Used in threads and, on a node, in a Ray task
+    (apexrl.eval.node: the task, world store and folder are the node's own there)."""
     started, t0 = _now(), time.perf_counter()
     task_dir = trial.task.path
-    scratch = None
     outcome: TrialOutcome | None = None
     try:
-        if not task_dir.is_dir() and task_blob is not None:  # a Ray node without the dataset
-            from apexrl.tasks.unpack import unpack_row
-
-            scratch = Path(tempfile.mkdtemp(prefix="apexrl-task-"))
-            unpack_row(trial.task.name, task_blob, scratch, trial.trial_id)
-            task_dir = scratch / trial.task.name
         from apexrl.artifacts.nofollow import RefusedPath, read_regular
 
         shutil.rmtree(config.logs_dir, ignore_errors=True)  # leftovers of a killed run
@@ -241,9 +232,6 @@ def execute_trial(
             error_class="runner_exception",
         )
         files = {"error.txt": f"{type(e).__name__}: {e}\n".encode()}
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
     data = result.model_dump()
     data.update(
         trial_id=trial.trial_id,
@@ -323,6 +311,7 @@ class RunReport:
     ran: int
     planned: int
     skipped: int
+    lost: list[str] = field(default_factory=list)  # trial ids a Ray cluster lost every time
 
 
 def run_trials(
@@ -335,6 +324,7 @@ def run_trials(
     retry_errors: bool = False,
     on_start: Callable[[int, int], None] | None = None,
     on_result: Callable[[EvalResultRow, Progress], None] | None = None,
+    on_info: Callable[[str], None] | None = None,
 ) -> RunReport:
     """Run every planned trial not yet in the journal; compact; summarize.
     The caller holds `resume.run_lock` and has written run.json."""
@@ -360,18 +350,20 @@ def run_trials(
             resume.write_summary(run_dir, summarize(done.values(), planned=planned))
             last_compact = time.monotonic()
 
+    lost: list[str] = []
     try:
         if todo:
             configs = [trial_config(run, run_dir, t, endpoint) for t in todo]
             if run.ray_address:
-                _run_ray(trial_fn, todo, configs, run.ray_address, run.concurrency, record)
+                lost = _run_ray(trial_fn, todo, configs, run, run_dir, record, on_info)
             else:
                 _run_threads(trial_fn, todo, configs, run.concurrency, record)
     finally:
         resume.write_results(run_dir, done)
         summary = summarize(done.values(), planned=planned)
         resume.write_summary(run_dir, summary)
-    return RunReport(summary, ran=prog.done, planned=planned, skipped=planned - len(todo))
+    skipped = planned - len(todo)
+    return RunReport(summary, ran=prog.done, planned=planned, skipped=skipped, lost=lost)
 
 
 def _run_threads(trial_fn, todo, configs, concurrency: int, record) -> None:
@@ -400,51 +392,49 @@ def _run_threads(trial_fn, todo, configs, concurrency: int, record) -> None:
         pool.shutdown(wait=not pending, cancel_futures=True)
 
 
-def _ray_trial(trial_fn, trial, config, task_blob):
-    return execute_trial(trial_fn, trial, config, task_blob)
+def _run_ray(trial_fn, todo, configs, run: EvalRunConfig, run_dir: Path, record, on_info):
+    """Each trial a Ray task on the cluster (apexrl.eval.cluster); results come back to
+    this process, which alone writes the run dir. Returns the ids of lost trials."""
+    from apexrl.eval.cluster import run_on_ray, session
+
+    with session(run.ray_address):
+        lost = run_on_ray(
+            execute_trial,
+            trial_fn,
+            todo,
+            configs,
+            sandbox=run.sandbox,
+            worlds_dir=run.worlds_dir,
+            concurrency=run.concurrency,
+            record=record,
+            on_info=on_info,
+            infra_log=run_dir / resume.INFRA_FILE,
+            error_row=lambda trial, e: _node_error(trial, e, on_info),
+        )
+    for x in lost:
+        if on_info:
+            on_info(f"trial {x.trial_id} lost to the cluster ({x.why}); rerun to run it")
+    return [x.trial_id for x in lost]
 
 
-def _run_ray(trial_fn, todo, configs, address: str, concurrency: int, record) -> None:
-    """Each trial a Ray task; at most `concurrency` in flight (the cluster's CPUs
-    when concurrency is 1). Results come back to this process, which alone writes
-    the run dir."""
-    try:
-        import ray
-    except ImportError as e:
-        raise UsageError("--ray-address needs Ray", hint="pip install 'apexrl[ray]'") from e
-    from apexrl.tasks.pack import pack_task_dir
-
-    started = False
-    if not ray.is_initialized():
-        kwargs = {"include_dashboard": False, "log_to_driver": False}
-        ray.init(address=None if address == "local" else address, **kwargs)
-        started = True
-    try:
-        limit = concurrency
-        if limit <= 1:
-            limit = max(int(ray.cluster_resources().get("CPU", 1)), 1)
-        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_trial)
-        fn_ref = ray.put(trial_fn)
-        blobs: dict[str, bytes] = {}
-        pending = []
-        jobs = iter(zip(todo, configs, strict=True))
-        while True:
-            while len(pending) < limit:
-                job = next(jobs, None)
-                if job is None:
-                    break
-                t, c = job
-                if t.task.name not in blobs:
-                    blobs[t.task.name] = pack_task_dir(t.task.path)[0]
-                pending.append(remote.remote(fn_ref, t, c, blobs[t.task.name]))
-            if not pending:
-                break
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                record(ray.get(ref))
-    finally:
-        if started:
-            ray.shutdown()
+def _node_error(trial: PlannedTrial, e: BaseException, on_info) -> TrialDone:
+    """The row of a trial whose Ray task raised (its node could not set it up: a task
+    or world that does not unpack), counted as a runner exception, as in a local run."""
+    msg = f"{type(e).__name__}: {e}"[:2000]
+    if on_info:
+        on_info(f"trial {trial.trial_id}: {msg.splitlines()[0]}")
+    row = EvalResultRow(
+        trial_id=trial.trial_id,
+        task_id=trial.task.task_id,
+        domain=trial.task.domain,
+        world_id=trial.task.world_id,
+        attempt=trial.attempt,
+        status="error",
+        error_class="runner_exception",
+        started_at=_now(),
+        error_message=msg,
+    )
+    return TrialDone(row)
 
 
 def now_iso() -> str:
@@ -529,6 +519,7 @@ def run_eval(
     on_start: Callable[[int, int], None] | None = None,
     on_result: Callable[[EvalResultRow, Progress], None] | None = None,
     on_bad_task=None,
+    on_info: Callable[[str], None] | None = None,
 ) -> tuple[RunReport, EvalRunConfig]:
     from apexrl.eval.endpoint import resolve_model, running_engine
 
@@ -551,7 +542,7 @@ def run_eval(
         vllm_python=req.vllm_python,
     )
     run_dir.mkdir(parents=True, exist_ok=True)
-    with resume.run_lock(run_dir):
+    with resume.run_lock(run_dir), _cluster_session(req.ray_address):
         tasks, dataset = resolve_tasks(
             req.tasks, run_dir, on_error=on_bad_task, selection=req.selection
         )
@@ -596,6 +587,7 @@ def run_eval(
                 retry_errors=req.retry_errors,
                 on_start=on_start,
                 on_result=on_result,
+                on_info=on_info,
             )
         return report, run
 
@@ -617,6 +609,17 @@ def check_window(endpoint: str, model: str | None, context_window: int | None) -
         )
 
 
+def _cluster_session(address: str | None):
+    """Connected to the Ray cluster for the whole run (preflight and trials), if any."""
+    if not address:
+        import contextlib
+
+        return contextlib.nullcontext()
+    from apexrl.eval.cluster import session
+
+    return session(address)
+
+
 def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:
     """Stop before any trial when the environment, worlds, engine or credentials would
     fail every one of them (apexrl.eval.preflight)."""
@@ -630,8 +633,39 @@ def preflight(req: EvalRequest, tasks: list[TaskRef], resolved) -> None:
             tasks=[TaskNeeds(t.name, t.world_id, t.required_env_keys) for t in tasks],
             worlds_dir=Path(req.worlds_dir) if req.worlds_dir else None,
             engine_kind=kind if kind in ENGINES else None,  # one this eval starts
+            nodes=_cluster_checks(req, tasks, resolved) if req.ray_address else None,
         )
     )
+
+
+def _cluster_checks(req: EvalRequest, tasks: list[TaskRef], resolved):
+    """Preflight on a Ray cluster: each node's environment, env keys and reach of the
+    engine and judge URLs, checked from the node (apexrl.eval.cluster.preflight_nodes).
+    An engine this eval would start listens on this machine's loopback, which other
+    nodes cannot reach: with a cluster address it is refused (start it where every node
+    reaches it and pass --endpoint)."""
+    from apexrl.engine.registry import ENGINES
+    from apexrl.eval.preflight import Problem
+
+    def check() -> list[Problem]:
+        from apexrl.eval.cluster import preflight_nodes
+
+        problems = []
+        if resolved.engine.kind in ENGINES and req.ray_address != "local":
+            problems.append(
+                Problem(
+                    f"eval would start the {resolved.engine.kind} engine on this machine's "
+                    "127.0.0.1, which the cluster's other nodes cannot reach",
+                    "serve the model where every node reaches it and pass --endpoint URL "
+                    "(or use --ray-address local)",
+                )
+            )
+        urls = [resolved.engine.endpoint if resolved.engine.kind == "endpoint" else None]
+        urls.append(req.judge_api_base)
+        keys = sorted({k for t in tasks for k in t.required_env_keys})
+        return problems + preflight_nodes(req.environment, keys, [u for u in urls if u])
+
+    return check
 
 
 def check_judge_setting(tasks: list[TaskRef], req: EvalRequest):

@@ -142,7 +142,7 @@ class WorldStore:
             )
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
 
-    def _find(self, world_id: str) -> tuple[Path | None, Path | None]:
+    def locate(self, world_id: str) -> tuple[Path | None, Path | None]:
         """(world folder, world zip) for WORLD_ID, either None where the store has none."""
         from apexrl.artifacts.models import check_safe_id
 
@@ -160,7 +160,7 @@ class WorldStore:
 
     def has(self, world_id: str) -> bool:
         """Whether the store holds WORLD_ID (nothing is extracted)."""
-        return self._find(world_id) != (None, None)
+        return self.locate(world_id) != (None, None)
 
     def zip_problem(self, world_id: str) -> str | None:
         """Why the world's zip cannot be read (None: a folder, or a zip that opens)."""
@@ -169,7 +169,7 @@ class WorldStore:
 
     def pristine(self, world_id: str) -> Path:
         """The world's root folder (filesystem/, .apps_data/), never to be written."""
-        folder, zpath = self._find(world_id)
+        folder, zpath = self.locate(world_id)
         if folder is not None:
             return folder
         if zpath is not None:
