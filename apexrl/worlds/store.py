@@ -164,7 +164,7 @@ class WorldStore:
 
     def zip_problem(self, world_id: str) -> str | None:
         """Why the world's zip cannot be read (None: a folder, or a zip that opens)."""
-        _, zpath = self._find(world_id)
+        _, zpath = self.locate(world_id)
         return unreadable_zip(zpath) if zpath is not None else None
 
     def pristine(self, world_id: str) -> Path:
