@@ -178,14 +178,25 @@ class Cluster:
         self._ids: dict[str, str] = {}
 
     def start_head(self) -> Node:
-        argv = _ray_start() + ["--head", f"--port={self.port}", "--include-dashboard=false"]
-        argv += _common(0) + [f"--temp-dir={self.temp_dir}"]
-        argv += [f"--ray-client-server-port={free_port()}"]
-        argv += ["--resources", json.dumps({"node_head": 1})]
-        argv += ["--system-config", json.dumps(HEAD_SYSTEM_CONFIG)]
-        node = self.nodes["head"] = Node("head", argv, self.root / "head.log", node_env())
-        node.wait_started()
-        return node
+        """The head: no CPUs, the custom resource `node_head`. Up to 3 tries, each on a
+        fresh port (see start_worker)."""
+        for attempt in range(3):
+            self.port = free_port()
+            self.address = f"127.0.0.1:{self.port}"
+            argv = _ray_start() + ["--head", f"--port={self.port}", "--include-dashboard=false"]
+            argv += _common(0) + [f"--temp-dir={self.temp_dir}"]
+            argv += [f"--ray-client-server-port={free_port()}"]
+            argv += ["--resources", json.dumps({"node_head": 1})]
+            argv += ["--system-config", json.dumps(HEAD_SYSTEM_CONFIG)]
+            node = self.nodes["head"] = Node("head", argv, self.root / "head.log", node_env())
+            try:
+                node.wait_started()
+                return node
+            except RuntimeError:
+                node.stop()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def start_worker(self, name: str, *, hide: list[Path] | None = None) -> Node:
         """A worker node of one CPU with the custom resource `node_<name>`; isolated

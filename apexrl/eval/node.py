@@ -219,6 +219,9 @@ def run_on_node(
         update: dict = {"logs_dir": folder}
         if world is not None:
             update["worlds_dir"] = world_store(scratch, world)
+        elif config.worlds_dir is not None:  # the driver's store lacks it: an empty one here
+            update["worlds_dir"] = scratch / "worlds" / "empty"
+            update["worlds_dir"].mkdir(parents=True, exist_ok=True)
         for name, item in (files or {}).items():  # tokenizer, chat_template: local paths
             update[name] = str(local_files(scratch, item))
         done = execute(trial_fn, local_task, config.model_copy(update=update))
