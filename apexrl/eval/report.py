@@ -239,7 +239,9 @@ def print_table(runs: list[LoadedRun], console) -> None:
 
     for r in runs:
         if r.incomplete:
-            console.print(f"[bold red]{r.label}[/]: {r.incomplete}", markup=True, highlight=False)
+            from rich.text import Text  # no markup: labels and commands may hold [ ]
+
+            console.print(Text.assemble((r.label, "bold red"), ": ", r.incomplete))
     if len(runs) == 1:
         r = runs[0]
         t = Table(title=f"eval {r.label}", show_header=False)
