@@ -83,7 +83,19 @@ COMMANDS = [
     (["world", "diff", "snap.tar", "snap.tar"], False),  # no change: nothing on stdout
     (["engine", "make-tiny", "tiny{n}", "--layers", "1"], True),
     (["plan", "concurrency", "--model-config", "tiny/config.json", "--gpu-memory", "80"], True),
-    (["tito", "verify", "-t", "tiny", "--mode", "template"], True),
+    (
+        [
+            "tito",
+            "verify",
+            "-t",
+            "qwen3",
+            "--chat-template",
+            "qwen3-verbatim",
+            "--mode",
+            "template",
+        ],
+        True,
+    ),
     (["eval", "report", "run"], True),
     (["eval", "report", "run", "--format", "md"], False),
     (["eval", "report", "run", "--format", "html", "-o", "-"], False),
