@@ -281,13 +281,14 @@ class ApexAgent(BaseAgent):
                 {"prompt_token_ids": prompts, "completion_token_ids": comps, "logprobs": lps}
             ]
         context.metadata = {
+            **recipe_tito_fields(loop, rec),
             "apexrl": rec.model_dump(
                 mode="json", exclude={"step_records", "tool_call_records", "final_answer"}
             )
             | {
                 "trial_status": rec.trial_status,
                 "tool_call_success_rate": rec.tool_call_success_rate,
-            }
+            },
         }
 
     async def _upload_answer(self, environment: BaseEnvironment, answer: str) -> None:
@@ -304,3 +305,28 @@ class ApexAgent(BaseAgent):
                     await environment.upload_file(p, ENV_ANSWER_PATH)
             except Exception as e:  # the trial classifies a missing answer at grading
                 self.logger.warning("could not write %s: %s", ENV_ANSWER_PATH, e)
+
+
+# The keys the recipe's generator (TITOHarborGenerator) reads from Harbor's
+# agent_result.metadata: the whole token stream, 1 for sampled tokens, their logprobs
+# (0.0 elsewhere); the response starts at the first sampled token. Without them every
+# trial is retried, then masked.
+RECIPE_TITO_KEYS = ("tito_tokens", "tito_loss_mask", "tito_logprobs")
+
+
+def recipe_tito_fields(loop, rec: AgentRunRecord) -> dict:
+    """The recipe's TITO metadata (and its n_episodes / stop_reason) from the token state."""
+    if loop is None or not len(loop.session.state):
+        return {}
+    st = loop.session.state
+    out = {
+        "tito_tokens": st.ids.tolist(),
+        "tito_loss_mask": [int(m) for m in st.mask],
+        "tito_logprobs": [
+            float(x) if m else 0.0 for x, m in zip(st.logprobs, st.mask, strict=True)
+        ],
+        "n_episodes": rec.steps,
+    }
+    if rec.status == "length":  # a turn cut at its per-turn cap: the recipe rewards 0
+        out["stop_reason"] = "length"
+    return out
