@@ -12,7 +12,10 @@ A criterion is met by, in order:
      gold file is present with the gold bytes, so a rubric written for the gold
      output is met by construction;
   3. otherwise it needs the LLM judge, which runs host-side (apexrl.grading); here
-     such a criterion counts as unmet and is marked `needs_judge`.
+     such a criterion is marked `needs_judge` and counted neither way: when a failed
+     check already decides the task (reward 0) the reward is written without a score;
+     otherwise no reward is written and the runner exits 3 saying a judge is needed
+     (judge_needed.txt), rather than scoring the judge's criteria 0.
 
 Nothing the agent wrote under /logs/verifier is read: the evidence is the final
 answer (/logs/agent/answer.txt), the world's files and this folder (/tests, which
@@ -233,18 +236,35 @@ def summarise(verdicts):
     }
 
 
+JUDGE_NEEDED = (
+    "{n} criteria of this task need an LLM judge, which this runner does not have: no "
+    "reward is written rather than scoring them 0. Grade the task with apexrl's verifier "
+    "(`apexrl eval run --judge MODEL`), or convert it with a grading runner that has one "
+    "(`apexrl tasks convert --grader-from CHECKOUT`)."
+)
+
+
 def main():
     criteria = json.loads((TESTS / "verifiers.json").read_text(encoding="utf-8"))
     gold_path = TESTS / "golden_responses.json"
     gold = json.loads(gold_path.read_text(encoding="utf-8")) if gold_path.is_file() else {}
     answer = ANSWER.read_text(encoding="utf-8", errors="replace") if ANSWER.is_file() else ""
     verdicts = grade_deterministic(criteria, answer, gold)
-    for v in verdicts:
-        if v["met"] is None:  # only the host-side judge can decide it
-            v.update(met=False, needs_judge=True)
-    reward = summarise(verdicts)
+    pending = [v for v in verdicts if v["met"] is None]
+    for v in pending:  # only a judge can decide it: not counted either way
+        v.update(met=None, needs_judge=True)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / "verdicts.json").write_text(json.dumps(verdicts, indent=2), encoding="utf-8")
+    failed = any(v["met"] is False for v in verdicts)
+    if pending and not failed:  # the outcome hangs on the judge: say so, score nothing
+        note = JUDGE_NEEDED.format(n=len(pending))
+        (OUT_DIR / "judge_needed.txt").write_text(note + "\n", encoding="utf-8")
+        print(note, file=sys.stderr)
+        return 3
+    reward = summarise(verdicts)
+    if pending:  # a failed check decides pass/fail (0); the fraction met is not known
+        reward.pop("score")
+        reward["criteria_needing_judge"] = len(pending)
     (OUT_DIR / "reward.json").write_text(json.dumps(reward), encoding="utf-8")
     print(json.dumps(reward))
     return 0
