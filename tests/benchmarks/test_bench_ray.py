@@ -55,10 +55,14 @@ def _put_bytes(infos: list[str]) -> int:
     raise AssertionError(infos)
 
 
-def test_bench_ray_cluster(example_dirs, tmp_path):
-    expert, tasks = example_dirs
-    data = tmp_path / "data"
-    shutil.copytree(tasks, data / "tasks")
+def test_bench_ray_cluster(tmp_path):
+    from apexrl.tasks.apex import load_source
+    from apexrl.tasks.convert import convert_all
+    from apexrl.tasks.example import write_example
+
+    expert, data = tmp_path / "expert", tmp_path / "data"
+    write_example(expert, seed=0)
+    list(convert_all(load_source(expert), data / "tasks", {}, strict=True))
     shutil.copytree(expert / "world_files_zipped", data / "worlds")
     load0 = load_average()
     figures: dict = {}
