@@ -44,6 +44,7 @@ def test_every_graded_trial_keeps_what_regrading_needs(oracle_run):
     assert created >= 1  # the file-output task's new file is kept, bytes and all
 
 
+@pytest.mark.peer
 def test_regrade_with_both_graders_then_again_with_no_judge_call(
     oracle_run, archipelago_checkout, runner, tmp_path
 ):
@@ -87,6 +88,7 @@ def test_regrade_with_both_graders_then_again_with_no_judge_call(
     assert report.exit_code == 0, report.output
 
 
+@pytest.mark.peer
 def test_eval_run_graded_by_archipelago(example_dirs, archipelago_checkout, runner, tmp_path):
     expert, tasks = example_dirs
     run_dir = tmp_path / "run"
