@@ -74,10 +74,25 @@ def eval_entry(name: str, summary: dict, run: dict) -> EvalEntry | None:
         n_trials=src.get("n_trials"),
         pass_at_1=p1,
         per_domain=per,
-        complete=src.get("complete") is not False,
-        trials_planned=src.get("trials_planned"),
-        trials_done=src.get("trials_done"),
+        **_progress(src, run),
     )
+
+
+def _progress(summary: dict, run: dict) -> dict:
+    """complete / trials_planned / trials_done; for a summary.json written before apexrl
+    recorded them, from run.json's selection (attempts x tasks, when no domain filter)."""
+    if "complete" in summary:
+        return {
+            "complete": summary["complete"] is not False,
+            "trials_planned": summary.get("trials_planned"),
+            "trials_done": summary.get("trials_done"),
+        }
+    ds, done = run.get("dataset") or {}, summary.get("n_trials")
+    n, attempts, limit = ds.get("n_tasks"), run.get("attempts"), run.get("limit")
+    if run.get("domains") or not all(isinstance(x, int) for x in (n, attempts, done)):
+        return {"complete": True, "trials_planned": None, "trials_done": done}
+    planned = attempts * (min(limit, n) if isinstance(limit, int) else n)
+    return {"complete": done >= planned, "trials_planned": planned, "trials_done": done}
 
 
 def _count(n: int) -> str:

@@ -80,3 +80,17 @@ def test_publish_refuses_an_incomplete_run_unless_allowed(partial_run, tmp_path)
     assert res.exit_code == 0, res.output
     card = (stage / "README.md").read_text()
     assert "INCOMPLETE" in card and "13 of 28" in card
+
+
+def test_publish_refuses_an_interrupted_run_from_before_the_fields(partial_run, tmp_path):
+    """A summary.json written before `complete` existed: run.json's selection tells."""
+    from apexrl.engine.local import make_tiny_checkpoint
+
+    summary = orjson.loads((partial_run / "summary.json").read_bytes())
+    for key in ("complete", "trials_planned", "trials_done"):
+        summary.pop(key)
+    (partial_run / "summary.json").write_bytes(orjson.dumps(summary))
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", num_layers=1, hidden_size=32)
+    args = ["publish", "model", str(ckpt), "--repo", "me/m", "--eval", str(partial_run)]
+    res = eval_runner(passing_trial).invoke(app, [*args, "--dry-run"])
+    assert res.exit_code == 1 and "is incomplete (13 of 28 trials" in res.stderr, res.output
