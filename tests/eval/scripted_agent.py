@@ -64,6 +64,7 @@ def scripted_eval(
         args = ["eval", "run", "scripted", "--endpoint", eng.url, "--tokenizer", "qwen3"]
         args += ["--tasks", str(tasks), "--worlds", str(worlds), "-o", str(run_dir)]
         args += ["--limit", str(limit), "-k", str(attempts), "--no-judge", "--max-steps", "5"]
+        args += ["-n", str(min(limit * attempts, 4))]
         return CliRunner().invoke(app, args)
 
 

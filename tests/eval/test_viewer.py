@@ -400,3 +400,43 @@ def test_comparison_page_scopes_rows_lists_errors_and_links_the_viewer(tmp_path)
     (tmp_path / "a" / "viewer-vs-b.html").write_text("x")
     page = render_html(runs, page=tmp_path / "r.html")
     assert "then open" not in page and 'href="a/viewer-vs-b.html"' in page
+
+
+@pytest.mark.integration
+def test_viewer_on_a_real_agent_run(example_dirs, tmp_path, monkeypatch):
+    """apexrl's agent in the local sandbox, its model scripted (list the files, run a
+    command, answer): the page shows the real tool calls, results and verdicts."""
+    from typer.testing import CliRunner
+
+    from tests.cdp import Browser
+    from tests.eval.scripted_agent import scripted_eval
+
+    monkeypatch.setenv("HARBOR_TELEMETRY", "0")
+    expert, tasks = example_dirs
+    text_task = "msa-termination-notice-period-71b57e9d"  # third by name, a text answer
+    run = tmp_path / "run"
+    res = scripted_eval(tasks, expert / "world_files_zipped", run, right={text_task}, limit=3)
+    assert res.exit_code == 0, res.output
+    page = tmp_path / "agent.html"
+    assert CliRunner().invoke(app, ["eval", "view", str(run), "-o", str(page)]).exit_code == 0
+    with Browser(width=1400, height=1300) as br:
+        br.open(page.as_uri())
+        br.wait_for("document.documentElement.dataset.ready")
+        assert br.text("#count") == "3 of 3 trials"
+        br.select("#f-outcome", "pass")
+        assert br.text("#count") == "1 of 3 trials"
+        assert br.text("tr.trial-row td.task") == text_task
+        br.click("tr.trial-row td.task")
+        br.wait_for("!!document.querySelector('#detail .transcript')")
+        detail = br.text("#detail")
+        for want in (
+            "tool call: filesystem_list_files",
+            "tool call: code_execution_code_exec",
+            "'Contracts' (folder)",  # the world's files, listed in the sandbox
+            "Master_Services_Agreement.docx",
+            "States 90 days' written notice",
+            "Clause 6 requires 90 days' written notice",
+        ):
+            assert want in detail, want
+        assert br.count("#detail .verdict.met") == br.count("#detail .verdict") > 0
+        br.screenshot(tmp_path / "viewer-agent.png")
