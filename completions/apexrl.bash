@@ -14,7 +14,7 @@ _apexrl_spec() {
         "eval regrade") subs=""; opts="--json --help --out --grader --judge --judge-api-base --archipelago --reward --grader-option"; vals="--out --grader --judge --judge-api-base --archipelago --reward --grader-option -o"; args=1 ;;
         "eval report") subs=""; opts="--help --format --out"; vals="--format --out -f -o"; args=1 ;;
         "eval run") subs=""; opts="--no-judge --retry-errors --force --json --help --tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --grader --archipelago --grader-option --tokenizer --chat-template --system-prompt --extra-prompt --prompts --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --nudge --reward --temperature --top-p --top-k --min-p --max-tokens --seed --ray-address --pass-env --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile"; vals="--tasks --out --endpoint --engine --vllm-python --env --worlds --agent --attempts --concurrency --limit --domain --judge --judge-api-base --grader --archipelago --grader-option --tokenizer --chat-template --system-prompt --extra-prompt --prompts --max-steps --agent-timeout --tool-timeout --llm-timeout --nudge-ratio --context-window --nudge --reward --temperature --top-p --top-k --min-p --max-tokens --seed --ray-address --pass-env --sandbox-cpus --sandbox-memory-mb --sandbox-timeout --image-profile -t -o -k -n"; args=1 ;;
-        "eval view") subs=""; opts="--help --out --max-chars"; vals="--out --max-chars -o"; args=1 ;;
+        "eval view") subs=""; opts="--help --out --max-chars --transcripts"; vals="--out --max-chars --transcripts -o"; args=1 ;;
         "image") subs="push"; opts="--help"; vals=""; args=0 ;;
         "image push") subs=""; opts="--dry-run --json --help --to --tag --concurrency --retries --timeout --registry-endpoint"; vals="--to --tag --concurrency --retries --timeout --registry-endpoint -n"; args=1 ;;
         "plan") subs="concurrency"; opts="--help"; vals=""; args=0 ;;
@@ -75,6 +75,7 @@ _apexrl_values() {
         "eval run|--nudge") echo "off once recipe" ;;
         "eval run|--reward") echo "pass score" ;;
         "eval view|--out"|"eval view|-o") echo "@files" ;;
+        "eval view|--transcripts") echo "auto embed beside" ;;
         "plan concurrency|--model-config") echo "@files" ;;
         "publish dataset|--stage") echo "@files" ;;
         "publish model|--eval") echo "@files" ;;

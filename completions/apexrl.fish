@@ -151,6 +151,7 @@ complete -c apexrl -n '__apexrl_is "eval run"' -F
 complete -c apexrl -n '__apexrl_is "eval view"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "eval view"' -l out -s o -r -F -d 'HTML file to write, - for stdout (default: RUN_DIR/viewer.html, or RUN'
 complete -c apexrl -n '__apexrl_is "eval view"' -l max-chars -x -d 'Longest text kept whole on the page (a message, tool argument or resul'
+complete -c apexrl -n '__apexrl_is "eval view"' -l transcripts -x -a 'auto embed beside' -d 'embed: in the page (one file); beside: in FILEs <name>_files/ folder, '
 complete -c apexrl -n '__apexrl_is "eval view"' -F
 complete -c apexrl -n '__apexrl_is "image"' -a push -d 'Push archives: skip blobs the registry has, upload the rest, then mani'
 complete -c apexrl -n '__apexrl_is "image"' -l help -s h -d 'Show help and exit.'

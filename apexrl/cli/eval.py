@@ -47,6 +47,12 @@ class EvalDeps:
     trial_fn: Callable | None = None
 
 
+class Transcripts(StrEnum):
+    auto = "auto"
+    embed = "embed"
+    beside = "beside"
+
+
 class Format(StrEnum):
     table = "table"
     md = "md"
@@ -491,6 +497,12 @@ def view(
         help="Longest text kept whole on the page (a message, tool argument or result); "
         "longer ones keep head and tail and name the file with the rest.",
     ),
+    transcripts: Transcripts = typer.Option(
+        "auto",
+        "--transcripts",
+        help="embed: in the page (one file); beside: in FILE's <name>_files/ folder, "
+        "loaded when opened (a light page for big runs); auto: embed up to 32 MB.",
+    ),
 ) -> None:
     """One self-contained HTML page (no server, nothing fetched) to browse runs: a
     sortable, filterable table of tasks and trials, each trial's transcript (messages,
@@ -511,12 +523,21 @@ def view(
     with output.progress("reading transcripts", total) as advance:
         for r in loaded:
             viewer.read_transcripts(r, cap=max_chars, on_trial=advance)
-    page = viewer.render_viewer(loaded, cap=max_chars)
+    embed = transcripts is Transcripts.embed or (
+        transcripts is Transcripts.auto and (to_stdout or viewer.should_embed(loaded))
+    )
+    if to_stdout and not embed:
+        raise UsageError("--transcripts beside needs -o FILE (the folder goes beside it)")
+    target = target or viewer.default_view_path(runs)
+    folder = viewer.beside_folder(target)
+    page = viewer.render_viewer(loaded, cap=max_chars, beside=None if embed else folder.name)
     if to_stdout:
         sys.stdout.write(page)
         sys.stdout.flush()
         return
-    target = target or viewer.default_view_path(runs)
+    if not embed:
+        viewer.write_beside(folder, loaded)
+        output.info(f"transcripts of {total} trial(s) in {folder}/ (keep it beside the page)")
     write_text_atomic(target, page)
     output.info(f"wrote {target} ({len(page.encode()) / 1e6:.1f} MB, {total} trial(s))")
     output.emit_path(target, format="html", trials=total)

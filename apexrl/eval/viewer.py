@@ -48,9 +48,10 @@ INDEX_COLUMNS = (
     "duration_s",
 )
 CSP = (
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "default-src 'none'; script-src 'unsafe-inline'{beside}; style-src 'unsafe-inline'; "
     "img-src data:; connect-src 'none'"
 )
+EMBED_LIMIT = 32 << 20  # packed transcripts up to this size go in the page; beyond, beside it
 
 
 def default_view_path(run_dirs: Sequence[Path]) -> Path:
@@ -224,9 +225,39 @@ def _script_json(obj) -> str:
     return orjson.dumps(obj).decode().replace("<", "\\u003c")
 
 
-def render_viewer(runs: Sequence[ViewRun], *, cap: int = DEFAULT_CAP, inline: bool = False) -> str:
-    """The page. `inline` embeds every transcript as plain JSON in the index, parsed at
-    load (the naive page, kept as the benchmark's peer)."""
+def beside_folder(page: Path) -> Path:
+    """Where a page's transcripts go when they are not embedded: <page>_files/."""
+    return page.with_name(page.stem + "_files")
+
+
+def should_embed(runs: Sequence[ViewRun]) -> bool:
+    return sum(len(b) for run in runs for b in run.transcripts) <= EMBED_LIMIT
+
+
+def write_beside(folder: Path, runs: Sequence[ViewRun]) -> None:
+    """One small script per transcript (t<row>.js), loaded by the page when the trial
+    is opened (a file:// page may load scripts beside it, never fetch files); the
+    folder is replaced as a whole."""
+    from apexrl.artifacts.atomic import atomic_dir
+
+    blobs = [b for run in runs for b in run.transcripts]
+    with atomic_dir(folder, force=True, marker=False) as tmp:
+        for i, b in enumerate(blobs):
+            text = base64.b64encode(b).decode()
+            (tmp / f"t{i}.js").write_text(f'apexTranscript({i},"{text}");\n')
+
+
+def render_viewer(
+    runs: Sequence[ViewRun],
+    *,
+    cap: int = DEFAULT_CAP,
+    inline: bool = False,
+    beside: str | None = None,
+) -> str:
+    """The page. Transcripts embedded (gzip + base64 per trial), or with `beside` (the
+    folder's name relative to the page) left to write_beside. `inline` embeds every
+    transcript as plain JSON in the index, parsed at load (the naive page, kept as the
+    benchmark's peer)."""
     import html
 
     index = build_index(runs, cap=cap)
@@ -234,10 +265,13 @@ def render_viewer(runs: Sequence[ViewRun], *, cap: int = DEFAULT_CAP, inline: bo
     if inline:
         index["inline"] = [orjson.loads(gzip.decompress(b)) for b in blobs]
         index["page"] = 0  # every row drawn at once
+    if beside:
+        index["beside"] = beside
     title = "apexrl eval view: " + " vs ".join(r.label for r in runs)
+    csp = CSP.format(beside=" file:" if beside else "")
     parts = [
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>",
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
         '<meta name=viewport content="width=device-width,initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{_asset('viewer.css')}</style></head>",
         "<body><noscript>This page needs JavaScript to show the runs.</noscript>",
@@ -245,7 +279,7 @@ def render_viewer(runs: Sequence[ViewRun], *, cap: int = DEFAULT_CAP, inline: bo
         f'<script type="application/json" id="apx-index">{_script_json(index)}</script>',
         f"<script>{_asset('viewer.js')}</script>",
     ]
-    if not inline:
+    if not inline and not beside:
         parts.append('<div id="apx-blobs" hidden>')
         parts.extend(
             f'<script type="text/plain" id="b{i}">{base64.b64encode(b).decode()}</script>'

@@ -75,26 +75,36 @@ def test_bench_viewer_on_3840_trials(big_run, tmp_path):
     from apexrl.eval import viewer
 
     load0 = load_average()
-    ours = tmp_path / "viewer.html"
+    ours = tmp_path / "viewer.html"  # the default for this size: transcripts beside it
     t0 = time.perf_counter()
     res = CliRunner().invoke(app, ["eval", "view", str(big_run), "-o", str(ours)])
     build_s = time.perf_counter() - t0
     assert res.exit_code == 0, res.output
+    assert (tmp_path / "viewer_files" / "t0.js").is_file()
     run = viewer.load_view_run(big_run)
     viewer.read_transcripts(run)
+    embedded = tmp_path / "embedded.html"  # --transcripts embed: one file
+    embedded.write_text(viewer.render_viewer([run]))
     naive = tmp_path / "naive.html"
     naive.write_text(viewer.render_viewer([run], inline=True))
-    # the naive page takes over a minute a load here: one load of it, between ours
-    times = {"ours": [open_page(ours)], "naive": [open_page(naive)]}
-    times["ours"] += [open_page(ours) for _ in range(ROUNDS - 1)]
+    pages = {"ours": ours, "embedded": embedded, "naive": naive}
+    # the naive page takes minutes to load here: one load of it; ours and embedded
+    # interleaved, the order reversed every other round
+    times: dict[str, list[dict]] = {"ours": [], "embedded": [], "naive": [open_page(naive)]}
+    for i in range(ROUNDS):
+        for name in ("ours", "embedded")[:: 1 if i % 2 == 0 else -1]:
+            times[name].append(open_page(pages[name]))
     figures = {
         name: {
             "page_mb": round(page.stat().st_size / 1e6, 1),
             **{k: _median(times[name], k) for k in times[name][0]},
             "runs": times[name],
         }
-        for name, page in (("ours", ours), ("naive", naive))
+        for name, page in pages.items()
     }
+    figures["ours"]["transcripts_mb"] = round(
+        sum(p.stat().st_size for p in (tmp_path / "viewer_files").iterdir()) / 1e6, 1
+    )
     ti, tn = figures["ours"]["interactive_s"], figures["naive"]["interactive_s"]
     record(
         "viewer",
@@ -104,12 +114,16 @@ def test_bench_viewer_on_3840_trials(big_run, tmp_path):
             f"{N_TASKS * ATTEMPTS} trials, 10-40 agent steps each",
             "target": "time to interactive < 3 s (a typed filter applied, from navigation)",
             "peer": "the naive page: every transcript as plain JSON parsed at load, "
-            "every row drawn; same run, same browser (headless Chromium), loaded between ours",
+            "every row drawn; same run, same browser (headless Chromium). ours: the "
+            "default for this size (--transcripts auto: beside the page, loaded when "
+            "opened); embedded: --transcripts embed (one file, gzip+base64 per trial)",
             "build_s": round(build_s, 1),
             "ours": figures["ours"],
+            "embedded": figures["embedded"],
             "naive": figures["naive"],
             "interactive_ours_vs_naive": round(ti / tn, 3),
-            "loads": {"ours": ROUNDS, "naive": 1},
+            "interactive_embedded_vs_naive": round(figures["embedded"]["interactive_s"] / tn, 3),
+            "loads": {"ours": ROUNDS, "embedded": ROUNDS, "naive": 1},
         },
         load_at_start=load0,
     )

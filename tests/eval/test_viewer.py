@@ -440,3 +440,38 @@ def test_viewer_on_a_real_agent_run(example_dirs, tmp_path, monkeypatch):
             assert want in detail, want
         assert br.count("#detail .verdict.met") == br.count("#detail .verdict") > 0
         br.screenshot(tmp_path / "viewer-agent.png")
+
+
+def test_transcripts_beside_the_page_load_when_opened(view_runs, tmp_path):
+    """--transcripts beside: a light page, one script per trial in <page>_files/, loaded
+    from disk when the trial is opened; a page moved without its folder says so."""
+    from typer.testing import CliRunner
+
+    from tests.cdp import Browser
+
+    a, _, bad = view_runs
+    page = tmp_path / "light.html"
+    args = ["eval", "view", str(a), "-o", str(page), "--transcripts", "beside"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "light_files"
+    assert len(list(folder.glob("t*.js"))) == 28
+    text = page.read_text()
+    assert 'id="b0"' not in text and "script-src 'unsafe-inline' file:;" in text
+    res = CliRunner().invoke(app, [*args[:4], "-", "--transcripts", "beside"])
+    assert res.exit_code == 2 and "needs -o FILE" in res.stderr
+    with Browser() as br:
+        br.open(page.as_uri())
+        br.wait_for("document.documentElement.dataset.ready")
+        br.type("#q", bad[1][:20])
+        br.click("tr.trial-row td.task", 0)
+        br.wait_for("!!document.querySelector('#detail .transcript')")
+        assert "tool call: filesystem_list_files" in br.text("#detail")
+        folder.rename(tmp_path / "elsewhere")
+        br.click("tr.trial-row td.task", 1)
+        msg = br.wait_for(
+            "document.querySelector('#detail .loading') &&"
+            " document.querySelector('#detail .loading').textContent.includes('did not load')"
+            " && document.querySelector('#detail .loading').textContent"
+        )
+        assert "keep the folder light_files/ beside this page" in msg

@@ -369,16 +369,44 @@
   const parsed = new Promise((ok) =>
     document.readyState === "loading" ? document.addEventListener("DOMContentLoaded", ok) : ok()
   );
-  async function transcript(i) {
-    if (IDX.inline) return IDX.inline[i];
-    if (cache.has(i)) return cache.get(i);
+  const waiting = new Map(); // row -> [resolve, reject] while its t<row>.js loads
+  window.apexTranscript = (i, b64) => {
+    const w = waiting.get(i);
+    if (w) {
+      waiting.delete(i);
+      w[0](b64);
+    }
+  };
+  function loadBeside(i) {
+    // transcripts kept beside the page (a large run): one script per trial, on demand
+    return new Promise((ok, fail) => {
+      const src = `${encodeURIComponent(IDX.beside)}/t${i}.js`;
+      waiting.set(i, [ok, fail]);
+      const s = document.createElement("script");
+      s.src = src;
+      s.onload = () => s.remove();
+      s.onerror = () => {
+        waiting.delete(i);
+        s.remove();
+        fail(new Error(`${src} did not load: keep the folder ${IDX.beside}/ beside this page`));
+      };
+      document.head.append(s);
+    });
+  }
+  async function packed(i) {
+    if (IDX.beside) return loadBeside(i);
     let node = document.getElementById("b" + i);
     if (!node) {
       await parsed;
       node = document.getElementById("b" + i);
     }
     if (!node) throw new Error("this trial's transcript is not in the page");
-    const bin = atob(node.textContent);
+    return node.textContent;
+  }
+  async function transcript(i) {
+    if (IDX.inline) return IDX.inline[i];
+    if (cache.has(i)) return cache.get(i);
+    const bin = atob(await packed(i));
     const bytes = new Uint8Array(bin.length);
     for (let j = 0; j < bin.length; j++) bytes[j] = bin.charCodeAt(j);
     if (typeof DecompressionStream === "undefined") throw new Error("this browser cannot decompress (no DecompressionStream): use a current Chromium, Firefox or Safari");
