@@ -29,7 +29,9 @@
     tools: r[C.tool_calls],
     dur: r[C.duration_s],
   }));
-  const PAGE = IDX.page === 0 ? Infinity : IDX.page || 400;
+  // what the text filter searches, lowercased once
+  for (const r of ROWS) r.hay = `${r.trial}\n${r.taskId}\n${r.domain}\n${r.status}\n${r.ec}\n${r.err}`.toLowerCase();
+  const PAGE = IDX.page === 0 ? Infinity : IDX.page || 250;
   const FOLD_CHARS = 1200;
   const FOLD_LINES = 18;
 
@@ -105,15 +107,12 @@
     if (S.status && r.status !== S.status) return false;
     if (S.outcome && outcome(r) !== S.outcome) return false;
     if (S.task && r.taskId !== S.task) return false;
-    if (S.q) {
-      const hay = `${r.trial}\n${r.taskId}\n${r.domain}\n${r.status}\n${r.ec}\n${r.err}`;
-      if (!hay.toLowerCase().includes(S.q)) return false;
-    }
+    if (S.q && !r.hay.includes(S.q)) return false;
     return true;
   }
   const TRIAL_KEYS = {
     run: (r) => r.run,
-    task: (r) => r.task + "\u0000" + String(r.attempt).padStart(4, "0"),
+    task: (r) => r.taskKey || (r.taskKey = r.task + "\u0000" + String(r.attempt).padStart(4, "0")),
     attempt: (r) => r.attempt,
     status: (r) => r.status,
     outcome: (r) => outcome(r),
