@@ -38,7 +38,7 @@ class CDPError(RuntimeError):
 class Browser:
     """`with Browser() as b: b.open(url); b.click("tr"); b.text("#count")`."""
 
-    def __init__(self, *, width: int = 1400, height: int = 900, timeout: float = 30.0):
+    def __init__(self, *, width: int = 1400, height: int = 900, timeout: float = 60.0):
         self.width, self.height, self.timeout = width, height, timeout
         self._ids = itertools.count(1)
         self.events: list[dict] = []
