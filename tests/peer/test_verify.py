@@ -79,3 +79,47 @@ def test_a_new_checkout_builds_its_own(checkout, tmp_path):
     said.clear()
     runtimes(co, home=tmp_path / "home", servers=["mail"], on_progress=said.append)
     assert said == []
+
+
+# What apexrl's archipelago surface matches byte for byte (after normalisation); the
+# README lists what still differs and why.
+MATCHED = {
+    ("excel", None),
+    ("code_execution", None),
+    ("filesystem", "list_files"),
+    ("filesystem", "get_file_metadata"),
+    ("filesystem", "get_directory_tree"),
+    ("mail", "list_mails"),
+    ("mail", "read_mail"),
+    ("calendar", "list_events"),
+    ("calendar", "read_event"),
+    ("pdfs", "read_pdf_pages"),
+    ("chat", "list_channels"),
+    ("chat", "get_users"),
+    ("chat", "get_user_profile"),
+}
+# known differences inside those (README): the framework's error prefix on raised errors,
+# code_exec's working folder, its raw-Python refusal and the truncation banner (apexrl's
+# own words)
+KNOWN = [
+    lambda r: r["peer"]["error"] and r["server"] in ("filesystem", "chat", "calendar"),
+    lambda r: r["tool"] == "code_exec" and r["args"].get("code") in ("pwd", "import os"),
+    lambda r: r["tool"] == "read_csv" and "row_limit" in r["args"],  # the truncation banner
+]
+
+
+def test_matched_formats_stay_identical(example_run):
+    _, records, _ = example_run
+    checked = [
+        r
+        for r in records
+        if ((r["server"], None) in MATCHED or (r["server"], r["tool"]) in MATCHED)
+        and not any(k(r) for k in KNOWN)
+    ]
+    assert len(checked) >= 40
+    diff = [
+        (r["server"], r["tool"], r["args"], r["apexrl"], r["peer"])
+        for r in checked
+        if not r["same"]
+    ]
+    assert diff == []
