@@ -169,8 +169,13 @@ def _block(draw) -> bytes:
     return head + tc.pad(data)
 
 
+# derandomized: CI runs the same 600 streams every time (a longer exploration is a local run
+# without it); a disagreement found there becomes a fixed case here, not a CI coin toss
 @settings(
-    max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=600,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     blocks=st.lists(_block(), min_size=1, max_size=6),
