@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import ast
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Literal
 
 from apexrl.agent.prompts import MAX_PROMPT_BYTES, PromptInfo, prompt_info
+from apexrl.artifacts.checkout import checkout_commit
 from apexrl.errors import UsageError
 
 SYSTEM_FILE = "apex_agents_skyrl_recipe/agents/archipelago.py"
@@ -52,7 +52,7 @@ def recipe_prompts(
     root = Path(root).resolve()
     if not root.is_dir():
         raise UsageError(f"recipe checkout {root} does not exist", hint="--prompts recipe:PATH")
-    commit = _commit(root)
+    commit = checkout_commit(root)
     sys_file = root / SYSTEM_FILE
     extra_file = root / EXTRA_FILES[mode]
     system = python_string(sys_file, SYSTEM_NAME)
@@ -153,16 +153,3 @@ def _checked(text: str, path: Path, name: str) -> str:
 def _info(text: str, path: Path, name: str, commit: str | None) -> PromptInfo:
     info = prompt_info(text, f"{PREFIX}{path}#{name}")
     return info.model_copy(update={"commit": commit})
-
-
-def _commit(root: Path) -> str | None:
-    try:
-        r = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (r.stdout.strip() or None) if r.returncode == 0 else None

@@ -33,6 +33,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from apexrl.artifacts.checkout import checkout_commit
 from apexrl.errors import ApexError, UsageError
 
 DEFAULT_CHECKOUT_ENV = "APEXRL_ARCHIPELAGO"
@@ -81,7 +82,7 @@ def resolve_checkout(path: str | Path | None) -> Checkout:
             f"{root} is not a checkout of archipelago (no grading/runner/main.py)",
             hint="point --archipelago at the folder holding grading/, mcp_servers/, agents/",
         )
-    return Checkout(root=root, key=content_key(root / "grading"), commit=_commit(root))
+    return Checkout(root=root, key=content_key(root / "grading"), commit=checkout_commit(root))
 
 
 def content_key(folder: Path) -> str:
@@ -101,19 +102,6 @@ def _files(folder: Path):
                 p = Path(dirpath) / name
                 if p.is_file() and not p.is_symlink():
                     yield p
-
-
-def _commit(root: Path) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 # --- the runner's venv ---------------------------------------------------------------
