@@ -20,7 +20,7 @@ PYTHON311 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.11*/bin/python 2
 	  "$$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1 && { echo "$$c"; break; }; done)
 
 # Debian packages the integration tests use (real registry, image tools, sandbox, browser).
-APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-utils chromium zsh fish
+APT_PACKAGES := docker-registry skopeo umoci bubblewrap podman runc apache2-utils chromium zsh fish bash-completion
 BUILD_APT_PACKAGES := gcc zlib1g-dev
 
 # The train tier: SkyRL 0.4.0 (Python 3.12) with the `train` extra, in its own venv (SkyRL pins

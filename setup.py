@@ -53,7 +53,7 @@ setup(
     cmdclass={"build_py": BuildPy},
     # completions for a prefix's shells (a venv's share/ when installed into one)
     data_files=[
-        ("share/bash-completion/completions", ["completions/apexrl.bash"]),
+        ("share/bash-completion/completions", ["completions/apexrl"]),
         ("share/zsh/site-functions", ["completions/_apexrl"]),
         ("share/fish/vendor_completions.d", ["completions/apexrl.fish"]),
     ],

@@ -1,6 +1,6 @@
 """Static shell completion scripts generated from the CLI's command tree.
 
-`make completions` (python -m apexrl.completions) writes completions/apexrl.bash,
+`make completions` (python -m apexrl.completions) writes completions/apexrl (bash: the name bash-completion autoloads),
 completions/_apexrl (zsh) and completions/apexrl.fish; a test fails when they no longer
 match the CLI. Each completes subcommands, option names, option values (an option's
 choices; files for path-like options) and paths for arguments, and skips option values
@@ -18,7 +18,7 @@ from pathlib import Path
 from typer.core import TyperGroup, TyperOption
 
 SHELLS = ("bash", "zsh", "fish")
-FILENAMES = {"bash": "apexrl.bash", "zsh": "_apexrl", "fish": "apexrl.fish"}
+FILENAMES = {"bash": "apexrl", "zsh": "_apexrl", "fish": "apexrl.fish"}
 FILES = "@files"  # an option value or argument that is a path
 # str-valued options that are not paths (no file completion for their values)
 NOT_PATHS = {

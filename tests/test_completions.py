@@ -79,3 +79,21 @@ def test_completes_in_the_shell(shell, tmp_path):
             got = {g for g in got if g.startswith(prefix)}
         assert want <= got, (shell, words, got)
         assert not (refuse & got), (shell, words, got)
+
+
+def test_bash_completion_autoloads_the_installed_file(tmp_path):
+    """bash-completion loads `completions/<command>` from XDG_DATA_DIRS on first <TAB>: the file
+    ships under the name it looks for (any bash-completion 2.x; `apexrl.bash` needs 2.9+)."""
+    share = tmp_path / "share" / "bash-completion" / "completions"
+    share.mkdir(parents=True)
+    (share / "apexrl").write_bytes(SCRIPTS["bash"].read_bytes())
+    probe = (
+        "source /usr/share/bash-completion/bash_completion\n"
+        "__load_completion apexrl || echo not-loaded\n"
+        "complete -p apexrl\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_DIRS": str(tmp_path / "share")}
+    out = subprocess.run(
+        ["bash", "--norc", "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert out.stdout.strip().splitlines()[-1] == "complete -F _apexrl apexrl", out

@@ -223,7 +223,7 @@ def test_the_artifacts_carry_the_package_data_and_the_right_metadata(artifacts):
         "apexrl/train/skyrl_keys.json",
         "apexrl/recipes/smoke-cpu.toml",
         "apexrl/recipes/profiles/recipe-parity.toml",
-        "apexrl-0.1.0.data/data/share/bash-completion/completions/apexrl.bash",
+        "apexrl-0.1.0.data/data/share/bash-completion/completions/apexrl",
         "apexrl-0.1.0.dist-info/licenses/LICENSE",
     ):
         assert need in names, need
@@ -279,7 +279,7 @@ def test_sdist_without_a_compiler_installs_and_runs_the_python_fallback(
     assert not has_native(sdist_venv)
     native = run_pipeline("sdist", str(sdist_venv / "bin" / "apexrl"), tmp_path / "w", env)
     assert native["detail"].startswith(FALLBACK), native
-    assert (sdist_venv / "share/bash-completion/completions/apexrl.bash").is_file()
+    assert (sdist_venv / "share/bash-completion/completions/apexrl").is_file()
 
 
 def test_the_pure_wheel_installs_and_runs_the_python_fallback(
