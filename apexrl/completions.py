@@ -1,10 +1,10 @@
 """Static shell completion scripts generated from the CLI's command tree.
 
-`make completions` (python -m apexrl.completions) writes completions/apexrl (bash: the name bash-completion autoloads),
-completions/_apexrl (zsh) and completions/apexrl.fish; a test fails when they no longer
-match the CLI. Each completes subcommands, option names, option values (an option's
-choices; files for path-like options) and paths for arguments, and skips option values
-when it works out which command is being typed.
+`make completions` (python -m apexrl.completions) writes completions/apexrl (bash: the
+name bash-completion autoloads), completions/_apexrl (zsh) and completions/apexrl.fish;
+a test fails when they no longer match the CLI. Each completes subcommands, option
+names, option values (an option's choices; files for path-like options) and paths for
+arguments, and skips option values when it works out which command is being typed.
 """
 
 from __future__ import annotations
