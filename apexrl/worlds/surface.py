@@ -62,7 +62,7 @@ class Surface:
 
 
 _A = "apexrl.worlds.servers.archipelago"
-_L = "apexrl.worlds.servers"
+_L = "apexrl.worlds.apps"
 
 ARCHIPELAGO = Surface(
     name="archipelago",
@@ -227,7 +227,7 @@ APEXRL = Surface(
         ServerSpec(
             "calendar",
             "calendar",
-            f"{_L}.calendar_",
+            f"{_L}.calendar",
             ("list", "read", "create", "update", "delete"),
         ),
         ServerSpec("code", "code", f"{_L}.code", ("run",)),

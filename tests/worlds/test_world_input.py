@@ -79,7 +79,7 @@ def test_not_a_world(tmp_path):
 
 
 def test_symlink_in_folder_cannot_escape(world_dir, tmp_path):
-    from apexrl.worlds.servers import files
+    from apexrl.worlds.apps import files
 
     (tmp_path / "secret.txt").write_text("top secret")
     (world_dir / "filesystem" / "leak").symlink_to(tmp_path / "secret.txt")

@@ -83,7 +83,7 @@ def users(world: World) -> list[dict[str, str]]:
 
 def me(world: World) -> dict[str, str]:
     """The world's user: the chat user whose address owns the mailbox, else the first."""
-    from apexrl.worlds.servers.mail import owner_address
+    from apexrl.worlds.apps.mail import owner_address
 
     if "chat_me" in world.cache:
         return world.cache["chat_me"]

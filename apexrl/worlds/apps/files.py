@@ -44,19 +44,19 @@ def extract_text(world: World, p: Path) -> str:
     """The text of a file: plain text as-is, office files and PDFs converted."""
     ext = p.suffix.lower()
     if ext == ".docx":
-        from apexrl.worlds.servers.docs import docx_text
+        from apexrl.worlds.apps.docs import docx_text
 
         return docx_text(p)
     if ext in (".xlsx", ".xlsm"):
-        from apexrl.worlds.servers.sheets import workbook_text
+        from apexrl.worlds.apps.sheets import workbook_text
 
         return workbook_text(p)
     if ext == ".pptx":
-        from apexrl.worlds.servers.slides import deck_text
+        from apexrl.worlds.apps.slides import deck_text
 
         return deck_text(p)
     if ext == ".pdf":
-        from apexrl.worlds.servers.pdf import pdf_text
+        from apexrl.worlds.apps.pdf import pdf_text
 
         return pdf_text(p)
     data = p.read_bytes()

@@ -22,8 +22,7 @@ from apexrl.worlds.world import SERVERS
 def server_module(name: str) -> ModuleType:
     if name not in SERVERS:
         raise KeyError(name)
-    mod = "calendar_" if name == "calendar" else name
-    return importlib.import_module(f"apexrl.worlds.servers.{mod}")
+    return importlib.import_module(f"apexrl.worlds.apps.{name}")
 
 
 def _tool_error(fn_name: str, e: BaseException) -> Exception:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.errors import ApexError
-from apexrl.worlds.servers import calendar_ as _cal
+from apexrl.worlds.apps import calendar as _cal
 from apexrl.worlds.world import World
 
 EventId = Annotated[str, Field(description="Event id from list_events or create_event.")]

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from apexrl.errors import ApexError
-from apexrl.worlds.servers import chat as _chat
+from apexrl.worlds.apps import chat as _chat
 from apexrl.worlds.world import World
 
 ChannelId = Annotated[str, Field(description="Channel id from list_channels.")]

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from apexrl.worlds.servers import code as _code
+from apexrl.worlds.apps import code as _code
 from apexrl.worlds.world import World
 
 TIMEOUT_S = float(os.environ.get("CODE_EXEC_COMMAND_TIMEOUT", "300"))

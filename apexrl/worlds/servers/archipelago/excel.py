@@ -21,8 +21,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
+from apexrl.worlds.apps import sheets as _sheets
 from apexrl.worlds.formulas import Evaluator
-from apexrl.worlds.servers import sheets as _sheets
 from apexrl.worlds.servers.archipelago import file_arg, new_file, vpath
 from apexrl.worlds.world import World
 

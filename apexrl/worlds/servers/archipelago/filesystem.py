@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import Field
 
 from apexrl.errors import ApexError
-from apexrl.worlds.servers import files as _files
+from apexrl.worlds.apps import files as _files
 from apexrl.worlds.servers.archipelago import vpath
 from apexrl.worlds.world import World
 

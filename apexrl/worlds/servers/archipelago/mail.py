@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from apexrl.errors import ApexError
-from apexrl.worlds.servers import mail as _mail
+from apexrl.worlds.apps import mail as _mail
 from apexrl.worlds.world import World
 
 Addresses = str | list[str]

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
-from apexrl.worlds.servers import pdf as _pdf
+from apexrl.worlds.apps import pdf as _pdf
 from apexrl.worlds.servers.archipelago import file_arg, new_file, vpath
 from apexrl.worlds.world import World
 

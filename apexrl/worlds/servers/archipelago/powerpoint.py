@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
-from apexrl.worlds.servers import slides as _slides
+from apexrl.worlds.apps import slides as _slides
 from apexrl.worlds.servers.archipelago import file_arg, new_file, transform_image, vpath
 from apexrl.worlds.world import World
 
@@ -493,7 +493,7 @@ def tools(world: World) -> list:
         from pptx.enum.chart import XL_CHART_TYPE
         from pptx.util import Inches
 
-        from apexrl.worlds.servers import sheets as _sheets
+        from apexrl.worlds.apps import sheets as _sheets
         from apexrl.worlds.servers.archipelago.excel import computed_values
 
         x = file_arg(world, spreadsheet_path, (".xlsx", ".xlsm"))

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
-from apexrl.worlds.servers import docs as _docs
+from apexrl.worlds.apps import docs as _docs
 from apexrl.worlds.servers.archipelago import file_arg, new_file, transform_image, vpath
 from apexrl.worlds.world import World
 
