@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
+import os
 import platform
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from apexrl import __version__, secrets
 from apexrl.engine.registry import ENGINES
@@ -50,7 +54,7 @@ CREDENTIALS = {
 }
 
 
-def collect_checks() -> list[dict]:
+def collect_checks(use_cache: bool = True) -> list[dict]:
     rows: list[dict] = [
         _row("apexrl", "version", True, __version__),
         _row("python", "version", sys.version_info >= (3, 12), platform.python_version()),
@@ -61,7 +65,8 @@ def collect_checks() -> list[dict]:
     # the slow checks (child interpreters importing torch & co., nvidia-smi, docker's
     # daemon) run side by side: doctor takes the slowest, not their sum
     with ThreadPoolExecutor(max_workers=len(EXTRAS) + 2) as pool:
-        extras = {extra: pool.submit(import_check, mods) for extra, mods in EXTRAS.items()}
+        cache = ImportCache.load() if use_cache else ImportCache.empty()
+        extras = {extra: pool.submit(cache.check, mods) for extra, mods in EXTRAS.items()}
         gpu = pool.submit(_gpu_row)
         docker = pool.submit(_docker_daemon)
         rows.append(_native_row())
@@ -69,6 +74,7 @@ def collect_checks() -> list[dict]:
         for extra, fut in extras.items():
             ok, detail = fut.result()
             rows.append(_row("extra", extra, ok, detail))
+        cache.save()
         rows.append(gpu.result())
         for tool in TOOLS:
             path = find_tool(tool)
@@ -172,6 +178,73 @@ def import_check(modules: tuple[str, ...], timeout_s: float = IMPORT_TIMEOUT_S) 
         return True, "importable"
     lines = (out.stdout or out.stderr).strip().splitlines()
     return False, (lines[-1] if lines else f"import failed (exit {out.returncode})")[:300]
+
+
+class ImportCache:
+    """Successful import checks, remembered for one state of the environment.
+
+    Importing torch, transformers, Ray and SkyRL in child interpreters is most of doctor's
+    time (5-9 s). A check that passed is reused while nothing was installed or removed
+    since: the key is the interpreter plus the modification times of every folder on its
+    module path (pip, uv and conda add or remove a `*.dist-info` entry there on each
+    install). Failures are never cached, so a fix shows at once; `doctor --no-cache`
+    imports everything again.
+    """
+
+    def __init__(self, path: Path | None, key: str, passed: set[str]) -> None:
+        self.path, self.key, self.passed, self.dirty = path, key, passed, False
+
+    @classmethod
+    def empty(cls) -> ImportCache:
+        return cls(None, "", set())
+
+    @classmethod
+    def load(cls) -> ImportCache:
+        path = _cache_root() / "doctor-imports.json"
+        key = environment_key()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            passed = set(data["passed"]) if data.get("key") == key else set()
+        except (OSError, ValueError, KeyError, TypeError):
+            passed = set()
+        return cls(path, key, passed)
+
+    def check(self, modules: tuple[str, ...]) -> tuple[bool, str]:
+        name = ",".join(modules)
+        if name in self.passed:
+            return True, "importable"
+        ok, detail = import_check(modules)
+        if ok and self.path is not None:
+            self.passed.add(name)
+            self.dirty = True
+        return ok, detail
+
+    def save(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"key": self.key, "passed": sorted(self.passed)}))
+            tmp.replace(self.path)
+        except OSError:
+            pass  # a read-only home only costs the next doctor its speed
+
+
+def environment_key() -> str:
+    """The interpreter and the modification time of each folder on its module path."""
+    h = hashlib.sha256(sys.executable.encode())
+    for entry in sys.path:
+        try:
+            h.update(f"\0{entry}\0{os.stat(entry or '.').st_mtime_ns}".encode())
+        except OSError:
+            h.update(f"\0{entry}\0-".encode())
+    return h.hexdigest()
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "apexrl"
 
 
 def _gpu_row() -> dict:

@@ -6,7 +6,10 @@ memo, at concurrency 8 (48 trials) and 1 (16 trials), ROUNDS times, no quiet wai
     python -m tests.benchmarks.local_paired OUT.json ROUNDS    # from a checkout's root
 
 Run it in each checkout in turn (A B A B) and compare medians; absolute figures under
-load say little.
+load say little. Where the cgroup v1 `cpuacct` hierarchy is writable (root), the probe also
+moves itself into a cgroup of its own and records the CPU seconds per trial that it and
+every process it started (fork server, gateways, sandboxed commands) used: a figure that
+other work on the machine barely moves, unlike wall time.
 """
 
 from __future__ import annotations
@@ -19,6 +22,33 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+class CpuMeter:
+    """CPU time of this process and all its descendants, from a cpuacct cgroup of its own."""
+
+    def __init__(self) -> None:
+        self.group = CPUACCT / f"apexrl-paired-{os.getpid()}"
+        self.group.mkdir()
+        (self.group / "cgroup.procs").write_text(str(os.getpid()))
+
+    def read(self) -> dict[str, float]:
+        user = int((self.group / "cpuacct.usage_user").read_text())
+        sys_ = int((self.group / "cpuacct.usage_sys").read_text())
+        return {"user": user / 1e9, "sys": sys_ / 1e9}
+
+    def close(self) -> None:
+        (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+        self.group.rmdir()  # fails while a descendant still lives in it: then it stays
+
+
+def _cpu_meter() -> CpuMeter | None:
+    try:
+        return CpuMeter()
+    except OSError:
+        return None
 
 
 def main(out: str, rounds: int) -> dict:
@@ -37,6 +67,8 @@ def main(out: str, rounds: int) -> dict:
     work = scratch.RAM_ROOT / f"apexrl-paired-{os.getpid()}"
     os.environ["APEXRL_LOCAL_WORKDIR"] = str(work)
     runs = iter(range(10_000))
+    meter = _cpu_meter()
+    cpu: dict[str, list[dict[str, float]]] = {"c8": [], "c1": []}
 
     def run(concurrency: int, limit: int) -> float:
         req = EvalRequest(
@@ -47,11 +79,16 @@ def main(out: str, rounds: int) -> dict:
             concurrency=concurrency,
             limit=limit,
         )
+        c0 = meter.read() if meter else None
         t0 = time.perf_counter()
         report, _ = run_eval(req)
         wall = time.perf_counter() - t0
         assert report.ran == limit and report.summary.pass_at_1.value == 1.0
-        local.POOL.wait_filled(120)
+        local.POOL.wait_filled(120)  # the pool's refill belongs to the trials that drained it
+        if meter and c0:
+            c1 = meter.read()
+            per = {k: (c1[k] - c0[k]) / limit for k in c1}
+            cpu[f"c{concurrency}"].append(per)
         return wall
 
     try:
@@ -66,12 +103,22 @@ def main(out: str, rounds: int) -> dict:
         warm.close_all()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
+        if meter:
+            meter.close()
     res = {
         "concurrency_8_trials_per_min": round(48 * 60 / statistics.median(walls["c8"]), 1),
         "concurrency_1_trials_per_min": round(16 * 60 / statistics.median(walls["c1"]), 1),
         "walls_s": {k: [round(w, 2) for w in v] for k, v in walls.items()},
         "load_average_at_end": list(os.getloadavg()),
     }
+    if meter:
+        res["cpu_s_per_trial"] = {
+            k: {
+                part: round(statistics.median(r[part] for r in rows), 4) for part in ("user", "sys")
+            }
+            for k, rows in cpu.items()
+            if rows
+        }
     Path(out).write_text(json.dumps(res))
     return res
 
