@@ -142,7 +142,7 @@ def _native_row() -> dict:
 
 def _scratch_row() -> dict:
     """Where the local environment puts trial folders (RAM or disk) and why."""
-    from apexrl.envs.scratch import ScratchError, choose
+    from apexrl.envs.local.scratch import ScratchError, choose
 
     try:
         s = choose()

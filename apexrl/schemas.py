@@ -17,8 +17,8 @@ def all_schemas() -> dict[str, type[BaseModel]]:
     from apexrl.publish.models import PublishFile, PublishResult, RedactionFinding
     from apexrl.tito.records import TitoFinding
     from apexrl.tito.trajectory import TitoTrajectory
+    from apexrl.train.concurrency import ConcurrencyPlan
     from apexrl.train.launch import RunManifest
-    from apexrl.train.plan import ConcurrencyPlan
     from apexrl.trial.config import TrialConfig
     from apexrl.worlds.models import (
         FileChange,

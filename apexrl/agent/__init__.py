@@ -13,7 +13,7 @@ __all__ = ["ApexAgent"]
 
 def __getattr__(name: str) -> Any:
     if name == "ApexAgent":  # lazy: Harbor is heavy
-        from apexrl.agent.apex import ApexAgent
+        from apexrl.agent.harbor_agent import ApexAgent
 
         return ApexAgent
     raise AttributeError(name)

@@ -70,7 +70,7 @@ def unchanged(dest: Any, plans: list, endpoint: str | None, timeout: float) -> l
     """Each plan's distinct blobs when every tag already names its image, else None
     (nothing printed: the normal push then runs). `plans`: (path, source, world_id, tag)."""
     from apexrl.errors import ApexError
-    from apexrl.images.registry import archive_blobs, probe_manifest_digests
+    from apexrl.images.registry_client import archive_blobs, probe_manifest_digests
 
     try:
         blobs = [archive_blobs(src) for _p, src, _w, _t in plans]
@@ -121,7 +121,7 @@ def run_push(
         report_unchanged(dest, plans, done, as_json)
         return 0
     from apexrl.errors import ApexError
-    from apexrl.images.registry import client_for, push_error_code, push_image
+    from apexrl.images.registry_client import client_for, push_error_code, push_image
 
     records: list[dict[str, Any]] = []
     errors: list[BaseException] = []

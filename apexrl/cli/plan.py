@@ -1,4 +1,4 @@
-"""`apexrl plan concurrency`: the KV-cache concurrency planner (apexrl/train/plan.py)."""
+"""`apexrl plan concurrency`: the KV-cache concurrency planner (apexrl/train/concurrency.py)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def concurrency(
 ) -> None:
     """KV-cache bytes per token, memory left after weights, tokens and trajectories that fit."""
     from apexrl.errors import UsageError
-    from apexrl.train.plan import load_shape, plan_concurrency
+    from apexrl.train.concurrency import load_shape, plan_concurrency
 
     if not model_config.exists():
         raise UsageError(f"model config not found: {model_config}")

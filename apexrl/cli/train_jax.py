@@ -1,5 +1,5 @@
 """`apexrl train RECIPE` when the recipe says `training.backend = "jax"`: LoRA RL steps
-on this machine's CPU with SkyRL's JAX backend (apexrl.train.jaxrl.loop)."""
+on this machine's CPU with SkyRL's JAX backend (apexrl.train.jaxrl.grpo)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def run_jax_command(
     dry_run: bool,
     json_out: bool,
 ) -> None:
-    from apexrl.train.jaxrl.loop import JaxRun, jax_settings, run_jax
+    from apexrl.train.jaxrl.grpo import JaxRun, jax_settings, run_jax
 
     r = loaded.recipe
     run = JaxRun(loaded, data=data, model=model, resume=resume)

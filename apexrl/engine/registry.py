@@ -46,7 +46,7 @@ ENGINES: dict[str, EngineEntry] = {
         EngineEntry(
             "local",
             "CPU engine for small Hugging Face checkpoints (transformers on torch)",
-            launch="apexrl.engine.local:launch",
+            launch="apexrl.engine.cpu:launch",
             extra="local",
             modules=("torch", "transformers"),
             preflight_modules=("torch", "transformers"),

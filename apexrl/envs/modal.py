@@ -142,7 +142,7 @@ class ModalEnvironment(BaseEnvironment):
         pass_env: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        from apexrl.envs.sandbox import pass_env_from_environment
+        from apexrl.envs.local.sandbox import pass_env_from_environment
 
         self._pass_env = set(pass_env or []) | pass_env_from_environment()
         self.app_name = app_name
@@ -174,7 +174,7 @@ class ModalEnvironment(BaseEnvironment):
 
     def _maybe_resolve_task_env(self) -> None:
         """`${NAME}` in the task's [environment.env] reads the host only for --pass-env names."""
-        from apexrl.envs.sandbox import resolve_allowed
+        from apexrl.envs.local.sandbox import resolve_allowed
 
         if not self.task_env_config.env:
             return

@@ -3,7 +3,7 @@
 
 - `--endpoint URL`: a running OpenAI-compatible engine; nothing is started.
 - MODEL a local checkpoint directory or a Hub id (`org/name[@revision]`): vLLM when a
-  GPU and vLLM are present, else the local CPU engine (apexrl.engine.local), on
+  GPU and vLLM are present, else the local CPU engine (apexrl.engine.cpu), on
   127.0.0.1, stopped when the eval ends. `--engine vllm` also runs vLLM's CPU build
   from another interpreter (`vllm_python`, APEXRL_VLLM_PYTHON).
 - the oracle agent needs no engine.

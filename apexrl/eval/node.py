@@ -50,7 +50,7 @@ class Shipped:
 
 def node_scratch() -> Path:
     """$APEXRL_RAY_SCRATCH, else <tmp>/apexrl-ray-<uid>: this node's, this user's."""
-    from apexrl.envs.scratch import own_folder
+    from apexrl.envs.local.scratch import own_folder
 
     env = os.environ.get(SCRATCH_ENV)
     if env:

@@ -5,7 +5,7 @@ them and report 3,840 identical errors. These checks run in seconds and stop the
 with one message naming each problem and its fix:
 
 - the environment's tools: `bwrap` that can create a sandbox and a place for trial
-  folders (local, `apexrl.envs.scratch`), `podman` /
+  folders (local, `apexrl.envs.local.scratch`), `podman` /
   `docker` with a daemon, the `modal` package and its credentials;
 - the world store: every selected task's world is there (local);
 - the engine: the local CPU engine's libraries when one will be started
@@ -111,7 +111,7 @@ def check_local(name: str, env: dict[str, str]) -> list[Problem]:
 
 
 def check_scratch(env: dict[str, str]) -> list[Problem]:
-    from apexrl.envs.scratch import ScratchError, choose, own_folder
+    from apexrl.envs.local.scratch import ScratchError, choose, own_folder
 
     try:
         chosen = choose(env)

@@ -102,7 +102,7 @@ def load_base(spec: str | None, *, endpoint: str | None = None) -> Base:
         return Base("scratch", [], [], {}, [])
     src = _local_image(spec)
     if src is None:
-        from apexrl.images.registry import pull_image
+        from apexrl.images.registry_client import pull_image
 
         src = pull_image(spec, endpoint=endpoint)
     cfg = src.config()

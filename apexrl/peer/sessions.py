@@ -110,7 +110,7 @@ async def peer_session(rt: Runtime, world: Path) -> AsyncIterator[ToolClient]:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from apexrl.envs.sandbox import bwrap_path
+    from apexrl.envs.local.sandbox import bwrap_path
 
     argv = bwrap_argv(bwrap_path(), rt, world)
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(rt))

@@ -1,7 +1,7 @@
 """Which environment variable names a task may set.
 
 A task's `[environment.env]`, `[verifier.env]`, `[solution.env]` and `[agent.env]` values
-go to the commands it runs, inside the sandbox only (`apexrl.envs.sandbox`). Names that
+go to the commands it runs, inside the sandbox only (`apexrl.envs.local.sandbox`). Names that
 change how a program is loaded or started are refused anyway, at convert, validate and
 trial time: a value that one day reached a host process (or a helper the sandbox runs
 before the task's command) would run the dataset's code there. The list:

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.errors import BadRecordError
 from apexrl.train import skyrl_keys
+from apexrl.train.concurrency import ConcurrencyPlan, load_shape, plan_concurrency, shape_from_arch
 from apexrl.train.generator import GeneratorSettings
-from apexrl.train.plan import ConcurrencyPlan, load_shape, plan_concurrency, shape_from_arch
 from apexrl.train.recipe import LoadedRecipe, Recipe
 from apexrl.train.rules import (
     RecipeRuleError,

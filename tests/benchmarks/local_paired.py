@@ -54,7 +54,8 @@ def _cpu_meter() -> CpuMeter | None:
 def main(out: str, rounds: int) -> dict:
     os.environ["HARBOR_TELEMETRY"] = "0"
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    from apexrl.envs import local, scratch, warm
+    from apexrl.envs.local import environment as local
+    from apexrl.envs.local import scratch, warm
     from apexrl.eval.runner import EvalRequest, run_eval
     from tests.benchmarks.test_bench_trial import _pad_worlds, _tasks
 

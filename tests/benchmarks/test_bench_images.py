@@ -176,7 +176,7 @@ def test_bench_images(tmp_path):
 def _noop_in_process(archive: Path, host: str) -> float:
     from apexrl.images import oci
     from apexrl.images.refs import parse_reference
-    from apexrl.images.registry import RegistryClient, push_image
+    from apexrl.images.registry_client import RegistryClient, push_image
 
     t0 = time.perf_counter()
     with RegistryClient(parse_reference(f"{host}/worlds")) as c:

@@ -50,7 +50,7 @@ def plot(steps: list[dict], out: Path) -> None:
 
 
 def test_bench_jax_learning_curve(tmp_path, monkeypatch):
-    from apexrl.train.jaxrl.loop import run_jax
+    from apexrl.train.jaxrl.grpo import run_jax
     from apexrl.train.recipe import load_recipe
 
     monkeypatch.setenv("HARBOR_TELEMETRY", "0")

@@ -18,7 +18,7 @@ test_bench_local_throughput (issue 20, part B) writes key "local_throughput": N 
 trials through `eval run`'s runner at concurrency 1 and 8, in trials per minute, on the
 example worlds grown to the published ~166 files each (`_pad_worlds`), in three
 modes interleaved in the same rounds: `forkserver` (ours: gateways forked from the
-pre-imported fork server, trial folders where `apexrl.envs.scratch` puts them by
+pre-imported fork server, trial folders where `apexrl.envs.local.scratch` puts them by
 default, RAM here, Harbor's task load and hashes memoised by `apexrl.trial.task_memo`),
 `forkserver_disk` (the same with APEXRL_LOCAL_SCRATCH=disk, the scratch choice before
 it), and the peer `fresh_gateway` (a fresh sandboxed Python per trial's gateway, trial
@@ -286,7 +286,7 @@ def _pad_worlds(worlds: Path, files: int = WORLD_FILES) -> int:
 
 
 def _scratch_kind(choice: str) -> str:
-    from apexrl.envs import scratch
+    from apexrl.envs.local import scratch
 
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("APEXRL_LOCAL_WORKDIR", raising=False)
@@ -298,7 +298,7 @@ def _bench_work_dir(tmp_path: Path, mode: str, choice: str) -> Path:
     """The mode's own trial-folder parent, where `choice` puts trial folders (RAM or disk)."""
     kind = _scratch_kind(choice)
     if kind == "ram":
-        from apexrl.envs import scratch
+        from apexrl.envs.local import scratch
 
         return scratch.RAM_ROOT / f"apexrl-bench-{os.getpid()}-{mode}"
     return tmp_path / f"work-{mode}"
@@ -306,7 +306,8 @@ def _bench_work_dir(tmp_path: Path, mode: str, choice: str) -> Path:
 
 @pytest.mark.timeout(2400)
 def test_bench_local_throughput(tmp_path, monkeypatch):
-    from apexrl.envs import local, warm
+    from apexrl.envs.local import environment as local
+    from apexrl.envs.local import warm
     from apexrl.eval.runner import EvalRequest, run_eval
     from apexrl.trial import task_memo
 

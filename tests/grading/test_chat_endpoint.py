@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from apexrl.engine.local import EngineServer, LocalEngine
+from apexrl.engine.cpu import EngineServer, LocalEngine
 from tests.grading.chain_model import make_chain_checkpoint
 
 REPLY = '{"rationale":"Met.","is_criteria_true":true}'

@@ -10,7 +10,7 @@ import orjson
 import pyarrow.parquet as pq
 
 from apexrl.cli.app import app
-from apexrl.engine.local import EngineServer, LocalEngine
+from apexrl.engine.cpu import EngineServer, LocalEngine
 from apexrl.grading.requirements import judge_needs
 from tests.grading.chain_model import make_chain_checkpoint
 

@@ -15,7 +15,7 @@ import pytest
 from apexrl.errors import ExitCode, RemoteError
 from apexrl.images import oci
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry import RegistryClient, RegistryRetry, push_image
+from apexrl.images.registry_client import RegistryClient, RegistryRetry, push_image
 from tests.images.conftest import apexrl, free_port, make_world, records, run
 
 pytestmark = pytest.mark.integration  # a real registry, skopeo/umoci or podman

@@ -10,7 +10,7 @@ import pytest
 
 from apexrl.images import oci
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry import RegistryClient, push_image
+from apexrl.images.registry_client import RegistryClient, push_image
 from tests.images.conftest import ECR_HOST, apexrl, make_world, records, run
 
 pytestmark = pytest.mark.integration  # a real registry, skopeo/umoci or podman

@@ -14,7 +14,7 @@ from apexrl.cli.entry import parse_image_push
 from apexrl.cli.image_push import image_record
 from apexrl.images import oci
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry import probe_manifest_digests
+from apexrl.images.registry_client import probe_manifest_digests
 from tests.images.conftest import PY, REPO_ROOT, Registry, apexrl, make_world, records
 
 # the full client, forced: the light probe never answers with a proxy configured, and

@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry import CHUNK, CorruptBlobError, RegistryClient, RegistryRetry
+from apexrl.images.registry_client import CHUNK, CorruptBlobError, RegistryClient, RegistryRetry
 
 SIZE = 5 * CHUNK + 12345  # several chunks, the last one partial
 

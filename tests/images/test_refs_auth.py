@@ -12,7 +12,7 @@ import pytest
 from apexrl.errors import UsageError
 from apexrl.images import auth
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry import RegistryClient, RegistryRetry
+from apexrl.images.registry_client import RegistryClient, RegistryRetry
 
 
 @pytest.mark.parametrize(

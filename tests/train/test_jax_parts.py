@@ -37,7 +37,7 @@ def test_datum_shifts_targets_and_masks_observations():
 
 def test_resume_refuses_fresh_run_over_checkpoints(tmp_path):
     from apexrl.errors import UsageError
-    from apexrl.train.jaxrl.loop import JaxRun
+    from apexrl.train.jaxrl.grpo import JaxRun
     from apexrl.train.recipe import load_recipe
 
     loaded = load_recipe(
@@ -55,7 +55,7 @@ def test_resume_refuses_fresh_run_over_checkpoints(tmp_path):
 
 
 def test_letters_task_set_converts_with_deterministic_rubrics(tmp_path):
-    from apexrl.train.jaxrl.synthetic import LETTERS, REPLY_WORDS, write_letters_tasks
+    from apexrl.train.jaxrl.letters import LETTERS, REPLY_WORDS, write_letters_tasks
 
     tasks, worlds = write_letters_tasks(tmp_path)
     dirs = sorted(p for p in tasks.iterdir() if (p / "task.toml").is_file())
@@ -121,8 +121,8 @@ def test_engine_merges_a_lora_adapter_and_renames_the_served_model(tmp_path):
     import httpx
     import torch
 
-    from apexrl.engine.local import EngineServer, LocalEngine
-    from apexrl.train.jaxrl.synthetic import write_prior_model
+    from apexrl.engine.cpu import EngineServer, LocalEngine
+    from apexrl.train.jaxrl.letters import write_prior_model
 
     model_dir = write_prior_model(tmp_path / "m")
     eng = LocalEngine(model_dir, served_model_name="p@v0")
@@ -158,9 +158,9 @@ def test_adapter_for_another_architecture_is_refused(tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    from apexrl.engine.local import LocalEngine
+    from apexrl.engine.cpu import LocalEngine
     from apexrl.errors import UsageError
-    from apexrl.train.jaxrl.synthetic import write_prior_model
+    from apexrl.train.jaxrl.letters import write_prior_model
 
     eng = LocalEngine(write_prior_model(tmp_path / "m"))
     ad = tmp_path / "ad"

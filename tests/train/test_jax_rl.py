@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_smoke_cpu_two_steps_end_to_end(tmp_path, monkeypatch):
-    from apexrl.engine.local import read_lora_deltas
-    from apexrl.train.jaxrl.loop import run_jax
+    from apexrl.engine.cpu import read_lora_deltas
+    from apexrl.train.jaxrl.grpo import run_jax
     from apexrl.train.recipe import load_recipe
 
     monkeypatch.setenv("HARBOR_TELEMETRY", "0")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from apexrl.errors import BadRecordError
-from apexrl.train.plan import estimate_params, load_shape, plan_concurrency
+from apexrl.train.concurrency import estimate_params, load_shape, plan_concurrency
 
 DENSE = {  # Llama-3-8B shape
     "architectures": ["LlamaForCausalLM"],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.envs import warm
+from apexrl.envs.local import warm
 from tests.trial.conftest import task_named
 from tests.trial.test_local_env import make_env, pid_alive
 
@@ -195,8 +195,8 @@ def test_a_forked_gateway_that_cannot_start_turns_the_fork_server_off(
     """A child that fails before its gateway is warm fails its own start (a retryable
     sandbox_gateway error, its log in the message); the process then starts fresh
     gateway sandboxes for that work folder, and they work."""
-    from apexrl.envs import sandbox
-    from apexrl.envs.local import SandboxError
+    from apexrl.envs.local import sandbox
+    from apexrl.envs.local.environment import SandboxError
 
     work = tmp_path / "work"
     monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(work))

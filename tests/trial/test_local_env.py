@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from apexrl.envs.local import LocalEnvironment, SandboxError, sweep_stale
+from apexrl.envs.local.environment import LocalEnvironment, SandboxError, sweep_stale
 from apexrl.worlds.store import WorldStore, task_world
 from tests.trial.conftest import task_named
 

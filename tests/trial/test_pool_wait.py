@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from apexrl.envs.pool import _Pool
+from apexrl.envs.local.pool import _Pool
 
 
 def test_wait_filled_returns_once_no_refill_is_under_way():

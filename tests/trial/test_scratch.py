@@ -1,4 +1,4 @@
-"""Where the local environment puts trial folders (apexrl.envs.scratch): RAM or disk.
+"""Where the local environment puts trial folders (apexrl.envs.local.scratch): RAM or disk.
 
 The RAM checks run against real tmpfs mounts made here (apexrl's tests run as root,
 as the fork server does), one with room, one too small, one mounted noexec.
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.envs import local, scratch
+from apexrl.envs.local import environment as local
+from apexrl.envs.local import scratch
 from apexrl.eval.preflight import check_scratch
 
 
@@ -100,8 +101,8 @@ def test_real_tmpfs_mounts(tmp_path):
 
 def test_a_sandbox_sees_no_other_trial_folder_in_ram(tmp_path):
     """Trial folders under the host's /dev/shm: a sandbox's /dev/shm is its own, empty."""
-    from apexrl.envs import sandbox
-    from apexrl.envs.sandbox import base_env
+    from apexrl.envs.local import sandbox
+    from apexrl.envs.local.sandbox import base_env
 
     root = scratch.RAM_ROOT / f"apexrl-test-{os.getpid()}"
     try:

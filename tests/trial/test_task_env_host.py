@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.envs.local import SandboxError
+from apexrl.envs.local.environment import SandboxError
 from tests.trial.conftest import task_named
 from tests.trial.test_local_env import make_env
 

@@ -33,7 +33,7 @@ def run_script(task: Path, cfg: TrialConfig, **kwargs):
 
 def no_sandbox_left(trial_data: Path) -> None:
     """No trial folder is left but the warm ones kept for the next trials."""
-    from apexrl.envs.local import POOL
+    from apexrl.envs.local.environment import POOL
 
     work = trial_data / "work"
     # Other tests in the same process keep warm sandboxes in other work dirs: count ours.

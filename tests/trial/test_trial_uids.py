@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from apexrl.envs import sandbox
-from apexrl.envs.local import SandboxError
+from apexrl.envs.local import sandbox
+from apexrl.envs.local.environment import SandboxError
 from tests.trial.conftest import task_named
 from tests.trial.test_local_env import make_env
 

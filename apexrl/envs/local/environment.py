@@ -18,9 +18,9 @@ variables (the sandbox starts from an empty environment), its own PID namespace
 (a process left behind by an exec dies with it), and no network for execs when
 the task's policy says so. The gateway's URL is `gateway_url`.
 
-Seams: the bubblewrap command line and its promises are `apexrl.envs.sandbox`; trial
-folders and gateways started ahead of their trials, `apexrl.envs.pool`; the gateway
-is forked from a pre-imported fork server (`apexrl.envs.warm`, `apexrl.envs.forkserver`)
+Seams: the bubblewrap command line and its promises are `apexrl.envs.local.sandbox`; trial
+folders and gateways started ahead of their trials, `apexrl.envs.local.pool`; the gateway
+is forked from a pre-imported fork server (`apexrl.envs.local.warm`, `apexrl.envs.local.forkserver`)
 when apexrl runs as root, else (or with APEXRL_LOCAL_FORKSERVER=0) started as a fresh
 Python in its own bubblewrap sandbox; either way it runs in the same kind of per-trial
 sandbox. This module is the Harbor environment itself.
@@ -54,8 +54,8 @@ from harbor.models.task.config import NetworkMode
 
 from apexrl.artifacts.archive import native_tar
 from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
-from apexrl.envs import sandbox, scratch
-from apexrl.envs.pool import (  # noqa: F401  (the warm pool's names, re-exported)
+from apexrl.envs.local import sandbox, scratch
+from apexrl.envs.local.pool import (  # noqa: F401  (the warm pool's names, re-exported)
     DIR_PREFIX,
     GATEWAY_LOG,
     OWNER_FILE,
@@ -67,7 +67,7 @@ from apexrl.envs.pool import (  # noqa: F401  (the warm pool's names, re-exporte
     new_slot,
     prewarm_count,
 )
-from apexrl.envs.sandbox import (
+from apexrl.envs.local.sandbox import (
     SandboxDiedError,
     SandboxError,
     base_env,
@@ -104,7 +104,7 @@ def bwrap_path() -> str:
 
 def default_work_dir() -> Path:
     """Where trial folders go: $APEXRL_LOCAL_WORKDIR, else RAM or disk by
-    $APEXRL_LOCAL_SCRATCH (`apexrl.envs.scratch`)."""
+    $APEXRL_LOCAL_SCRATCH (`apexrl.envs.local.scratch`)."""
     chosen = scratch.choose()
     warn = scratch.warning(chosen)
     if warn is not None:
@@ -568,6 +568,6 @@ def _cleanup_all() -> None:
     with contextlib.suppress(Exception):
         POOL.drain()
     with contextlib.suppress(Exception):
-        from apexrl.envs import warm
+        from apexrl.envs.local import warm
 
         warm.close_all()

@@ -1,6 +1,6 @@
 """The gateway fork server (zygote): warm world gateways without a Python start per trial.
 
-    python -m apexrl.envs.forkserver CONTROL_FD READY_TIMEOUT_S
+    python -m apexrl.envs.local.forkserver CONTROL_FD READY_TIMEOUT_S
 
 runs inside one bubblewrap sandbox per driver process (see `sandbox.zygote_argv`):
 the read-only system and Python, the trial folders' parent at /trials, and only
@@ -21,7 +21,7 @@ child, the same sandbox a `bwrap ... prlimit ... setpriv ... unshare --user
                        no supplementary groups, the trial's host uid, an empty
                        bounding set, then a user namespace mapping root to that
                        uid, an environment of `sandbox.base_env` only, not
-                       dumpable, the seccomp filter (`apexrl.envs.seccomp`), and the
+                       dumpable, the seccomp filter (`apexrl.envs.local.seccomp`), and the
                        gateway (`gateway_main.wait_and_serve`)
 
 The fork server never sees a trial's token or world id: the local environment
@@ -226,7 +226,7 @@ def _child(req: dict, fds: list[int], timeout: float) -> int:
             os.close(life)
             os.close(status)
             become_trial(uid, dict(req.get("limits") or {}))
-            from apexrl.envs import gateway_main
+            from apexrl.envs.local import gateway_main
 
             gateway_main.harden()  # not dumpable, the seccomp filter
             os.environ.clear()
@@ -294,7 +294,7 @@ def serve(sock: socket.socket, timeout: float) -> None:
 def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
     timeout = float(argv[1]) if len(argv) > 1 else 60.0
-    from apexrl.envs import gateway_main
+    from apexrl.envs.local import gateway_main
 
     gateway_main._preload(serve_once=True)
     serve(sock, timeout)

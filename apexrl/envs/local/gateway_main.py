@@ -1,7 +1,7 @@
 """The world's MCP gateway as the local sandbox runs it.
 
-    python -m apexrl.envs.gateway_main WORLD_DIR WORLD_ID [READY_TIMEOUT_S]
-    python -m apexrl.envs.gateway_main --wait WORLD_DIR [READY_TIMEOUT_S]
+    python -m apexrl.envs.local.gateway_main WORLD_DIR WORLD_ID [READY_TIMEOUT_S]
+    python -m apexrl.envs.local.gateway_main --wait WORLD_DIR [READY_TIMEOUT_S]
 
 Prints one JSON line (url, health_url, n_tools) on stdout once every tool answers,
 then serves until SIGTERM. With --wait it first imports everything the gateway
@@ -144,7 +144,7 @@ def harden() -> None:
     its memory through /proc), and a seccomp filter its children inherit."""
     import ctypes
 
-    from apexrl.envs import seccomp
+    from apexrl.envs.local import seccomp
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]

@@ -3,8 +3,8 @@ ahead of their trials from one long-lived thread.
 
 A slot is a trial folder (work_dir/apexrl-trial-<pid>-*, its owner recorded for the
 stale sweep) and, with a gateway, a sandboxed gateway waiting for its world: forked
-from the fork server (`apexrl.envs.warm`) when apexrl runs as root, else a fresh
-`python -m apexrl.envs.gateway_main --wait` in bubblewrap. `POOL` keeps
+from the fork server (`apexrl.envs.local.warm`) when apexrl runs as root, else a fresh
+`python -m apexrl.envs.local.gateway_main --wait` in bubblewrap. `POOL` keeps
 $APEXRL_LOCAL_PREWARM (default 2) of them ready per work folder.
 """
 
@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from apexrl.envs import sandbox, warm
-from apexrl.envs.sandbox import SandboxError, base_env, chown_tree
+from apexrl.envs.local import sandbox, warm
+from apexrl.envs.local.sandbox import SandboxError, base_env, chown_tree
 
 DIR_PREFIX = "apexrl-trial-"
 OWNER_FILE = ".owner"
@@ -188,7 +188,7 @@ def _fill_slot(
     # isolated (-I: no PYTHON* variables, no user site, and -P: not even the working
     # folder on sys.path) and started in /: a module the trial writes into /world never
     # shadows one the gateway imports (issue 29, finding 3)
-    cmd = [sys.executable, *ISOLATED, "apexrl.envs.gateway_main", "--wait", "/world"]
+    cmd = [sys.executable, *ISOLATED, "apexrl.envs.local.gateway_main", "--wait", "/world"]
     argv = sandbox.bwrap_argv(rw, cwd="/", network=True, uid=uid) + cmd + [str(ready_timeout_s)]
     with open(root / GATEWAY_LOG, "ab") as log:
         proc = subprocess.Popen(

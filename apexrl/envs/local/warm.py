@@ -2,7 +2,7 @@
 
 The local environment's gateway used to be a fresh Python per trial (bubblewrap,
 then ~1.5 CPU-seconds of imports). With apexrl running as root it instead asks a
-fork server (`apexrl.envs.forkserver`, started once, in its own bubblewrap
+fork server (`apexrl.envs.local.forkserver`, started once, in its own bubblewrap
 sandbox) for a forked, pre-imported gateway that enters the trial's own sandbox
 (mount/PID/IPC/UTS namespaces, the trial's uid, a user namespace, limits). The
 trial's token and world id go down the trial's own pipe, never through the fork
@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from apexrl.envs import sandbox
+from apexrl.envs.local import sandbox
 
 
 def enabled() -> bool:
@@ -115,7 +115,7 @@ class ForkServer:
             "-u",
             "-B",
             "-m",
-            "apexrl.envs.forkserver",
+            "apexrl.envs.local.forkserver",
             str(theirs.fileno()),
             str(self.timeout),
         ]

@@ -115,14 +115,14 @@ class JaxRun:
     # --- inputs ---------------------------------------------------------------------------
     def prepare(self) -> tuple[Path, Path | None, Path]:
         """(tasks_dir, worlds_dir, model_dir), writing the synthetic set/model if named."""
-        from apexrl.train.jaxrl import synthetic
+        from apexrl.train.jaxrl import letters
 
         worlds = self.recipe.data.worlds_dir
         if self.data_spec == SYNTHETIC:
             tasks_dir = self.root / "data" / "letters-tasks"
             wdir = self.root / "data" / "letters-src" / "world_files_zipped"
             if not tasks_dir.is_dir() or not wdir.is_dir():
-                tasks_dir, wdir = synthetic.write_letters_tasks(self.root / "data")
+                tasks_dir, wdir = letters.write_letters_tasks(self.root / "data")
             worlds_dir: Path | None = wdir
         else:
             tasks_dir = Path(self.data_spec).expanduser().resolve()
@@ -137,7 +137,7 @@ class JaxRun:
         if self.model_spec == SYNTHETIC:
             model_dir = self.root / "model"
             if not (model_dir / "config.json").is_file():
-                synthetic.write_prior_model(model_dir, seed=self.recipe.training.seed)
+                letters.write_prior_model(model_dir, seed=self.recipe.training.seed)
         else:
             model_dir = Path(self.model_spec).expanduser().resolve()
             if not (model_dir / "config.json").is_file():
@@ -270,7 +270,7 @@ def run_jax(
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Train; returns a summary (run folder, steps, final version, rewards per step)."""
-    from apexrl.engine.local import EngineServer, LocalEngine
+    from apexrl.engine.cpu import EngineServer, LocalEngine
     from apexrl.tasks.pack import source_digest
     from apexrl.train.generator import TrialGenerator
     from apexrl.train.jaxrl.trainer import JaxPolicy, require_jax
