@@ -208,7 +208,7 @@ demo: install sysdeps
 	echo "== 9/11 eval run      (oracle agent, local sandbox) -> $(DEMO)/eval-oracle"; \
 	$$A eval run --agent oracle --tasks $(DEMO)/tasks --worlds $(DEMO)/expert/world_files_zipped -o $(DEMO)/eval-oracle -k 2 -n 4 > $(DEMO)/eval-oracle.json; \
 	echo "== 10/11 eval run     (tiny random Qwen3 on the local CPU engine) -> $(DEMO)/eval-tiny"; \
-	$(PY) -c 'import sys; from apexrl.engine.cpu import make_tiny_checkpoint as m; m(sys.argv[1], max_position_embeddings=32768)' $(DEMO)/tiny-qwen3 >/dev/null 2>$(DEMO)/tiny-qwen3.log || { cat $(DEMO)/tiny-qwen3.log >&2; false; }; \
+	$(PY) -c 'import sys; from apexrl.engine.tiny import make_tiny_checkpoint as m; m(sys.argv[1], max_position_embeddings=32768)' $(DEMO)/tiny-qwen3 >/dev/null 2>$(DEMO)/tiny-qwen3.log || { cat $(DEMO)/tiny-qwen3.log >&2; false; }; \
 	$$A eval run $(DEMO)/tiny-qwen3 --tasks $(DEMO)/tasks --worlds $(DEMO)/expert/world_files_zipped -o $(DEMO)/eval-tiny --limit 3 --max-steps 3 --max-tokens 64 -n 3 --no-judge > $(DEMO)/eval-tiny.json; \
 	$$A eval view $(DEMO)/eval-oracle $(DEMO)/eval-tiny > $(DEMO)/eval-view.path; \
 	$$A eval report $(DEMO)/eval-oracle $(DEMO)/eval-tiny --format html -o $(DEMO)/eval-report.html; \

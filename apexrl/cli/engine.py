@@ -33,7 +33,7 @@ def make_tiny(
 
     The defaults are servable by both the local engine and vLLM's CPU build (head size
     32), with a window that holds the example tasks' prompts for several turns."""
-    from apexrl.engine.cpu import make_tiny_checkpoint
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     output.refuse_dash(out, "OUT", "a checkpoint folder")
     path = make_tiny_checkpoint(

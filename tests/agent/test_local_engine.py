@@ -12,7 +12,8 @@ from tests.agent.hostenv import HostEnv
 
 
 def test_random_model_ends_classified_with_a_well_formed_trajectory(tmp_path, world_zip):
-    from apexrl.engine.cpu import EngineServer, LocalEngine, make_tiny_checkpoint
+    from apexrl.engine.cpu import EngineServer, LocalEngine
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     ckpt = make_tiny_checkpoint(tmp_path / "tiny", seed=0, max_position_embeddings=32768)
     env = HostEnv(tmp_path / "trial", world_zip)

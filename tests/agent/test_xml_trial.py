@@ -22,7 +22,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 @pytest.fixture(scope="module")
 def tiny_xml(tmp_path_factory) -> Path:
     """A tiny random-weight Qwen3 checkpoint with an XML-tool-call chat template."""
-    from apexrl.engine.cpu import make_tiny_checkpoint
+    from apexrl.engine.tiny import make_tiny_checkpoint
     from apexrl.tito.template import builtin_template
 
     d = make_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "qwen3-xml")

@@ -27,7 +27,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def tiny_ckpt(tmp_path_factory):
-    from apexrl.engine.cpu import make_tiny_checkpoint
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     return make_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny-qwen3", seed=0)
 

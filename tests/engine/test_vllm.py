@@ -118,7 +118,7 @@ def test_probe_of_an_interpreter_without_vllm():
 
 def test_cpu_command_is_safe_for_seeded_long_prompts(tmp_path):
     """CPU flags: prefills never split (a split seeded prefill kills vLLM CPU's engine)."""
-    from apexrl.engine.cpu import make_tiny_checkpoint
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     ckpt = make_tiny_checkpoint(tmp_path / "tiny", max_position_embeddings=20000)
     cmd = vllm_command(VllmOptions(model=str(ckpt), device="cpu"), python="/x/python")

@@ -24,7 +24,7 @@ def vllm_python() -> str:
 
 
 def tiny_checkpoint(tmp: Path) -> Path:
-    from apexrl.engine.cpu import make_tiny_checkpoint
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     return make_tiny_checkpoint(tmp / "tiny", seed=0)  # make-tiny's defaults
 

@@ -106,7 +106,7 @@ def _no_litellm_network(monkeypatch):
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
-    from apexrl.engine.cpu import make_tiny_checkpoint
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     return make_tiny_checkpoint(
         tmp_path_factory.mktemp("ckpt") / "tiny-qwen3", max_position_embeddings=32768

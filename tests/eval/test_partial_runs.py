@@ -65,7 +65,7 @@ def test_summary_and_every_report_format_say_incomplete(partial_run, task_dirs):
 
 
 def test_publish_refuses_an_incomplete_run_unless_allowed(partial_run, tmp_path):
-    from apexrl.engine.cpu import make_tiny_checkpoint
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     ckpt = make_tiny_checkpoint(tmp_path / "ckpt", num_layers=1, hidden_size=32)
     runner = eval_runner(passing_trial)
@@ -84,7 +84,7 @@ def test_publish_refuses_an_incomplete_run_unless_allowed(partial_run, tmp_path)
 
 def test_publish_refuses_an_interrupted_run_from_before_the_fields(partial_run, tmp_path):
     """A summary.json written before `complete` existed: run.json's selection tells."""
-    from apexrl.engine.cpu import make_tiny_checkpoint
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     summary = orjson.loads((partial_run / "summary.json").read_bytes())
     for key in ("complete", "trials_planned", "trials_done"):

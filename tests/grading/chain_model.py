@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from apexrl.engine.cpu import TOKENIZER_FILES
+from apexrl.engine.tiny import TOKENIZER_FILES
 from apexrl.tito.tokenizer import bundled_qwen3_dir, load_tokenizer
 
 HIDDEN = 64

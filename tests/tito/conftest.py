@@ -31,7 +31,8 @@ def qwen3_dir():
 @pytest.fixture(scope="session")
 def tiny_engine(tmp_path_factory):
     """A real HTTP engine on 127.0.0.1 serving a random-weight Qwen3 checkpoint."""
-    from apexrl.engine.cpu import EngineServer, LocalEngine, make_tiny_checkpoint
+    from apexrl.engine.cpu import EngineServer, LocalEngine
+    from apexrl.engine.tiny import make_tiny_checkpoint
 
     d = make_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny-qwen3", seed=0)
     server = EngineServer(LocalEngine(d, served_model_name="tiny-qwen3")).start()

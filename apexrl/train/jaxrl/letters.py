@@ -143,7 +143,7 @@ def write_prior_model(
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from apexrl.artifacts.atomic import atomic_dir
-    from apexrl.engine.cpu import TOKENIZER_FILES
+    from apexrl.engine.tiny import TOKENIZER_FILES
     from apexrl.tito.tokenizer import bundled_qwen3_dir
 
     tdir = bundled_qwen3_dir()
