@@ -148,3 +148,21 @@ def test_eval_defaults_and_unjudged_warning(runner, task_dirs, tmp_path, monkeyp
         "so Pass@1 and mean score understate the run",
     )
     assert summary_rows(s)[0][0] != "WARNING"
+
+
+def test_train_jax_backend_refuses_without_a_judge_before_any_trial(runner, task_dirs, tmp_path):
+    """The JAX backend is chosen by the library (apexrl.train.job.run_train), so the judge
+    check covers it as it covers the Ray backend: exit 2 before any trial or folder."""
+    runs = tmp_path / "runs"
+    recipe = tmp_path / "jax.toml"
+    recipe.write_text(
+        'name = "jax-judge"\n[model]\npath = "synthetic:letters"\n'
+        '[training]\nbackend = "jax"\nmax_steps = 1\n'
+        '[algorithm]\npolicy_loss = "ppo"\n'
+        f'[checkpoint]\npath = "{runs}/{{run_name}}/ckpts"\n'
+    )
+    for extra in ([], ["--dry-run"]):
+        res = runner.invoke(app, ["train", str(recipe), "--data", str(task_dirs), *extra])
+        assert res.exit_code == 2, res.output
+        assert "no judge is configured" in res.stderr and "agent.judge=none" in res.stderr
+        assert not runs.exists()  # nothing started: no run folder, no trial
