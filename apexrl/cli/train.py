@@ -65,13 +65,6 @@ def command(
         _check_data(
             flag, source, remote=bool(ray_address) and loaded.recipe.training.backend != "jax"
         )
-    if loaded.recipe.training.backend == "jax":  # LoRA steps on this CPU (apexrl.train.jaxrl)
-        from apexrl.cli.train_jax import run_jax_command
-
-        run_jax_command(
-            loaded, data=data, model=model, resume=resume, dry_run=dry_run, json_out=json_out
-        )
-        return
     req = TrainRequest(
         recipe=recipe,
         overrides=list(set_),
@@ -87,7 +80,9 @@ def command(
     )
     result = run_train(req, on_info=output.info, on_interrupt=_confirm_stop)
     if dry_run:
-        if json_out or not output.stdout_is_terminal():
+        if result.backend == "jax":  # its plan: a short record, shown on a terminal too
+            output.emit_records([result.spec], json_out=json_out or not output.stdout_is_terminal())
+        elif json_out or not output.stdout_is_terminal():
             output.emit_records([result.spec], json_out=True)
         return
     output.emit_records([result.record()], json_out=json_out)

@@ -2,9 +2,17 @@
 
     result = run_train(TrainRequest(recipe="smoke-1gpu", data="tasks/"), on_info=print)
 
-Render the recipe, validate it (SkyRL's own checks where SkyRL is installed), check
-the judge setting and, for trials on this machine, the sandbox; then (unless
-`dry_run`) submit the job to Ray (a local head when no `ray_address`) and follow it.
+The recipe's `training.backend` is chosen here, so the same rules cover both backends:
+the judge setting (exit 2 when the tasks' criteria need a judge and none is set, 3 when
+its key is missing), the sandbox for trials on this machine, and the resume rules (a
+fresh run over checkpoints, or --resume with none, refused) — all before any trial.
+
+- "skyrl": render the recipe, validate it (SkyRL's own checks where SkyRL is installed);
+  then (unless `dry_run`) submit the job to Ray (a local head when no `ray_address`) and
+  follow it;
+- "jax": LoRA RL steps on this machine's CPU (apexrl.train.jaxrl.loop); the trials run
+  here whatever `ray_address` says.
+
 `apexrl train` (apexrl/cli/train.py) is a thin wrapper around this.
 """
 
@@ -38,16 +46,20 @@ class TrainRequest:
 
 @dataclass
 class TrainResult:
-    spec: Any  # apexrl.train.render.RunSpec
+    spec: Any  # apexrl.train.render.RunSpec; the JAX backend: its plan (a dict)
     recipe_sha256: str
     job_id: str | None = None  # None: dry run
     status: str | None = None  # Ray's terminal status, SUBMITTED, STOPPED or DETACHED
+    backend: str = "skyrl"
+    summary: dict | None = None  # the JAX backend's run summary (None: dry run)
 
     @property
     def failed(self) -> bool:
         return self.status in ("FAILED", "STOPPED")
 
     def record(self) -> dict:
+        if self.backend == "jax":
+            return self.summary or {}
         return {
             "job_id": self.job_id,
             "status": self.status,
@@ -77,6 +89,8 @@ def run_train(
     from apexrl.train.recipe import load_recipe
 
     loaded = load_recipe(req.recipe, req.overrides)
+    if loaded.recipe.training.backend == "jax":
+        return _run_jax(req, loaded, on_info)
     strict = not req.dry_run
     data = R.absolute_data_path(req.data, "--data")
     val_data = R.absolute_data_path(req.val_data, "--val-data")
@@ -95,16 +109,8 @@ def run_train(
         spec.plan.warnings.extend(notes)
     else:
         check = "SkyRL not installed here (the train extra): its checks run on the cluster"
-    resume_line = (
-        L.check_resume(spec) if not req.dry_run else ("resume" if req.resume else "fresh run")
-    )
-    from apexrl.grading.requirements import check_recipe_judge
-
-    ag = loaded.recipe.agent  # exit 2 (rubrics need a judge, none set) or 3 (no judge key)
-    check_recipe_judge(
-        [spec.data_train, spec.data_val], ag.judge, ag.judge_api_base, agent=ag.agent
-    )
-    _check_local_sandbox(req, ag.environment)
+    resume_line = L.check_resume(spec) if not req.dry_run else _dry_resume(req)
+    _check_trials(loaded, [spec.data_train, spec.data_val], local=req.ray_address is None)
     for line in R.plan_lines(spec, loaded, check):
         on_info(line)
     on_info(f"start        {resume_line}")
@@ -157,12 +163,47 @@ def run_train(
     return result
 
 
-def _check_local_sandbox(req: TrainRequest, environment: str) -> None:
-    """Trials on this machine (a local Ray) need a working sandbox here
-    (apexrl.eval.preflight); with --ray-address the workers' machines matter instead."""
+def _run_jax(req: TrainRequest, loaded, on_info: Callable[[str], None]) -> TrainResult:
+    """training.backend = "jax": the same checks, then LoRA steps on this CPU."""
+    from apexrl.train.jaxrl.loop import PLAN_LINES, JaxRun, jax_plan, run_jax
+
+    run = JaxRun(loaded, data=req.data, model=req.model, resume=req.resume)
+    plan = jax_plan(run)
+    resume_line = run.check_resume() if not req.dry_run else _dry_resume(req)
+    _check_trials(loaded, [run.data_spec], local=True)  # the trials run here
+    for k in PLAN_LINES:
+        on_info(f"{k:<12} {plan[k]}")
+    on_info(f"start        {resume_line}")
+    result = TrainResult(spec=plan, recipe_sha256=loaded.sha256, backend="jax")
+    if not req.dry_run:
+        result.summary = run_jax(
+            loaded, data=req.data, model=req.model, resume=req.resume, say=on_info
+        )
+    return result
+
+
+def _dry_resume(req: TrainRequest) -> str:
+    return "resume" if req.resume else "fresh run"
+
+
+def _check_trials(loaded, sources: list[str | None], *, local: bool) -> None:
+    """Before any trial, for either backend: the judge setting against the datasets'
+    rubrics (exit 2: criteria need a judge and none is set; 3: the judge's key is
+    missing), and the sandbox when the trials run on this machine."""
+    from apexrl.grading.requirements import check_recipe_judge
+
+    ag = loaded.recipe.agent
+    check_recipe_judge(sources, ag.judge, ag.judge_api_base, agent=ag.agent)
+    if local:
+        _check_local_sandbox(ag.environment)
+
+
+def _check_local_sandbox(environment: str) -> None:
+    """Trials on this machine (a local Ray, or the JAX backend) need a working sandbox
+    here (apexrl.eval.preflight); with --ray-address the workers' machines matter instead."""
     from apexrl.envs.registry import get_environment
 
-    if req.ray_address is not None or not get_environment(environment).world_store:
+    if not get_environment(environment).world_store:
         return
     import os
 

@@ -36,6 +36,7 @@ from apexrl.train.skyrl_config import (
     skyrl_overrides,
     validate_with_skyrl,
 )
+from apexrl.trial.config import TrialSpec
 
 # Callers import these from here too (cli/train.py, the train tier's tests).
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "runtime_env",
     "skyrl_available",
     "skyrl_layout",
+    "trial_spec_from_recipe",
     "validate_with_skyrl",
 ]
 
@@ -145,49 +147,64 @@ def recipe_prompt_pair(spec: str, ag, eval_mode: bool):
     return recipe_prompts(root, "eval" if eval_mode else "train")
 
 
-def _settings(
-    r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str | None
-) -> GeneratorSettings:
-    from apexrl.agent.prompts import read_prompt
+def trial_spec_from_recipe(r: Recipe) -> TrialSpec:
+    """The one place a recipe becomes a TrialSpec (how its trials run), for both training
+    backends (this render for SkyRL on Ray, apexrl.train.jaxrl.loop for JAX): agent,
+    environment, judge, reward, budgets (context window: batch.max_seq_len), sampling
+    (algorithm.temperature) and the sandbox (agent.sandbox_*)."""
     from apexrl.trial.config import AgentBudgets, AgentLimits, Sampling, SandboxSettings
 
     ag = r.agent
-    sys_p = read_prompt(ag.system_prompt, "agent.system_prompt") if ag.system_prompt else None
-    extra = read_prompt(ag.extra_prompt, "agent.extra_prompt") if ag.extra_prompt else None
-    if ag.prompts:
-        sys_p, extra = recipe_prompt_pair(ag.prompts, ag, r.mode == "eval")
-    return GeneratorSettings(
-        system_prompt=sys_p.text if sys_p else None,
-        system_prompt_sha256=sys_p.sha256 if sys_p else None,
-        extra_prompt=extra.text if extra else None,
-        extra_prompt_sha256=extra.sha256 if extra else None,
-        tasks_dir=tasks_dir,
-        logs_dir=logs_dir,
-        worlds_dir=r.data.worlds_dir,
+    return TrialSpec(
         agent=ag.agent,
         environment=ag.environment,
-        model=r.model.served_name or r.model.path,
+        worlds_dir=r.data.worlds_dir,
         tokenizer=r.model.tokenizer,
         chat_template=r.model.chat_template,
         judge=ag.judge,
         judge_api_base=ag.judge_api_base,
+        reward=ag.reward,
         grader=ag.grader,
         archipelago=ag.archipelago,
         grader_options=list(ag.grader_options),
-        reward=ag.reward,
-        eval_nudge=ag.eval_nudge,
         budgets=AgentBudgets(
             **ag.model_dump(include=set(AgentLimits.model_fields)),
             context_window=r.batch.max_seq_len,
         ),
-        eval_max_steps=ag.eval_max_steps,
+        sampling=Sampling(temperature=r.algorithm.temperature),
         sandbox=SandboxSettings(
             cpus=ag.sandbox_cpus,
             memory_mb=ag.sandbox_memory_mb,
             timeout_s=ag.sandbox_timeout_s,
             image_profile=ag.image_profile,
         ),
-        sampling=Sampling(temperature=r.algorithm.temperature),
+    )
+
+
+def generator_settings(
+    r: Recipe, concurrency: int, tasks_dir: str, logs_dir: str, executor: str | None
+) -> GeneratorSettings:
+    """The generator's settings: the recipe's TrialSpec (trial_spec_from_recipe), its
+    prompts, and the training side (sequence lengths, concurrency, executor)."""
+    from apexrl.agent.prompts import read_prompt
+
+    ag = r.agent
+    sys_p = read_prompt(ag.system_prompt, "agent.system_prompt") if ag.system_prompt else None
+    extra = read_prompt(ag.extra_prompt, "agent.extra_prompt") if ag.extra_prompt else None
+    if ag.prompts:
+        sys_p, extra = recipe_prompt_pair(ag.prompts, ag, r.mode == "eval")
+    spec = trial_spec_from_recipe(r)
+    return GeneratorSettings(
+        **{k: getattr(spec, k) for k in TrialSpec.model_fields},
+        system_prompt=sys_p.text if sys_p else None,
+        system_prompt_sha256=sys_p.sha256 if sys_p else None,
+        extra_prompt=extra.text if extra else None,
+        extra_prompt_sha256=extra.sha256 if extra else None,
+        tasks_dir=tasks_dir,
+        logs_dir=logs_dir,
+        model=r.model.served_name or r.model.path,
+        eval_nudge=ag.eval_nudge,
+        eval_max_steps=ag.eval_max_steps,
         max_seq_len=r.batch.max_seq_len,
         eval_max_seq_len=r.batch.eval_max_seq_len,
         max_tokens_per_turn=r.batch.max_tokens_per_turn,
@@ -326,7 +343,7 @@ def render(
         run_name=r.resolved_run_name,
         mode=r.mode,
         skyrl=overrides,
-        generator=_settings(r, concurrency, tasks_dir, logs_dir, executor),
+        generator=generator_settings(r, concurrency, tasks_dir, logs_dir, executor),
         env_forward=env_names(r),
         env_vars=dict(r.env.vars),
         data_train=data_train,

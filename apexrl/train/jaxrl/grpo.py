@@ -182,52 +182,48 @@ def jax_settings(loaded: LoadedRecipe):
     )
 
 
+def jax_plan(run: JaxRun) -> dict[str, Any]:
+    """What `apexrl train` prints and `--dry-run` emits for this backend."""
+    r = run.recipe
+    settings = jax_settings(run.loaded)  # refuses a loss the backend lacks
+    return {
+        "run_name": run.run_name,
+        "backend": "jax",
+        "run_dir": str(run.root),
+        "checkpoint_path": str(run.ckpt_dir),
+        "model": run.model_spec,
+        "data": run.data_spec,
+        "steps": r.training.max_steps or 1,
+        "prompts_per_step": r.batch.train_batch_size,
+        "samples_per_prompt": r.batch.n_samples,
+        "loss": settings.loss,
+        "lora_rank": settings.lora_rank,
+        "lr": settings.lr,
+        "recipe_sha256": run.loaded.sha256,
+    }
+
+
+PLAN_LINES = ("run_dir", "model", "data", "steps", "loss", "lora_rank", "lr")
+
+
 def generator_settings(loaded: LoadedRecipe, *, tasks_dir, worlds_dir, logs_dir, model_dir, url):
-    from apexrl.train.generator import GeneratorSettings
-    from apexrl.trial.config import AgentBudgets, AgentLimits, Sampling
+    """The recipe's generator settings as the GPU path renders them
+    (apexrl.train.render.generator_settings: the one recipe-to-TrialSpec mapping), with
+    what this backend decides: its data and model folders, the local engine's URL, and
+    trials in threads of this process (the local sandbox's warm gateway pool survives
+    between trials; each sandbox and gateway is still its own process)."""
+    from apexrl.train.render import generator_settings as render_settings
 
     r = loaded.recipe
-    ag = r.agent
-    system_prompt = extra_prompt = None
-    if ag.prompts:  # recipe:PATH (excludes the two files below)
-        from apexrl.train.render import recipe_prompt_pair
-
-        sys_p, extra_p = recipe_prompt_pair(ag.prompts, ag, False)
-        system_prompt, extra_prompt = sys_p.text, extra_p.text
-    if ag.system_prompt:
-        system_prompt = Path(ag.system_prompt).expanduser().read_text("utf-8")
-    if ag.extra_prompt:
-        extra_prompt = Path(ag.extra_prompt).expanduser().read_text("utf-8")
     conc = r.rollout.concurrency if isinstance(r.rollout.concurrency, int) else 2
-    return GeneratorSettings(
-        tasks_dir=str(tasks_dir),
-        logs_dir=str(logs_dir),
-        worlds_dir=str(worlds_dir) if worlds_dir else None,
-        agent=ag.agent,
-        environment=ag.environment,
-        model=None,  # set per step: the served name of the current version
-        tokenizer=str(model_dir),
-        chat_template=r.model.chat_template,
-        system_prompt=system_prompt,
-        extra_prompt=extra_prompt,
-        judge=None if ag.judge in (None, "none") else ag.judge,
-        judge_api_base=ag.judge_api_base,
-        grader=ag.grader,
-        archipelago=ag.archipelago,
-        grader_options=list(ag.grader_options),
-        reward=ag.reward,
-        # the recipe's [agent] budgets, as the GPU path renders them (trial.budgets)
-        budgets=AgentBudgets(**ag.model_dump(include=set(AgentLimits.model_fields))),
-        sampling=Sampling(temperature=r.algorithm.temperature),
-        max_seq_len=r.batch.max_seq_len,
-        max_tokens_per_turn=r.batch.max_tokens_per_turn,
-        concurrency=max(1, conc),
-        rate_limit_per_s=r.rollout.rate_limit_per_s,
-        trial_retries=r.rollout.trial_retries,
-        # trials run in threads of this process: the local sandbox's warm gateway pool
-        # survives between trials (each sandbox and gateway is still its own process)
-        executor="inline",
-        endpoints=[url],
+    settings = render_settings(r, max(1, conc), str(tasks_dir), str(logs_dir), "inline")
+    return settings.model_copy(
+        update={
+            "worlds_dir": Path(worlds_dir) if worlds_dir else None,
+            "model": None,  # set per step: the served name of the current version
+            "tokenizer": str(model_dir),
+            "endpoints": [url],
+        }
     )
 
 
