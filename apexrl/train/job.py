@@ -10,7 +10,7 @@ fresh run over checkpoints, or --resume with none, refused) — all before any t
 - "skyrl": render the recipe, validate it (SkyRL's own checks where SkyRL is installed);
   then (unless `dry_run`) submit the job to Ray (a local head when no `ray_address`) and
   follow it;
-- "jax": LoRA RL steps on this machine's CPU (apexrl.train.jaxrl.loop); the trials run
+- "jax": LoRA RL steps on this machine's CPU (apexrl.train.jaxrl.grpo); the trials run
   here whatever `ray_address` says.
 
 `apexrl train` (apexrl/cli/train.py) is a thin wrapper around this.
@@ -165,7 +165,7 @@ def run_train(
 
 def _run_jax(req: TrainRequest, loaded, on_info: Callable[[str], None]) -> TrainResult:
     """training.backend = "jax": the same checks, then LoRA steps on this CPU."""
-    from apexrl.train.jaxrl.loop import PLAN_LINES, JaxRun, jax_plan, run_jax
+    from apexrl.train.jaxrl.grpo import PLAN_LINES, JaxRun, jax_plan, run_jax
 
     run = JaxRun(loaded, data=req.data, model=req.model, resume=req.resume)
     plan = jax_plan(run)

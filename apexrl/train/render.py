@@ -149,7 +149,7 @@ def recipe_prompt_pair(spec: str, ag, eval_mode: bool):
 
 def trial_spec_from_recipe(r: Recipe) -> TrialSpec:
     """The one place a recipe becomes a TrialSpec (how its trials run), for both training
-    backends (this render for SkyRL on Ray, apexrl.train.jaxrl.loop for JAX): agent,
+    backends (this render for SkyRL on Ray, apexrl.train.jaxrl.grpo for JAX): agent,
     environment, judge, reward, budgets (context window: batch.max_seq_len), sampling
     (algorithm.temperature) and the sandbox (agent.sandbox_*)."""
     from apexrl.trial.config import AgentBudgets, AgentLimits, Sampling, SandboxSettings
