@@ -134,3 +134,58 @@ def build_image(work: Path, ref: str) -> dict[str, str]:
     loaded = run(["podman", "load", "-i", str(archive)], env=env)
     run(["podman", "tag", loaded.strip().split()[-1], ref], env=env)
     return env
+
+
+# --- an image `apexrl world pack --profile mercor` wrote, started as its contract says ------
+
+
+def unpack_image(archive: Path, work: Path) -> tuple[Path, dict]:
+    """The image's root folder (skopeo + umoci, independent OCI tools) and its config."""
+    import json
+
+    layout = work / "layout"
+    run(["skopeo", "copy", f"oci-archive:{archive}", f"oci:{layout}:img"])
+    bundle = work / "bundle"
+    run(["umoci", "unpack", "--rootless", "--image", f"{layout}:img", str(bundle)])
+    return bundle / "rootfs", json.loads((bundle / "config.json").read_text())
+
+
+def start_in_sandbox(rootfs: Path, spec: dict, slug: str, port: int, log: Path) -> subprocess.Popen:
+    """`/app/tools/start.sh <slug>` from the unpacked image, in a bubblewrap sandbox of the
+    local environment's kind (apexrl.envs.sandbox) whose /filesystem, /.apps_data, /app,
+    /opt/apexrl and /usr/local are the image's. The image's base is empty here, so the
+    interpreter is this test's (APEXRL_PYTHON; its folders are bound read-only), while
+    the apexrl code that runs is the image's copy (PYTHONPATH=/opt/apexrl). The gateway
+    listens on 127.0.0.1:`port` (the image's 8000 would collide between tests)."""
+    from apexrl.envs import sandbox
+
+    binds = [
+        ("/filesystem", rootfs / "filesystem"),
+        ("/.apps_data", rootfs / ".apps_data"),
+        ("/app", rootfs / "app"),
+        ("/opt/apexrl", rootfs / "opt" / "apexrl"),
+        ("/usr/local", rootfs / "usr" / "local"),
+        ("/tmp", log.parent / "sandbox-tmp"),
+    ]
+    (log.parent / "sandbox-tmp").mkdir(exist_ok=True)
+    cwd = spec["process"]["cwd"]
+    argv = sandbox.bwrap_argv(binds, cwd=cwd, network=True, limits=sandbox.SandboxLimits())
+    env = dict(e.split("=", 1) for e in spec["process"]["env"])
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(
+        APEXRL_PYTHON=sys.executable,
+        APEXRL_HOST="127.0.0.1",
+        APEXRL_PORT=str(port),
+        HOME="/tmp",
+        NO_COLOR="1",
+    )
+    start = spec["process"]["args"]
+    assert start == ["/app/tools/start.sh"], start  # the image's entrypoint is the contract's
+    with open(log, "w") as fh:
+        return subprocess.Popen(
+            [*argv, *start, slug],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )

@@ -11,11 +11,13 @@ the snapshot as the grader's before-state, and the recipe's CPU/memory/lifetime.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import socket
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +31,7 @@ from apexrl.envs.profiles import (
 )
 from apexrl.errors import UsageError
 from apexrl.trial.config import SandboxSettings, TrialConfig
-from tests.mercor_world import build_image, start_local
+from tests.mercor_world import build_image, start_in_sandbox, start_local, unpack_image
 
 REF = "localhost/apexrl-test-mercor-world:v1"
 SLUG = "mercor-219-01-deadbeef"
@@ -132,3 +134,141 @@ def test_modal_environment_runs_a_recipe_task_on_a_mercor_image(tmp_path, monkey
     # the snapshot at start is the grader's before-state, kept on the host
     assert (before / "filesystem" / "Documents" / "figures.csv").is_file()
     assert (before / ".apps_data" / "mail" / "inbox.mbox").is_file()
+
+
+# --- writing the contract: apexrl's own world images and `world serve --profile mercor` ---
+
+
+def _example_world(tmp_path) -> Path:
+    from apexrl.tasks.example import write_example
+
+    write_example(tmp_path / "ds", seed=0)
+    worlds = json.loads((tmp_path / "ds" / "world_descriptions.json").read_text())
+    full = max(worlds, key=lambda w: len(w["apps"]))
+    return tmp_path / "ds" / "world_files_zipped" / f"{full['world_id']}.zip"
+
+
+def test_world_serve_profile_mercor_serves_the_contract(tmp_path):
+    """`world serve --profile mercor`: /health names the task, MCP at /mcp, and POST
+    /data/snapshot answers a tar.gz of filesystem/ and .apps_data/ that follows the
+    world's changes (what the recipe keeps as the before- and after-state)."""
+    import httpx
+    from mcp import Client
+
+    world = _example_world(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "apexrl", "world", "serve", str(world), "--profile", "mercor"]
+        + ["--port", "0", "--task-slug", SLUG, "--apps", "files,docs"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        ready = json.loads(proc.stdout.readline() or "{}")
+        assert ready.get("url", "").endswith("/mcp/"), ready or proc.stderr.read()
+        base = ready["health_url"].removesuffix("/health")
+        assert ready["snapshot_url"] == base + "/data/snapshot"
+        asyncio.run(wait_ready(base, MERCOR, timeout_s=60))
+        health = httpx.get(base + "/health", timeout=10).json()
+        assert health["task_slug"] == SLUG and health["profile"] == "mercor"
+        before = check_snapshot(asyncio.run(fetch_snapshot(base, MERCOR)))
+        assert "filesystem/Process/timeline.txt" in before
+        assert any(n.startswith(".apps_data/") for n in before)
+        assert "filesystem/Reports/note.docx" not in before
+
+        async def write() -> None:
+            async with asyncio.timeout(60), Client(base + "/mcp") as c:
+                r = await c.call_tool(
+                    "word_create_document",
+                    {
+                        "directory": "/Reports",
+                        "file_name": "note.docx",
+                        "content": [{"type": "paragraph", "text": "hello"}],
+                    },
+                )
+                assert not r.is_error, r
+
+        asyncio.run(write())
+        after = check_snapshot(asyncio.run(fetch_snapshot(base, MERCOR)))
+        assert "filesystem/Reports/note.docx" in after
+        # only POST answers a snapshot
+        assert httpx.get(base + "/data/snapshot", timeout=10).status_code == 405
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_world_pack_profile_mercor_writes_the_contract(tmp_path):
+    """The image's config and files: /app/tools/start.sh is the entrypoint, the world is
+    at /filesystem and /.apps_data, the gateway's port is 8000; apexrl's images keep
+    /world and 8080."""
+    import tarfile as tf_mod
+
+    from apexrl.images import oci
+
+    world = _example_world(tmp_path)
+    layouts = {}
+    for profile in ("mercor", "apexrl"):
+        p = subprocess.run(
+            [sys.executable, "-m", "apexrl", "world", "pack", str(world)]
+            + ["-o", str(tmp_path / profile), "--profile", profile, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert p.returncode == 0, p.stderr
+        src = oci.open_image(Path(json.loads(p.stdout.splitlines()[0])["archive"]))
+        names: set[str] = set()
+        for ref in src.blob_refs()[1:]:
+            with tf_mod.open(fileobj=io.BytesIO(src.read_blob(ref.digest))) as tf:
+                names |= {m.name.removeprefix("./").rstrip("/") for m in tf}
+        layouts[profile] = (src.config()["config"], names)
+    cfg, names = layouts["mercor"]
+    assert cfg["Entrypoint"] == ["/app/tools/start.sh"]
+    assert cfg["WorkingDir"] == "/filesystem"
+    assert "8000/tcp" in cfg["ExposedPorts"]
+    env = dict(e.split("=", 1) for e in cfg["Env"])
+    assert env["APEXRL_PORT"] == "8000" and env["APEXRL_WORLD"] == "/"
+    assert cfg["Labels"]["io.apexrl.image.profile"] == "mercor"
+    assert {"app/tools/start.sh", "app/world.json", "filesystem/Process/timeline.txt"} <= names
+    assert not any(n.startswith("world/") for n in names)
+    cfg, names = layouts["apexrl"]
+    assert cfg["Entrypoint"] == ["/usr/local/bin/apexrl-world-entrypoint"]
+    assert "8080/tcp" in cfg["ExposedPorts"]
+    assert cfg["Labels"]["io.apexrl.image.profile"] == "apexrl"
+    assert "world/filesystem/Process/timeline.txt" in names and "app/tools/start.sh" not in names
+
+
+@pytest.mark.integration
+def test_packed_mercor_image_starts_by_its_contract(tmp_path):
+    """The packed image, unpacked by umoci and started as `/app/tools/start.sh <slug>` in
+    the local sandbox: apexrl's own client side of the profile (readiness, snapshot)
+    works against it."""
+    import httpx
+
+    world = _example_world(tmp_path)
+    p = subprocess.run(
+        [sys.executable, "-m", "apexrl", "world", "pack", str(world)]
+        + ["-o", str(tmp_path / "images"), "--profile", "mercor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    rootfs, spec = unpack_image(Path(json.loads(p.stdout.splitlines()[0])["archive"]), tmp_path)
+    port = free_port()
+    proc = start_in_sandbox(rootfs, spec, SLUG, port, tmp_path / "gateway.log")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        asyncio.run(wait_ready(base, MERCOR, timeout_s=120))
+        health = httpx.get(base + "/health", timeout=10).json()
+        assert health["task_slug"] == SLUG and health["n_tools"] == 73
+        names = check_snapshot(asyncio.run(fetch_snapshot(base, MERCOR)))
+        assert "filesystem/Process/timeline.txt" in names
+    finally:
+        import os
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)

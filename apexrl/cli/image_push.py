@@ -52,7 +52,20 @@ def plan_pushes(items: list[tuple[Any, str | None]], tag: str) -> list[tuple]:
     return plans
 
 
-def image_record(world_id: str, ref: str, digest: str, size_bytes: int) -> dict[str, Any]:
+def image_profile(src: Any) -> str:
+    """The image contract an archive was packed for (its io.apexrl.image.profile label;
+    images packed before the label existed are apexrl's)."""
+    try:
+        labels = (src.config().get("config") or {}).get("Labels") or {}
+    except Exception:  # an unreadable config: the push itself reports it
+        return "apexrl"
+    value = labels.get("io.apexrl.image.profile")
+    return value if value in ("apexrl", "mercor") else "apexrl"
+
+
+def image_record(
+    world_id: str, ref: str, digest: str, size_bytes: int, profile: str = "apexrl"
+) -> dict[str, Any]:
     """ImageRecord(...).model_dump(mode="json") without loading pydantic (the same keys
     in the same order; a test keeps the two equal)."""
     return {
@@ -62,7 +75,7 @@ def image_record(world_id: str, ref: str, digest: str, size_bytes: int) -> dict[
         "digest": digest,
         "size_bytes": size_bytes,
         "platform": "linux/amd64",
-        "profile": "apexrl",
+        "profile": profile,
     }
 
 
@@ -97,7 +110,8 @@ def report_unchanged(dest: Any, plans: list, blobs: list, as_json: bool) -> None
             advance(there)
         ref = dest.with_tag(t)
         output.info(f"{ref}: 0 blobs uploaded (0 bytes), {len(bl)} already there")
-        rec = image_record(world_id, str(ref), src.manifest_digest, there + len(src.manifest_bytes))
+        size = there + len(src.manifest_bytes)
+        rec = image_record(world_id, str(ref), src.manifest_digest, size, image_profile(src))
         records.append(rec)
         if as_json:
             output.emit_records([rec], json_out=True)
@@ -142,7 +156,7 @@ def run_push(
                 f"{res.ref}: {res.uploaded_blobs} blobs uploaded ({res.uploaded_bytes} bytes), "
                 f"{res.skipped_blobs} already there"
             )
-            rec = image_record(world_id, str(res.ref), res.digest, res.size)
+            rec = image_record(world_id, str(res.ref), res.digest, res.size, image_profile(src))
             records.append(rec)
             if as_json:
                 output.emit_records([rec], json_out=True)

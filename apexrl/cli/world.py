@@ -21,7 +21,12 @@ def serve(
         ..., help="World folder or world zip (filesystem/ and .apps_data/)."
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-    port: int = typer.Option(8080, "--port", "-p", help="Port to listen on (0 = any free port)."),
+    port: int = typer.Option(
+        None,
+        "--port",
+        "-p",
+        help="Port to listen on (0 = any free port; default: the profile's, 8080 or 8000).",
+    ),
     apps: list[str] = typer.Option(
         None,
         "--apps",
@@ -40,6 +45,15 @@ def serve(
         "--surface",
         help="Tool surface: archipelago (default; archipelago's tool names) or apexrl.",
     ),
+    profile: str = typer.Option(
+        "apexrl",
+        "--profile",
+        help="Image contract to serve: apexrl (port 8080) or mercor (Mercor's world images: "
+        "port 8000, /mcp, /health and POST /data/snapshot, the world's snapshot tar.gz).",
+    ),
+    task_slug: str = typer.Option(
+        None, "--task-slug", help="The task this world serves (shown on /health)."
+    ),
 ) -> None:
     """Serve the world's MCP tools over streamable HTTP at /mcp/ (with /health).
 
@@ -47,13 +61,19 @@ def serve(
     then serves until Ctrl-C. A server that cannot come up fails the command (exit 1)."""
     import asyncio
 
+    from apexrl.envs.profiles import get_profile
     from apexrl.worlds.gateway import build_gateway, serve_forever
     from apexrl.worlds.models import ServeRecord
     from apexrl.worlds.world import open_world
 
+    prof = get_profile(profile)
+    port = prof.port if port is None else port
     w = open_world(world, workdir=workdir, apps=apps or None, world_id=world_id)
     try:
-        gw = build_gateway(w, strict=True, surface=surface)
+        gw = build_gateway(w, strict=True, surface=surface, snapshot_path=prof.snapshot_endpoint)
+        gw.info["profile"] = prof.name
+        if task_slug:
+            gw.info["task_slug"] = task_slug
 
         def on_ready(r) -> None:
             rec = ServeRecord(
@@ -65,6 +85,11 @@ def serve(
                 world_dir=str(w.root),
                 servers=gw.servers,
                 n_tools=r.n_tools,
+                snapshot_url=(
+                    r.health_url.removesuffix("/health") + prof.snapshot_endpoint
+                    if prof.snapshot_endpoint
+                    else None
+                ),
             )
             output.emit_records([rec], json_out=True)
             output.info(f"serving {w.world_id} at {r.url} ({r.n_tools} tools); Ctrl-C to stop")

@@ -34,7 +34,16 @@ def pack(
         "--runtime",
         help="The apexrl package directory to put in the image (default: the running one).",
     ),
-    port: int = typer.Option(8080, "--port", help="Port the gateway listens on in the image."),
+    port: int = typer.Option(
+        None, "--port", help="Port the gateway listens on in the image (default: the profile's)."
+    ),
+    profile: str = typer.Option(
+        "apexrl",
+        "--profile",
+        help="Image contract: apexrl (/world, port 8080) or mercor (Mercor's world images: "
+        "/app/tools/start.sh <task_slug>, /filesystem and /.apps_data, port 8000, "
+        "/mcp, /health, POST /data/snapshot).",
+    ),
     level: int = typer.Option(6, "--level", min=1, max=9, help="gzip level of new layers."),
     layer_mb: int = typer.Option(
         64,
@@ -58,11 +67,13 @@ def pack(
     (world_id, archive, digest, size_bytes).
     """
     from apexrl.artifacts.models import PackedImageRecord
+    from apexrl.envs.profiles import get_profile
     from apexrl.errors import ApexError, ExitCode
     from apexrl.images.pack import Packer, PackOptions
     from apexrl.worlds.sources import resolve_sources
 
     output.refuse_dash(out, "-o", "a folder of image archives")
+    prof = get_profile(profile)
     worlds = resolve_sources(srcs)
     if base == "scratch":
         output.warn("no --base: the images hold no Python and cannot run by themselves")
@@ -71,7 +82,8 @@ def pack(
         base=base,
         deps=deps,
         runtime=runtime,
-        port=port,
+        port=prof.port if port is None else port,
+        profile=prof.name,
         level=level,
         endpoint=registry_endpoint,
         layer_mb=layer_mb,

@@ -55,7 +55,7 @@ class ScriptedEngine(HttpEngine):
         stop_token: str | None = "<|im_end|>",
         host: str = "127.0.0.1",
         port: int = 0,
-        chat: Callable[[dict], str] | None = None,
+        chat: Callable[[dict], str | dict] | None = None,
     ) -> None:
         from apexrl.tito.tokenizer import load_tokenizer
 
@@ -65,7 +65,9 @@ class ScriptedEngine(HttpEngine):
         self.stop_id = self.tok.token_to_id(stop_token) if stop_token else None
         self.script: list[Step] = list(script)
         self.requests: list[dict] = []
-        self.chat = chat  # answers /v1/chat/completions (a judge); None: no such route
+        # answers /v1/chat/completions (a judge, or a chat agent's model): the reply's text,
+        # or an assistant message (dict: content and/or tool_calls); None: no such route
+        self.chat = chat
         self.chat_requests: list[dict] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -263,7 +265,13 @@ class ScriptedEngine(HttpEngine):
         return EngineCapabilities(model=self.model, max_model_len=self.max_model_len)
 
 
-def chat_completion(body: dict, text: str, model: str) -> dict:
+def chat_completion(body: dict, text: str | dict, model: str) -> dict:
+    """An OpenAI chat completion answering `body` with `text` (the assistant's content)
+    or an assistant message (a dict: `content`, `tool_calls` as `chat_tool_call` makes)."""
+    message = {"role": "assistant", "content": text}
+    if isinstance(text, dict):
+        message = {"role": "assistant", "content": None, **text}
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
@@ -272,12 +280,36 @@ def chat_completion(body: dict, text: str, model: str) -> dict:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": finish,
             }
         ],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
+
+
+def chat_tool_call(name: str, arguments: dict, *, content: str | None = None) -> dict:
+    """An assistant message calling one tool, as an OpenAI-compatible server returns it
+    (for `chat=` scripts that drive a chat-completions agent)."""
+    call = {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return {"content": content, "tool_calls": [call]}
+
+
+def chat_script(steps: Sequence[str | dict]) -> Callable[[dict], str | dict]:
+    """A `chat=` answer that replies with the next step per request (text or an assistant
+    message), then with a 'script exhausted' text; every request is kept by the engine."""
+    left = list(steps)
+    lock = threading.Lock()
+
+    def answer(body: dict) -> str | dict:
+        with lock:
+            return left.pop(0) if left else "script exhausted"
+
+    return answer
 
 
 def prompt_text(body: dict) -> str:

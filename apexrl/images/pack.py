@@ -11,6 +11,12 @@ a world at or under `layer_mb` keeps one layer, so its image digest does not
 change. The config
 starts the MCP gateway: `python -m apexrl world serve /world --host 0.0.0.0
 --port 8080`, declares the port and a healthcheck, linux/amd64.
+
+Profile `mercor` writes images to the contract of Mercor's prebuilt world images
+instead (apexrl.envs.profiles.MERCOR): the world at `/filesystem` and `/.apps_data`
+(world.json at /app/world.json), started by `/app/tools/start.sh <task_slug>` (also the
+entrypoint), the gateway on port 8000 with MCP at `/mcp`, `/health`, and `POST
+/data/snapshot` answering the world's snapshot (a tar.gz of both folders).
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ RUNTIME_DIR = "opt/apexrl"
 DEPS_DIR = "opt/apexrl/deps"
 ENTRYPOINT = "usr/local/bin/apexrl-world-entrypoint"
 DEFAULT_PORT = 8080
+MERCOR_START = "app/tools/start.sh"  # profile mercor: /app/tools/start.sh <task_slug>
+MERCOR_META = "app/world.json"
+PROFILES = ("apexrl", "mercor")
 DEFAULT_LAYER_MB = 64  # world file bytes per layer before the world is cut in several
 MAX_WORLD_LAYERS = 8  # few enough for overlay filesystems and registries' per-blob costs
 
@@ -77,6 +86,13 @@ fi
 exec "$PY" -m apexrl world serve "${APEXRL_WORLD:-/world}" \\
   --host "${APEXRL_HOST:-0.0.0.0}" --port "$PORT" \\
   ${APEXRL_WORLD_ID:+--world-id "$APEXRL_WORLD_ID"} ${APEXRL_APPS:+--apps "$APEXRL_APPS"} "$@"
+"""
+
+MERCOR_START_SCRIPT = """#!/bin/sh
+# Start this world as Mercor's world images start: /app/tools/start.sh <task_slug>.
+# The gateway (written by `apexrl world pack --profile mercor`) serves MCP at :8000/mcp,
+# /health, and POST /data/snapshot; the world is at /filesystem and /.apps_data.
+exec /usr/local/bin/apexrl-world-entrypoint --profile mercor ${1:+--task-slug "$1"}
 """
 
 # --- base image --------------------------------------------------------------------
@@ -143,9 +159,10 @@ def _local_image(spec: str) -> oci.ImageSource | None:
 # --- runtime and deps layers --------------------------------------------------------
 
 
-def runtime_entries(pkg: Path | None = None) -> list[oci.Entry]:
-    """apexrl's package source (no bytecode) at /opt/apexrl/apexrl plus the entrypoint.
-    `pkg` is an `apexrl` package directory (default: the one running)."""
+def runtime_entries(pkg: Path | None = None, profile: str = "apexrl") -> list[oci.Entry]:
+    """apexrl's package source (no bytecode) at /opt/apexrl/apexrl plus the entrypoint
+    (and, for profile mercor, /app/tools/start.sh). `pkg` is an `apexrl` package
+    directory (default: the one running)."""
     if pkg is None:
         import apexrl
 
@@ -154,6 +171,8 @@ def runtime_entries(pkg: Path | None = None) -> list[oci.Entry]:
     if pkg.name != "apexrl" or not (pkg / "__main__.py").is_file():
         raise UsageError(f"--runtime {pkg}: not an apexrl package directory (no __main__.py)")
     out = [oci.bytes_entry(ENTRYPOINT, ENTRYPOINT_SCRIPT.encode(), executable=True)]
+    if profile == "mercor":
+        out.append(oci.bytes_entry(MERCOR_START, MERCOR_START_SCRIPT.encode(), executable=True))
     for dirpath, dirs, files in os.walk(pkg):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_NAMES and not d.startswith("."))
         for f in sorted(files):
@@ -189,6 +208,14 @@ class PackOptions:
     level: int = oci.GZIP_LEVEL
     endpoint: str | None = None
     layer_mb: int = DEFAULT_LAYER_MB  # 0: the world in one layer, however large
+    profile: str = "apexrl"  # the image contract: apexrl's, or Mercor's world images'
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise UsageError(
+                f"unknown image profile {self.profile!r}",
+                hint=f"choose one of: {', '.join(PROFILES)}",
+            )
 
 
 @dataclass
@@ -213,7 +240,7 @@ class Packer:
         self.shared: list[tuple[oci.Layer, str]] = [
             (
                 oci.write_layer(
-                    runtime_entries(opts.runtime),
+                    runtime_entries(opts.runtime, opts.profile),
                     self.tmp / "runtime.tar.gz",
                     mtime=self.epoch,
                     level=opts.level,
@@ -244,13 +271,16 @@ class Packer:
         self.close()
 
     def pack(self, world: WorldSource, on_bytes: Callable[[int], None] | None = None) -> Packed:
+        # apexrl: /world/filesystem, /world/.apps_data; mercor: /filesystem, /.apps_data
+        top = "" if self.opts.profile == "mercor" else f"{WORLD_DIR}/"
         entries = [
-            oci.Entry(f"{WORLD_DIR}/{e.name}", e.kind, e.mode, e.size, e.opener, e.linkname)
+            oci.Entry(f"{top}{e.name}", e.kind, e.mode, e.size, e.opener, e.linkname)
             for e in world.entries()
         ]
         meta = {"world_id": world.world_id, **world.meta}
         meta["world_id"] = world.world_id
-        entries.append(oci.bytes_entry(f"{WORLD_DIR}/{WORLD_META}", oci.canonical_json(meta)))
+        meta_at = MERCOR_META if self.opts.profile == "mercor" else f"{WORLD_DIR}/{WORLD_META}"
+        entries.append(oci.bytes_entry(meta_at, oci.canonical_json(meta)))
         groups = split_world_entries(entries, self.opts.layer_mb << 20)
         paths = [self.tmp / f"world-{world.world_id}-{i}.tar.gz" for i in range(len(groups))]
         try:
@@ -298,24 +328,25 @@ class Packer:
         port = self.opts.port
         apps = _known_apps(world.meta.get("apps") or [])
         pythonpath = "/" + RUNTIME_DIR + (":/" + DEPS_DIR if self.opts.deps else "")
+        mercor = self.opts.profile == "mercor"
         return oci.ImageSpec(
             base_layers=self.base.layers,
             base_diff_ids=self.base.diff_ids,
             base_config=self.base.config,
             base_history=self.base.history,
             layers=[*self.shared, *_world_history(world.world_id, layers)],
-            entrypoint=["/" + ENTRYPOINT],
+            entrypoint=["/" + (MERCOR_START if mercor else ENTRYPOINT)],
             cmd=[],
             env={
                 "PYTHONPATH": pythonpath,
                 "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTHONUNBUFFERED": "1",
-                "APEXRL_WORLD": "/" + WORLD_DIR,
+                "APEXRL_WORLD": "/" if mercor else "/" + WORLD_DIR,
                 "APEXRL_PORT": str(port),
                 "APEXRL_WORLD_ID": world.world_id,
                 **({"APEXRL_APPS": ",".join(apps)} if apps else {}),
             },
-            working_dir="/" + WORLD_DIR,
+            working_dir="/filesystem" if mercor else "/" + WORLD_DIR,
             exposed_ports=[f"{port}/tcp"],
             healthcheck={
                 "Test": ["CMD", "/" + ENTRYPOINT, "healthcheck"],
@@ -328,6 +359,8 @@ class Packer:
                 oci.ANN_WORLD_ID: world.world_id,
                 "io.apexrl.gateway.port": str(port),
                 "io.apexrl.gateway.path": "/mcp/",
+                "io.apexrl.image.profile": self.opts.profile,
+                **({"io.apexrl.gateway.snapshot": "/data/snapshot"} if mercor else {}),
             },
             annotations={
                 oci.ANN_WORLD_ID: world.world_id,

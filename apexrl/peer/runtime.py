@@ -7,7 +7,10 @@ are uv projects for Python 3.13 with frozen locks; each is copied out of the che
     HOME/<key>/<server>/            the copy, its .venv, and a `.built` record
 
 where `key` hashes the checkout's server folders, so two checkouts (or one edited)
-never share runtimes and a checkout seen before is not built again. The servers keep
+never share runtimes and a checkout seen before is not built again. The environment
+gateway (`environment/`, what Mercor's world images run) and the agent runner
+(`agents/`) are built the same way into HOME/<folder>-<key of that folder>/
+(`project_runtime`). The servers keep
 one venv each: their locks pin different versions of 22 shared packages (fastmcp
 3.2.4 against 3.3.1, pandas 2.3 against 3.0, starlette 0.51 against 1.3), so one shared
 venv would not be the runtime their images run. uv hardlinks from its cache, so the
@@ -274,20 +277,100 @@ def runtimes(
     return out
 
 
+@dataclass(frozen=True)
+class PeerProject:
+    """One of the checkout's other uv projects, built like a server."""
+
+    folder: str  # <checkout>/<folder>
+    sync_args: tuple[str, ...]  # what `uv sync --frozen` gets besides
+    entry: str  # the file that says the folder is this project
+
+
+PROJECTS: dict[str, PeerProject] = {
+    # the gateway's image syncs every dependency group (its runner imports a stub
+    # package of the dev group at start), so this runtime does too
+    "environment": PeerProject("environment", ("--all-groups",), "runner/main.py"),
+    "agents": PeerProject("agents", ("--no-dev",), "runner/main.py"),
+}
+
+
+def project_key(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in _files(folder):
+        h.update(f.relative_to(folder).as_posix().encode() + b"\0")
+        if f.is_symlink():
+            h.update(b"L" + os.readlink(f).encode())
+        else:
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def project_runtime(
+    checkout: Path,
+    name: str,
+    *,
+    home: Path | None = None,
+    build: bool = True,
+    on_progress: Callable[[str], None] | None = None,
+) -> Path:
+    """The built copy (with .venv) of the checkout's `name` project (environment,
+    agents), built on first use unless `build` is false (then a usage error)."""
+    proj = PROJECTS[name]
+    src = checkout / proj.folder
+    if not (src / proj.entry).is_file() or not (src / "uv.lock").is_file():
+        raise UsageError(
+            f"{src}: no {proj.entry} and uv.lock (is {checkout} an archipelago checkout?)",
+            hint=f"clone {PUBLIC_REPO} (commit {PINNED_COMMIT})",
+        )
+    base = home or peer_home()
+    dest = base / f"{proj.folder}-{project_key(src)}"
+    if (dest / ".built").is_file():
+        return dest
+    if not build:
+        raise UsageError(
+            f"archipelago's {proj.folder} for {checkout} is not built ({dest})",
+            hint="run `make peer`",
+        )
+    python, uv = find_python(), find_uv()
+    with _locked(dest.with_suffix(".lock")):
+        if (dest / ".built").is_file():
+            return dest
+        (on_progress or (lambda _m: None))(f"building archipelago's {proj.folder} in {dest}")
+        if dest.exists():
+            shutil.rmtree(dest)  # a build that stopped half way
+        t0 = time.monotonic()
+        shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*_SKIP))
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+        env["UV_PROJECT_ENVIRONMENT"] = str(dest / ".venv")
+        env.setdefault("UV_LINK_MODE", "hardlink")
+        _run(
+            [uv, "sync", "--frozen", *proj.sync_args, "--quiet", "--python", python],
+            dest,
+            f"uv sync for archipelago's {proj.folder}",
+            env,
+        )
+        rec = {"project": proj.folder, "seconds": round(time.monotonic() - t0, 2)}
+        (dest / ".built").write_text(json.dumps(rec) + "\n")
+    return dest
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m apexrl.peer.runtime [CHECKOUT]`: build every runtime (make peer)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         checkout = find_checkout(args[0] if args else None)
         t0 = time.monotonic()
-        rts = runtimes(checkout, on_progress=lambda m: print(m, file=sys.stderr, flush=True))
+        say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        rts = runtimes(checkout, on_progress=say)
+        projects = {n: project_runtime(checkout, n, on_progress=say) for n in PROJECTS}
     except ApexError as e:
         print(f"error: {e}", file=sys.stderr)
         return int(e.code)
     root = next(iter(rts.values())).root.parent
     print(
         f"archipelago runtimes for {checkout}: {root} "
-        f"({len(rts)} servers ready in {time.monotonic() - t0:.1f} s)"
+        f"({len(rts)} servers ready in {time.monotonic() - t0:.1f} s); "
+        + ", ".join(f"{n}: {p}" for n, p in projects.items())
     )
     return 0
 

@@ -4,6 +4,8 @@
     /health  200 {"status": "ok", ...} when every server came up, 503 naming the ones
              that did not
     /ready   the same check, for orchestrators that probe readiness separately
+    POST /data/snapshot   (with `snapshot_path` set, as Mercor's world images serve it) the
+             world's state: a tar.gz of `filesystem/` and `.apps_data/`
 
 Which servers and tools are mounted is a tool surface (`apexrl.worlds.surface`):
 archipelago's names by default (`excel_read_tab`, `code_execution_code_exec`, always
@@ -19,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from apexrl.errors import ApexError, ExitCode
@@ -52,6 +56,9 @@ class Gateway:
     # with a token, every path is served under /<token>/ only (a per-trial capability:
     # another trial's sandbox that reaches the port cannot use this world)
     token: str | None = None
+    # POST here answers the world's snapshot (tar.gz); None: no such route
+    snapshot_path: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # more facts for /health (task_slug)
 
     @property
     def ok(self) -> bool:
@@ -67,7 +74,15 @@ class Gateway:
             "surface": self.surface.name if self.surface else None,
             "servers": {n: s.model_dump() for n, s in self.status.items()},
             "n_tools": len(self.tool_names),
+            **self.info,
         }
+
+    def snapshot_tar_gz(self, dest: Path) -> None:
+        """The world's state as a tar.gz at `dest`, taken while no tool call writes."""
+        from apexrl.worlds.snapshot import snapshot
+
+        with self.world.lock:
+            snapshot(self.world, dest)
 
     def starlette_app(self, host: str = "127.0.0.1"):
         from starlette.requests import Request
@@ -87,7 +102,34 @@ class Gateway:
                 Route("/ready", endpoint=health, methods=["GET"]),
             ]
         )
+        if self.snapshot_path:
+            app.router.routes.append(
+                Route(self.snapshot_path, endpoint=self._snapshot_endpoint, methods=["POST"])
+            )
         return _TokenPrefix(app, self.token) if self.token else app
+
+    async def _snapshot_endpoint(self, request: Any) -> Any:
+        import tempfile
+
+        import anyio
+        from starlette.background import BackgroundTask
+        from starlette.responses import FileResponse, JSONResponse
+
+        fd, name = tempfile.mkstemp(prefix="apexrl-snapshot-", suffix=".tar.gz")
+        os.close(fd)
+        path = Path(name)
+        try:
+            await anyio.to_thread.run_sync(self.snapshot_tar_gz, path)
+        except Exception as e:  # reported, never a half-written tar
+            path.unlink(missing_ok=True)
+            return JSONResponse({"error": f"snapshot failed: {type(e).__name__}: {e}"}, 500)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        return FileResponse(
+            path,
+            media_type="application/gzip",
+            filename=f"snapshot-{self.world.world_id}-{stamp}.tar.gz",
+            background=BackgroundTask(path.unlink, missing_ok=True),
+        )
 
 
 class _TokenPrefix:
@@ -121,6 +163,7 @@ def build_gateway(
     apps: list[str] | None = None,
     strict: bool = True,
     surface: str | Surface | None = None,
+    snapshot_path: str | None = None,
 ) -> Gateway:
     """Probe each server's data and register its tools on one MCP server.
 
@@ -128,6 +171,7 @@ def build_gateway(
     surface: a tool surface or its name (default: $APEXRL_TOOL_SURFACE, else archipelago).
     strict: raise (naming the servers and why) when any server does not come up;
     otherwise serve the rest and report the failure on /health (503).
+    snapshot_path: serve the world's snapshot on POST there (Mercor's `/data/snapshot`).
     """
     import importlib
     import inspect
@@ -137,7 +181,7 @@ def build_gateway(
     surf = surface if isinstance(surface, Surface) else get_surface(surface)
     specs = surf.for_apps(list(apps or world.apps or SERVERS))
     chosen = [s.name for s in specs]
-    gw = Gateway(world=world, servers=chosen, surface=surf)
+    gw = Gateway(world=world, servers=chosen, surface=surf, snapshot_path=snapshot_path)
     gw.mcp = MCPServer(
         name=f"apexrl-world-{world.world_id}",
         instructions=(

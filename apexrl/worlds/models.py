@@ -27,6 +27,7 @@ class ServeRecord(Record):
     world_dir: str
     servers: list[str]
     n_tools: int
+    snapshot_url: str | None = None  # POST: the world's snapshot tar.gz (profile mercor)
 
 
 class SnapshotFile(BaseModel):
