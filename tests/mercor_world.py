@@ -152,12 +152,12 @@ def unpack_image(archive: Path, work: Path) -> tuple[Path, dict]:
 
 def start_in_sandbox(rootfs: Path, spec: dict, slug: str, port: int, log: Path) -> subprocess.Popen:
     """`/app/tools/start.sh <slug>` from the unpacked image, in a bubblewrap sandbox of the
-    local environment's kind (apexrl.envs.sandbox) whose /filesystem, /.apps_data, /app,
+    local environment's kind (apexrl.envs.local.sandbox) whose /filesystem, /.apps_data, /app,
     /opt/apexrl and /usr/local are the image's. The image's base is empty here, so the
     interpreter is this test's (APEXRL_PYTHON; its folders are bound read-only), while
     the apexrl code that runs is the image's copy (PYTHONPATH=/opt/apexrl). The gateway
     listens on 127.0.0.1:`port` (the image's 8000 would collide between tests)."""
-    from apexrl.envs import sandbox
+    from apexrl.envs.local import sandbox
 
     binds = [
         ("/filesystem", rootfs / "filesystem"),
