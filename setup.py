@@ -2,7 +2,7 @@
 files a wheel carries from outside the package folder (recipes, shell completions).
 
 Everything else is declared in pyproject.toml. The extension is optional: without a C compiler
-or zlib's headers the build warns and goes on, and apexrl runs its Python code (archive.py,
+or zlib's headers the build warns and goes on, and apexrl runs its Python code (archive_extract.py,
 tasks/pack.py and envs/local/environment.py fall back; `apexrl doctor` says which runs).
 APEXRL_PURE_PYTHON=1 leaves it out altogether: `make wheel` builds the py3-none-any wheel so.
 """

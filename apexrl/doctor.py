@@ -125,7 +125,7 @@ def _native_row() -> dict:
     apexrl runs its Python code, slower, with the same results."""
     import os
 
-    from apexrl.artifacts.archive import native_tar
+    from apexrl.artifacts.archive_extract import native_tar
 
     if native_tar() is not None:
         return _row("native", "fasttar", True, "built: pack, unpack and the world copy in C")

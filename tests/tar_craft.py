@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from apexrl.artifacts import archive
+from apexrl.artifacts import archive_write
 
 USTAR = b"ustar\x0000"
 GNU = b"ustar  \x00"
@@ -54,7 +54,7 @@ def pad(data: bytes) -> bytes:
 
 
 def pax(records: list[tuple[str, bytes]], *, typeflag: bytes = b"x") -> bytes:
-    body = b"".join(archive._pax_record(k, v) for k, v in records)
+    body = b"".join(archive_write._pax_record(k, v) for k, v in records)
     return header(b"././@PaxHeader", len(body), typeflag) + pad(body)
 
 
@@ -67,14 +67,16 @@ END = bytes(1024)
 
 def task_tar(root: Path, prefix: str) -> bytes:
     """The files of a task folder as an uncompressed tar under `prefix/` (no end blocks)."""
-    entries = [archive.Entry(prefix, "dir")]
-    for rel, full, is_dir in archive.walk_sorted(root):
+    entries = [archive_write.Entry(prefix, "dir")]
+    for rel, full, is_dir in archive_write.walk_sorted(root):
         name = f"{prefix}/{rel}"
         if is_dir:
-            entries.append(archive.Entry(name, "dir"))
+            entries.append(archive_write.Entry(name, "dir"))
         else:
-            entries.append(archive.file_entry(name, full, executable=os.access(full, os.X_OK)))
-    return archive.tar_bytes(entries)[:-1024]
+            entries.append(
+                archive_write.file_entry(name, full, executable=os.access(full, os.X_OK))
+            )
+    return archive_write.tar_bytes(entries)[:-1024]
 
 
 def two_tree_row(real: bytes, decoy: bytes, hidden: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""apexrl.artifacts.archive: hostile archives (link chains, bombs, concurrent writers)
+"""apexrl.artifacts.archive_extract: hostile archives (link chains, bombs, concurrent writers)
 and a property test over random trees with links of every kind."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apexrl.artifacts import archive
+from apexrl.artifacts import archive_extract, archive_write
 from apexrl.errors import BadRecordError
 from apexrl.tasks.unpack import unpack_row
 
@@ -99,11 +99,11 @@ def test_in_tree_links_kept_and_none_policy_refuses_them(tmp_path):
     blob = _tar(
         [("a.txt", "file", "A"), ("b.txt", "sym", "a.txt"), ("c.txt", "hard", "a.txt")], gz=False
     )
-    res = archive.extract_tar(blob, tmp_path / "in", where="t", links="in_tree")
+    res = archive_extract.extract_tar(blob, tmp_path / "in", where="t", links="in_tree")
     assert (tmp_path / "in" / "b.txt").read_text() == "A" and res.n_links == 2
     with pytest.raises(BadRecordError, match="links are not allowed"):
-        archive.extract_tar(blob, tmp_path / "none", where="t")
-    res = archive.extract_tar(blob, tmp_path / "skip", where="t", skip_refused=True)
+        archive_extract.extract_tar(blob, tmp_path / "none", where="t")
+    res = archive_extract.extract_tar(blob, tmp_path / "skip", where="t", skip_refused=True)
     assert sorted(r.name for r in res.refused) == ["b.txt", "c.txt"]
     assert sorted(p.name for p in (tmp_path / "skip").iterdir()) == ["a.txt"]
 
@@ -116,24 +116,26 @@ def test_gzip_bomb_stops_early_and_names_the_row(tmp_path):
     with pytest.raises(BadRecordError) as err:
         unpack_row("task-1", blob, tmp_path, "data/x.parquet#12")
     assert "data/x.parquet#12" in str(err.value) and "ratio" in str(err.value)
-    lim = archive.Limits(max_total_bytes=10 << 20, max_ratio=10**9)
+    lim = archive_extract.Limits(max_total_bytes=10 << 20, max_ratio=10**9)
     with pytest.raises(BadRecordError, match="expands to more than"):
-        archive.gunzip(blob, "row 1", lim)
+        archive_extract.gunzip(blob, "row 1", lim)
 
 
 def test_member_and_total_limits_name_the_member(tmp_path):
     raw = _tar([("a", "file", b"x" * 5000), ("b", "file", b"y" * 5000)], gz=False)
     with pytest.raises(BadRecordError, match="row 2 member 'a'.*5000-byte|exceeds the 4096"):
-        archive.extract_tar(raw, tmp_path / "x", where="row 2", limits=archive.Limits(4096))
+        archive_extract.extract_tar(
+            raw, tmp_path / "x", where="row 2", limits=archive_extract.Limits(4096)
+        )
     with pytest.raises(BadRecordError, match="row 2: refused: expands to more than 8000"):
-        archive.extract_tar(
-            raw, tmp_path / "y", where="row 2", limits=archive.Limits(max_total_bytes=8000)
+        archive_extract.extract_tar(
+            raw, tmp_path / "y", where="row 2", limits=archive_extract.Limits(max_total_bytes=8000)
         )
 
 
 def test_limits_from_environment(monkeypatch):
     monkeypatch.setenv("APEXRL_ARCHIVE_MAX_TOTAL_BYTES", "1e6")
-    assert archive.Limits.from_env().max_total_bytes == 1_000_000
+    assert archive_extract.Limits.from_env().max_total_bytes == 1_000_000
 
 
 def _unpack_many(args: tuple[list[tuple[str, bytes]], str]) -> int:
@@ -182,20 +184,20 @@ def test_concurrent_unpacks_into_one_dir_leave_complete_tasks(tmp_path):
 def test_writer_is_deterministic_and_readable_by_tar(tmp_path):
     long = "d/" + "x" * 150 + "/é.txt"
     entries = [
-        archive.Entry("d", "dir", 0o755),
-        archive.bytes_entry(long, b"long name"),
-        archive.bytes_entry("d/run.sh", b"#!/bin/sh\n", executable=True),
-        archive.Entry("d/link", "symlink", linkname="run.sh"),
+        archive_write.Entry("d", "dir", 0o755),
+        archive_write.bytes_entry(long, b"long name"),
+        archive_write.bytes_entry("d/run.sh", b"#!/bin/sh\n", executable=True),
+        archive_write.Entry("d/link", "symlink", linkname="run.sh"),
     ]
-    raw = archive.tar_bytes(entries, mtime=946684800)
-    assert raw == archive.tar_bytes(entries, mtime=946684800)
-    gz = archive.gzip_bytes(raw)
-    assert gz == archive.gzip_bytes(raw) and zlib.decompress(gz, 31) == raw
+    raw = archive_write.tar_bytes(entries, mtime=946684800)
+    assert raw == archive_write.tar_bytes(entries, mtime=946684800)
+    gz = archive_write.gzip_bytes(raw)
+    assert gz == archive_write.gzip_bytes(raw) and zlib.decompress(gz, 31) == raw
     with tarfile.open(fileobj=io.BytesIO(raw)) as t:
         names = {m.name: m for m in t.getmembers()}
     assert names[long].size == 9 and names["d/link"].linkname == "run.sh"
     assert names["d/run.sh"].mode == 0o755 and names["d/run.sh"].mtime == 946684800
-    res = archive.extract_tar(raw, tmp_path / "x", where="t", links="in_tree")
+    res = archive_extract.extract_tar(raw, tmp_path / "x", where="t", links="in_tree")
     assert (tmp_path / "x" / long).read_bytes() == b"long name" and res.n_files == 2
 
 
@@ -249,7 +251,7 @@ def test_property_nothing_escapes(tmp_path_factory, members, policy):
         tar_members.append((name, kind, payload))
     raw = _tar(tar_members, gz=False)
     try:
-        res = archive.extract_tar(raw, dest, where="fuzz", links=policy)  # type: ignore[arg-type]
+        res = archive_extract.extract_tar(raw, dest, where="fuzz", links=policy)  # type: ignore[arg-type]
         ok = True
     except BadRecordError:
         ok = False
@@ -384,11 +386,11 @@ def test_lean_tar_parser_agrees_with_tarfile(fmt, lean):
         raw = buf.getvalue()
     else:
         raw = _tar_in_format(fmt)
-    fast = archive._lean_tar_members(raw)
+    fast = archive_extract._lean_tar_members(raw)
     assert (fast is not None) == (lean is not False)
     if fast is not None:
-        assert fast == archive._tarfile_members(raw, "x")
-    members, bad = archive.tar_members(raw, "x")
+        assert fast == archive_extract._tarfile_members(raw, "x")
+    members, bad = archive_extract.tar_members(raw, "x")
     assert not bad and {m.name for m in members} >= {"a/link", "a/hard", "a/exec.sh"}
 
 
@@ -396,37 +398,37 @@ def test_lean_tar_parser_reads_our_writer_and_gnu_tar(tmp_path):
     import subprocess
 
     entries = [
-        archive.Entry("t", "dir"),
-        archive.bytes_entry("t/" + "x" * 150, b"long"),
-        archive.bytes_entry("t/run.sh", b"#!/bin/sh\n", executable=True),
-        archive.Entry("t/l", "symlink", linkname="run.sh"),
+        archive_write.Entry("t", "dir"),
+        archive_write.bytes_entry("t/" + "x" * 150, b"long"),
+        archive_write.bytes_entry("t/run.sh", b"#!/bin/sh\n", executable=True),
+        archive_write.Entry("t/l", "symlink", linkname="run.sh"),
     ]
-    raw = archive.tar_bytes(entries)
-    fast = archive._lean_tar_members(raw)
-    assert fast is not None and fast == archive._tarfile_members(raw, "x")
+    raw = archive_write.tar_bytes(entries)
+    fast = archive_extract._lean_tar_members(raw)
+    assert fast is not None and fast == archive_extract._tarfile_members(raw, "x")
     src = tmp_path / "src"
     (src / "d").mkdir(parents=True)
     (src / "d" / "f.txt").write_text("gnu")
     (src / "d" / "g.bin").write_bytes(os.urandom(3000))
     subprocess.run(["tar", "cf", str(tmp_path / "g.tar"), "-C", str(src), "."], check=True)
     raw = (tmp_path / "g.tar").read_bytes()
-    fast = archive._lean_tar_members(raw)
-    assert fast is not None and fast == archive._tarfile_members(raw, "x")
+    fast = archive_extract._lean_tar_members(raw)
+    assert fast is not None and fast == archive_extract._tarfile_members(raw, "x")
 
 
 def test_lean_tar_parser_checks_every_header():
     """A corrupt header (bad checksum, non-octal size, truncated data) is never read
     by the lean parser: tarfile then decides, and a broken tar is refused by name."""
-    raw = bytearray(archive.tar_bytes([archive.bytes_entry("f.txt", b"x" * 1000)]))
+    raw = bytearray(archive_write.tar_bytes([archive_write.bytes_entry("f.txt", b"x" * 1000)]))
     bad_sum = bytearray(raw)
     bad_sum[0] ^= 1  # name changed, checksum not
-    assert archive._lean_tar_members(bytes(bad_sum)) is None
+    assert archive_extract._lean_tar_members(bytes(bad_sum)) is None
     bad_size = bytearray(raw)
     bad_size[124:136] = b"00000000x00\0"
-    assert archive._lean_tar_members(bytes(bad_size)) is None
+    assert archive_extract._lean_tar_members(bytes(bad_size)) is None
     with pytest.raises(BadRecordError, match="row 9"):
-        archive.tar_members(bytes(bad_sum), "row 9")
-    assert archive._lean_tar_members(bytes(raw[:700])) is None
+        archive_extract.tar_members(bytes(bad_sum), "row 9")
+    assert archive_extract._lean_tar_members(bytes(raw[:700])) is None
 
 
 def _rechecksum(header: bytearray) -> None:
@@ -438,40 +440,40 @@ def test_lean_tar_parser_header_spellings_and_checksum_halves():
     """Headers in the usual spelling take the one-match path, others the field-by-field
     one, with the same members; a change anywhere in the 512 bytes (either half of the
     checksum sum, or the checksum field) sends the archive to tarfile."""
-    raw = archive.tar_bytes(
+    raw = archive_write.tar_bytes(
         [
-            archive.bytes_entry("d/f.txt", b"x" * 1000),
-            archive.bytes_entry("d/g.sh", b"#!", executable=True),
+            archive_write.bytes_entry("d/f.txt", b"x" * 1000),
+            archive_write.bytes_entry("d/g.sh", b"#!", executable=True),
         ]
     )
-    want = archive._lean_tar_members(raw)
-    assert want is not None and want == archive._tarfile_members(raw, "x")
+    want = archive_extract._lean_tar_members(raw)
+    assert want is not None and want == archive_extract._tarfile_members(raw, "x")
     other = bytearray(raw)
     other[124:136] = b"1750\0\0\0\0\0\0\0\0"  # size 1000 spelled short, NUL-terminated
     other[100:108] = b"    644\0"  # mode with leading spaces
     _rechecksum(other)
-    assert archive._FAST_HEADER.match(bytes(other), 0) is None
-    assert archive._lean_tar_members(bytes(other)) == want
+    assert archive_extract._FAST_HEADER.match(bytes(other), 0) is None
+    assert archive_extract._lean_tar_members(bytes(other)) == want
     for at in (5, 200, 300, 511, 150, 154):
         bad = bytearray(raw)
         bad[at] = (bad[at] + 1) % 256 if at != 154 else ord("7")
-        assert archive._lean_tar_members(bytes(bad)) is None, at
+        assert archive_extract._lean_tar_members(bytes(bad)) is None, at
 
 
 def test_gunzip_members_padding_and_corruption():
     big = os.urandom(300_000) + b"\0" * 3_000_000  # output far past the first step
     one = gzip.compress(big)
-    assert archive.gunzip(one, "r") == big
+    assert archive_extract.gunzip(one, "r") == big
     multi = gzip.compress(b"ab") + gzip.compress(big) + b"\0" * 16
-    assert archive.gunzip(multi, "r") == b"ab" + big
+    assert archive_extract.gunzip(multi, "r") == b"ab" + big
     with pytest.raises(BadRecordError, match="truncated"):
-        archive.gunzip(one[:-100], "row 4")
+        archive_extract.gunzip(one[:-100], "row 4")
     bad_crc = bytearray(one)
     bad_crc[-6] ^= 1
     with pytest.raises(BadRecordError, match="row 5.*not a valid gzip"):
-        archive.gunzip(bytes(bad_crc), "row 5")
+        archive_extract.gunzip(bytes(bad_crc), "row 5")
     with pytest.raises(BadRecordError, match="not a valid gzip"):
-        archive.gunzip(b"PK\3\4" * 8, "row 6")
+        archive_extract.gunzip(b"PK\3\4" * 8, "row 6")
 
 
 def test_stamp_log_resume_crash_and_older_stamps(tmp_path):

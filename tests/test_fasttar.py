@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apexrl.artifacts import archive
+from apexrl.artifacts import archive_extract, archive_write
 from apexrl.errors import BadRecordError
 
-LIMITS = archive.Limits()
+LIMITS = archive_extract.Limits()
 
 
 def _native():
@@ -29,7 +29,9 @@ def _native():
 
 def _call(raw: bytes, dest: Path, strip: str | None = None, limits=LIMITS, compressed=0):
     dest.mkdir(parents=True, exist_ok=True)
-    return _native().extract(raw, os.fspath(dest), strip, archive.native_limits(limits), compressed)
+    return _native().extract(
+        raw, os.fspath(dest), strip, archive_extract.native_limits(limits), compressed
+    )
 
 
 def _snapshot(root: Path) -> dict[str, tuple]:
@@ -49,8 +51,8 @@ def _snapshot(root: Path) -> dict[str, tuple]:
 def _python_extract(monkeypatch, raw: bytes, dest: Path, **kw):
     with monkeypatch.context() as m:
         m.setenv("APEXRL_NATIVE_TAR", "0")
-        assert archive.native_tar() is None
-        return archive.extract_tar(raw, dest, where="t", **kw)
+        assert archive_extract.native_tar() is None
+        return archive_extract.extract_tar(raw, dest, where="t", **kw)
 
 
 def _tarfile_bytes(members, fmt=tarfile.PAX_FORMAT) -> bytes:
@@ -72,7 +74,7 @@ def _tarfile_bytes(members, fmt=tarfile.PAX_FORMAT) -> bytes:
 
 
 def test_the_module_is_built_and_used():
-    assert archive.native_tar() is _native()
+    assert archive_extract.native_tar() is _native()
 
 
 def test_a_packed_task_extracts_to_the_same_tree(tmp_path, monkeypatch):
@@ -85,7 +87,7 @@ def test_a_packed_task_extracts_to_the_same_tree(tmp_path, monkeypatch):
     list(convert_all(load_source(tmp_path / "expert"), tmp_path / "tasks", {}, strict=True))
     for task in sorted((tmp_path / "tasks").iterdir()):
         blob = pack_task_dir(task)[0]
-        raw = archive.gunzip(blob, "t")
+        raw = archive_extract.gunzip(blob, "t")
         fast, slow = tmp_path / "fast" / task.name, tmp_path / "slow" / task.name
         assert _call(raw, fast, strip=task.name, compressed=len(blob)) is not None, task.name
         _python_extract(monkeypatch, raw, slow, strip=task.name, links="in_tree")
@@ -141,7 +143,7 @@ def test_devices_long_names_and_corrupt_headers_are_declined(tmp_path):
         info.type = tarfile.FIFOTYPE
         t.addfile(info)
     assert _call(buf.getvalue(), tmp_path / "fifo") is None
-    raw = bytearray(archive.tar_bytes([archive.bytes_entry("f.txt", b"x" * 1000)]))
+    raw = bytearray(archive_write.tar_bytes([archive_write.bytes_entry("f.txt", b"x" * 1000)]))
     for at in (0, 130, 150, 300):  # name, size, checksum, magic: the checksum fails
         bad = bytearray(raw)
         bad[at] ^= 1
@@ -154,36 +156,38 @@ def test_devices_long_names_and_corrupt_headers_are_declined(tmp_path):
 
 
 def test_limits_are_declined_and_python_names_them(tmp_path):
-    raw = archive.tar_bytes([archive.bytes_entry(f"f{i}", b"x" * 2000) for i in range(3)])
-    small = archive.Limits(max_member_bytes=1000)
+    raw = archive_write.tar_bytes(
+        [archive_write.bytes_entry(f"f{i}", b"x" * 2000) for i in range(3)]
+    )
+    small = archive_extract.Limits(max_member_bytes=1000)
     assert _call(raw, tmp_path / "a", limits=small) is None
-    assert _call(raw, tmp_path / "b", limits=archive.Limits(max_total_bytes=5000)) is None
-    assert _call(raw, tmp_path / "c", limits=archive.Limits(max_members=2)) is None
-    ratio = archive.Limits(max_ratio=2.0, ratio_floor=100)
+    assert _call(raw, tmp_path / "b", limits=archive_extract.Limits(max_total_bytes=5000)) is None
+    assert _call(raw, tmp_path / "c", limits=archive_extract.Limits(max_members=2)) is None
+    ratio = archive_extract.Limits(max_ratio=2.0, ratio_floor=100)
     assert _call(raw, tmp_path / "d", limits=ratio, compressed=100) is None
     assert _call(raw, tmp_path / "e", limits=ratio, compressed=5000) == (3, 0, 6000)
     with pytest.raises(BadRecordError, match="member 'f0'.*1000-byte limit"):
-        archive.extract_tar(raw, tmp_path / "f", where="t", limits=small)
+        archive_extract.extract_tar(raw, tmp_path / "f", where="t", limits=small)
 
 
 def test_a_failed_write_is_undone_and_python_decides(tmp_path, monkeypatch):
     """A duplicate name (the later file wins) and a folder over a file: the C writer
     stops at the clash, its folder is emptied, and the Python extractor's outcome is
     the one the caller sees, exactly as with the fast path turned off."""
-    dup = archive.tar_bytes(
-        [archive.bytes_entry("d/f", b"first"), archive.bytes_entry("d/f", b"second")]
+    dup = archive_write.tar_bytes(
+        [archive_write.bytes_entry("d/f", b"first"), archive_write.bytes_entry("d/f", b"second")]
     )
     with pytest.raises(OSError):
         _call(dup, tmp_path / "raw")
-    archive.extract_tar(dup, tmp_path / "fast", where="t")
+    archive_extract.extract_tar(dup, tmp_path / "fast", where="t")
     _python_extract(monkeypatch, dup, tmp_path / "slow")
     assert _snapshot(tmp_path / "fast") == _snapshot(tmp_path / "slow")
     assert (tmp_path / "fast" / "d" / "f").read_bytes() == b"second"
-    clash = archive.tar_bytes(
-        [archive.bytes_entry("a", b"file"), archive.bytes_entry("a/b", b"under a file")]
+    clash = archive_write.tar_bytes(
+        [archive_write.bytes_entry("a", b"file"), archive_write.bytes_entry("a/b", b"under a file")]
     )
     with pytest.raises(BadRecordError) as fast_err:
-        archive.extract_tar(clash, tmp_path / "c1", where="row 3")
+        archive_extract.extract_tar(clash, tmp_path / "c1", where="row 3")
     with pytest.raises(BadRecordError) as slow_err:
         _python_extract(monkeypatch, clash, tmp_path / "c2")
     assert str(fast_err.value).replace("row 3", "t") == str(slow_err.value)
@@ -198,7 +202,7 @@ def test_no_link_is_followed_when_one_is_planted(tmp_path):
     dest = tmp_path / "dest"
     dest.mkdir()
     os.symlink(outside, dest / "a")
-    raw = archive.tar_bytes([archive.bytes_entry("a/evil", b"x")])
+    raw = archive_write.tar_bytes([archive_write.bytes_entry("a/evil", b"x")])
     with pytest.raises(OSError):
         _call(raw, dest)
     assert list(outside.iterdir()) == []
@@ -206,13 +210,16 @@ def test_no_link_is_followed_when_one_is_planted(tmp_path):
     with pytest.raises(OSError):
         _call(raw, tmp_path / "dest-link")  # the destination itself a link
     assert list(outside.iterdir()) == []
-    archive.extract_tar(raw, tmp_path / "p", where="t")  # the public entry: a fresh folder
+    archive_extract.extract_tar(raw, tmp_path / "p", where="t")  # the public entry: a fresh folder
     assert (tmp_path / "p" / "a" / "evil").read_bytes() == b"x"
 
 
 def test_modes_ignore_the_umask(tmp_path):
-    raw = archive.tar_bytes(
-        [archive.bytes_entry("x.sh", b"#!", executable=True), archive.bytes_entry("y", b"")]
+    raw = archive_write.tar_bytes(
+        [
+            archive_write.bytes_entry("x.sh", b"#!", executable=True),
+            archive_write.bytes_entry("y", b""),
+        ]
     )
     old = os.umask(0o077)
     try:
@@ -247,12 +254,12 @@ def test_property_same_outcome_as_python(tmp_path_factory, monkeypatch, members,
     """Random plain trees, clashes included: the same tree, or the same refusal."""
     if fmt == "apexrl":
         entries = [
-            archive.Entry(n, "dir")
+            archive_write.Entry(n, "dir")
             if k == "dir"
-            else archive.bytes_entry(n, d, executable=k == "exec")
+            else archive_write.bytes_entry(n, d, executable=k == "exec")
             for n, k, d in members
         ]
-        raw = archive.tar_bytes(entries)
+        raw = archive_write.tar_bytes(entries)
     else:
         raw = _tarfile_bytes(members, tarfile.PAX_FORMAT if fmt == "pax" else tarfile.USTAR_FORMAT)
     base = tmp_path_factory.mktemp("same")
@@ -266,7 +273,7 @@ def test_property_same_outcome_as_python(tmp_path_factory, monkeypatch, members,
                     used.append(_call(raw, base / "probe", strip=strip) is not None)
                 except OSError:  # a clash found while writing
                     used.append(False)
-                archive.extract_tar(raw, dest, where="t", strip=strip)
+                archive_extract.extract_tar(raw, dest, where="t", strip=strip)
             else:
                 _python_extract(monkeypatch, raw, dest, strip=strip)
             outcomes.append(_snapshot(dest))
@@ -319,7 +326,7 @@ def test_unpack_in_c_batches_and_in_processes_agree(tmp_path, monkeypatch):
 
 def _gz_call(blob: bytes, dest: Path, strip: str | None = None, limits=LIMITS):
     dest.mkdir(parents=True, exist_ok=True)
-    return _native().extract_gz(blob, os.fspath(dest), strip, archive.native_limits(limits))
+    return _native().extract_gz(blob, os.fspath(dest), strip, archive_extract.native_limits(limits))
 
 
 def test_gzip_inside_the_c_call_keeps_gunzips_rules(tmp_path):
@@ -327,10 +334,10 @@ def test_gzip_inside_the_c_call_keeps_gunzips_rules(tmp_path):
     gunzip refuses (truncated, a bad CRC, a bomb past the bound), writing nothing."""
     import gzip
 
-    raw = archive.tar_bytes([archive.bytes_entry("t/f.txt", b"hello " * 500)])
-    blob = archive.gzip_fast(raw)
+    raw = archive_write.tar_bytes([archive_write.bytes_entry("t/f.txt", b"hello " * 500)])
+    blob = archive_write.gzip_fast(raw)
     assert _gz_call(blob, tmp_path / "one", "t") == (1, 0, 3000)
-    assert _gz_call(archive.gzip_bytes(raw), tmp_path / "zlib", "t") == (1, 0, 3000)
+    assert _gz_call(archive_write.gzip_bytes(raw), tmp_path / "zlib", "t") == (1, 0, 3000)
     half = len(raw) // 2
     multi = gzip.compress(raw[:half]) + gzip.compress(raw[half:]) + b"\0" * 8
     assert _gz_call(multi, tmp_path / "multi", "t") == (1, 0, 3000)
@@ -347,10 +354,12 @@ def test_gzip_inside_the_c_call_keeps_gunzips_rules(tmp_path):
     for name, data in declined.items():
         assert _gz_call(data, tmp_path / name, "t") is None, name
         assert list((tmp_path / name).iterdir()) == [], name
-    bomb = archive.gzip_bytes(archive.tar_bytes([archive.bytes_entry("z", bytes(40 << 20))]))
+    bomb = archive_write.gzip_bytes(
+        archive_write.tar_bytes([archive_write.bytes_entry("z", bytes(40 << 20))])
+    )
     assert _gz_call(bomb, tmp_path / "bomb") is None  # 40 MiB of zeros from ~40 KiB
     with pytest.raises(BadRecordError, match="compression bomb"):
-        archive.extract_targz(bomb, tmp_path / "bomb", where="row 1")
+        archive_extract.extract_targz(bomb, tmp_path / "bomb", where="row 1")
 
 
 def test_a_batch_with_rows_of_every_kind_matches_the_process_path(tmp_path, monkeypatch):
@@ -364,18 +373,22 @@ def test_a_batch_with_rows_of_every_kind_matches_the_process_path(tmp_path, monk
     from apexrl.tasks.unpack import unpack_dataset
 
     def tgz(entries):
-        return archive.gzip_fast(archive.tar_bytes(entries))
+        return archive_write.gzip_fast(archive_write.tar_bytes(entries))
 
     rows = {
-        "plain": tgz([archive.Entry("plain", "dir"), archive.bytes_entry("plain/a.txt", b"a")]),
+        "plain": tgz(
+            [archive_write.Entry("plain", "dir"), archive_write.bytes_entry("plain/a.txt", b"a")]
+        ),
         "linked": tgz(
             [
-                archive.bytes_entry("linked/a.txt", b"a"),
-                archive.Entry("linked/l", "symlink", linkname="a.txt"),
+                archive_write.bytes_entry("linked/a.txt", b"a"),
+                archive_write.Entry("linked/l", "symlink", linkname="a.txt"),
             ]
         ),
-        "dup": tgz([archive.bytes_entry("dup/f", b"1"), archive.bytes_entry("dup/f", b"2")]),
-        "escape": tgz([archive.Entry("escape/l", "symlink", linkname="../../etc")]),
+        "dup": tgz(
+            [archive_write.bytes_entry("dup/f", b"1"), archive_write.bytes_entry("dup/f", b"2")]
+        ),
+        "escape": tgz([archive_write.Entry("escape/l", "symlink", linkname="../../etc")]),
         "empty": b"",
     }
     ds = tmp_path / "ds.parquet"
@@ -473,7 +486,9 @@ def test_tar_dir_of_converted_tasks_and_its_refusals(tmp_path, monkeypatch):
     (task / "pipe").unlink()
     (task / "résumé.txt").write_text("cv")
     assert _native().tar_dir(os.fspath(task)) is None
-    members, _ = archive.tar_members(archive.gunzip(pack_task_dir(task)[0], "t"), "t")
+    members, _ = archive_extract.tar_members(
+        archive_extract.gunzip(pack_task_dir(task)[0], "t"), "t"
+    )
     assert "résumé.txt" in {m.name for m in members}
     assert _native().tar_dir(os.fspath(tmp_path / "missing")) is None
 
@@ -504,11 +519,11 @@ def test_rows_as_the_recipe_and_gnu_tar_write_them(tmp_path, monkeypatch):
         assert (done is not None) == taken, label
         fast = tmp_path / "fast" / label
         fast.mkdir(parents=True)
-        archive.extract_targz(blob, fast, where=label, links="in_tree", strip=task.name)
+        archive_extract.extract_targz(blob, fast, where=label, links="in_tree", strip=task.name)
         slow = tmp_path / "slow" / label
         with monkeypatch.context() as m:
             m.setenv("APEXRL_NATIVE_TAR", "0")
-            archive.extract_targz(blob, slow, where=label, links="in_tree", strip=task.name)
+            archive_extract.extract_targz(blob, slow, where=label, links="in_tree", strip=task.name)
         want = {k: v[:1] + v[2:] for k, v in _snapshot(task).items()}  # modes: the writer's
         for got in (fast, slow):
             assert {k: v[:1] + v[2:] for k, v in _snapshot(got).items()} == want, label
@@ -516,12 +531,12 @@ def test_rows_as_the_recipe_and_gnu_tar_write_them(tmp_path, monkeypatch):
 
 
 _SEED_TARS = [
-    archive.tar_bytes(
+    archive_write.tar_bytes(
         [
-            archive.Entry("t", "dir"),
-            archive.bytes_entry("t/a.txt", b"alpha" * 30),
-            archive.bytes_entry("t/" + "n" * 120 + "/deep.txt", b"long"),  # a PAX record
-            archive.bytes_entry("t/run.sh", b"#!/bin/sh\n", executable=True),
+            archive_write.Entry("t", "dir"),
+            archive_write.bytes_entry("t/a.txt", b"alpha" * 30),
+            archive_write.bytes_entry("t/" + "n" * 120 + "/deep.txt", b"long"),  # a PAX record
+            archive_write.bytes_entry("t/run.sh", b"#!/bin/sh\n", executable=True),
         ]
     ),
     _tarfile_bytes([("t/x", "file", b"x" * 600), ("t/d", "dir", b"")], tarfile.USTAR_FORMAT),
@@ -550,7 +565,7 @@ def test_property_corrupted_archives_are_declined_or_agree(
         done = _call(data, base / "fast", strip="t")
     except OSError:  # a clash found while writing: the caller empties and falls back
         done = None
-        archive.empty_folder(os.fspath(base / "fast"))
+        archive_extract.empty_folder(os.fspath(base / "fast"))
     if done is None:
         assert list((base / "fast").iterdir()) == []
         return
@@ -560,10 +575,11 @@ def test_property_corrupted_archives_are_declined_or_agree(
     except BadRecordError as e:
         raise AssertionError(f"C wrote a tree that Python refuses: {e}") from None
     assert _snapshot(base / "fast") == _snapshot(base / "slow")
-    gz = archive.gzip_fast(data)
+    gz = archive_write.gzip_fast(data)
     (base / "gz").mkdir()
     assert (
-        _native().extract_gz(gz, os.fspath(base / "gz"), "t", archive.native_limits(LIMITS)) == done
+        _native().extract_gz(gz, os.fspath(base / "gz"), "t", archive_extract.native_limits(LIMITS))
+        == done
     )
 
 
@@ -573,10 +589,10 @@ def test_a_tree_deeper_than_the_c_path_takes_is_written_by_python(tmp_path):
     import subprocess
 
     name = "/".join(["a"] * 1200) + "/f"
-    raw = archive.tar_bytes([archive.bytes_entry(name, b"deep")])
+    raw = archive_write.tar_bytes([archive_write.bytes_entry(name, b"deep")])
     assert _call(raw, tmp_path / "c") is None
     try:
-        archive.extract_tar(raw, tmp_path / "p", where="t")
+        archive_extract.extract_tar(raw, tmp_path / "p", where="t")
         assert (tmp_path / "p" / name).read_bytes() == b"deep"
     finally:  # shutil.rmtree (and so pytest's own cleanup) recurses: rm -rf does not
         subprocess.run(["rm", "-rf", str(tmp_path / "p")], check=True)

@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apexrl.artifacts import _fasttar, archive
+from apexrl.artifacts import _fasttar, archive_extract, archive_write
 from apexrl.errors import BadRecordError
 from tests import tar_craft as tc
 
-LIMITS = archive.Limits()
+LIMITS = archive_extract.Limits()
 
 Norm = list[tuple[str, str, bool, bytes]]  # (name, kind, exec, data) as extraction writes
 
@@ -34,7 +34,7 @@ def _norm(raw: bytes, members: list) -> Norm | str:
     out: Norm = []
     for m in members:
         try:
-            name = archive.check_name(m.name)
+            name = archive_extract.check_name(m.name)
         except ValueError as e:
             return f"refused {m.name!r}: {e}"
         if not name:
@@ -54,7 +54,7 @@ def _norm(raw: bytes, members: list) -> Norm | str:
 
 def python_verdict(raw: bytes, strip: str | None) -> Norm | str:
     try:
-        members, bad = archive.tar_members(raw, "fuzz", strip=strip)
+        members, bad = archive_extract.tar_members(raw, "fuzz", strip=strip)
     except BadRecordError as e:
         return f"refused: {e.detail}"
     if bad:
@@ -77,7 +77,7 @@ def _raw_norm(raw: bytes, rows: list) -> list:
     out = []
     for name, kind, size, mode, link, off in rows:
         try:
-            name = archive.check_name(name)
+            name = archive_extract.check_name(name)
         except ValueError:
             name = "!" + name
         data = raw[off : off + size] if kind == "file" else b""
@@ -93,14 +93,14 @@ def check_one_verdict(raw: bytes, strip: str | None = "t") -> None:
         assert not isinstance(py, str), f"C takes a stream Python refuses: {py}"
         assert c == py, "C and Python read different trees"
     try:
-        lean = archive._lean_tar_members(raw)
-    except archive._Ambiguous:
+        lean = archive_extract._lean_tar_members(raw)
+    except archive_extract._Ambiguous:
         lean = None
         assert isinstance(py, str)  # refused by the one parse every reader takes
     if lean is not None:
         try:
-            ref = archive._tarfile_members(raw, "fuzz")
-        except (BadRecordError, archive._Ambiguous) as e:
+            ref = archive_extract._tarfile_members(raw, "fuzz")
+        except (BadRecordError, archive_extract._Ambiguous) as e:
             raise AssertionError(f"the lean parser takes a stream tarfile refuses: {e}") from None
         assert _raw_norm(raw, lean) == _raw_norm(raw, ref), "lean parser and tarfile differ"
 
@@ -146,7 +146,7 @@ def _block(draw) -> bytes:
         return tc.pax(recs, typeflag=draw(st.sampled_from([b"x", b"x", b"g"])))
     data = draw(_payload)
     if data == "inner":
-        data = archive.tar_bytes([archive.bytes_entry("t/instruction.md", b"DECOY")])
+        data = archive_write.tar_bytes([archive_write.bytes_entry("t/instruction.md", b"DECOY")])
     size_mode = draw(st.sampled_from(["exact", "exact", "exact", "zero", "plus", "minus", "raw"]))
     size: int | bytes = {
         "exact": len(data),
@@ -226,13 +226,13 @@ def _tarfile_tar(fmt: int) -> bytes:
 
 
 _SEEDS = [
-    archive.tar_bytes(
+    archive_write.tar_bytes(
         [
-            archive.Entry("t", "dir"),
-            archive.bytes_entry("t/a.txt", b"alpha" * 30),
-            archive.bytes_entry("t/" + "n" * 120 + "/deep.txt", b"long"),
-            archive.bytes_entry("t/run.sh", b"#!/bin/sh\n", executable=True),
-            archive.Entry("t/d", "dir"),
+            archive_write.Entry("t", "dir"),
+            archive_write.bytes_entry("t/a.txt", b"alpha" * 30),
+            archive_write.bytes_entry("t/" + "n" * 120 + "/deep.txt", b"long"),
+            archive_write.bytes_entry("t/run.sh", b"#!/bin/sh\n", executable=True),
+            archive_write.Entry("t/d", "dir"),
         ]
     ),
     _tarfile_tar(tarfile.PAX_FORMAT),
@@ -330,9 +330,13 @@ def test_mutated_gzip_gets_one_verdict(tmp_path):
 
     rng = random.Random(2029)
     raw = _SEEDS[0]
-    blobs = [archive.gzip_fast(raw), archive.gzip_bytes(raw), gzip.compress(raw, mtime=0)]
+    blobs = [
+        archive_write.gzip_fast(raw),
+        archive_write.gzip_bytes(raw),
+        gzip.compress(raw, mtime=0),
+    ]
     blobs.append(gzip.compress(raw[:1024], mtime=0) + gzip.compress(raw[1024:], mtime=0))
-    lim = archive.native_limits(LIMITS)
+    lim = archive_extract.native_limits(LIMITS)
     taken = 0
     for i in range(int(os.environ.get("APEXRL_GZ_FUZZ_N", "300"))):
         data = bytearray(rng.choice(blobs))
@@ -353,11 +357,13 @@ def test_mutated_gzip_gets_one_verdict(tmp_path):
             continue
         taken += 1
         try:
-            inflated = archive.gunzip(data, "fuzz", LIMITS)
+            inflated = archive_extract.gunzip(data, "fuzz", LIMITS)
         except BadRecordError as e:
             raise AssertionError(f"gzip {i}: C inflates a stream gunzip refuses: {e}") from None
         slow = tmp_path / f"py{i}"
         slow.mkdir()
-        archive._extract_tar_python(inflated, slow, "fuzz", "none", LIMITS, "t", False, len(data))
+        archive_extract._extract_tar_python(
+            inflated, slow, "fuzz", "none", LIMITS, "t", False, len(data)
+        )
         assert _tree(fast) == _tree(slow), f"gzip {i}"
     assert taken > 10

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from apexrl.artifacts import archive
+from apexrl.artifacts import archive_extract, archive_write
 from apexrl.artifacts.models import DatasetRow
 from apexrl.cli.app import app
 from apexrl.errors import BadRecordError
@@ -30,9 +30,9 @@ def crafted(tmp_path):
     slug = real.name
     raw = two_tree_row(task_tar(real, slug), task_tar(decoy, slug), f"{slug}/notes".encode())
     other = recipe_task(tmp_path / "other", "beta-corp", 3)
-    plain = archive.gzip_bytes(task_tar(other, other.name) + END)
+    plain = archive_write.gzip_bytes(task_tar(other, other.name) + END)
     rows = [
-        PackedTask(DatasetRow(path=slug), archive.gzip_bytes(raw)),
+        PackedTask(DatasetRow(path=slug), archive_write.gzip_bytes(raw)),
         PackedTask(DatasetRow(path=other.name), plain),
     ]
     write_dataset(rows, tmp_path / "ds")
@@ -124,14 +124,16 @@ def test_every_reader_refuses_each_two_tree_variant(tmp_path):
         assert _fasttar.members(raw, "t") is None, name
         dest = tmp_path / name
         dest.mkdir()
-        lim = archive.native_limits(archive.Limits())
+        lim = archive_extract.native_limits(archive_extract.Limits())
         assert _fasttar.extract(raw, str(dest), "t", lim, 0) is None, name
         assert list(dest.iterdir()) == [], name
         with pytest.raises(BadRecordError, match="tar readers disagree"):
-            archive.tar_members(raw, name)
+            archive_extract.tar_members(raw, name)
         with pytest.raises(BadRecordError, match="tar readers disagree"):
-            archive.extract_tar(raw, tmp_path / f"{name}.py", where=name, strip="t")
+            archive_extract.extract_tar(raw, tmp_path / f"{name}.py", where=name, strip="t")
 
 
 def task_tar_files(files: dict[str, bytes]) -> bytes:
-    return archive.tar_bytes([archive.bytes_entry(n, d) for n, d in files.items()])[:-1024]
+    return archive_write.tar_bytes([archive_write.bytes_entry(n, d) for n, d in files.items()])[
+        :-1024
+    ]

@@ -15,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 REFUSED_FILE = "refused_links.json"
 
@@ -36,6 +37,11 @@ def open_regular(path: Path | str) -> int:
         raise RefusedPath(errno.EINVAL, "not a regular file", str(path))
     os.set_blocking(fd, True)
     return fd
+
+
+def open_nofollow(path: Path | str) -> IO[bytes]:
+    """A regular file opened for reading (binary) without following a link."""
+    return os.fdopen(open_regular(path), "rb")
 
 
 def read_regular(path: Path | str, *, max_bytes: int | None = None) -> bytes:

@@ -314,7 +314,7 @@ class ModalEnvironment(BaseEnvironment):
         self._tmp = tempfile.TemporaryDirectory(prefix="apexrl-modal-before-")
         before = Path(self._tmp.name) / "world"
         before.mkdir()
-        from apexrl.artifacts.archive import extract_tar, extract_targz
+        from apexrl.artifacts.archive_extract import extract_tar, extract_targz
 
         # sandbox-written bytes (gzip or plain tar): links, devices and escapes are skipped
         extract = extract_targz if data[:2] == b"\x1f\x8b" else extract_tar
@@ -385,7 +385,13 @@ class ModalEnvironment(BaseEnvironment):
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         target_dir = self.profile.world_path(target_dir)
-        from apexrl.artifacts.archive import Entry, file_entry, gzip_bytes, tar_bytes, walk_sorted
+        from apexrl.artifacts.archive_write import (
+            Entry,
+            file_entry,
+            gzip_bytes,
+            tar_bytes,
+            walk_sorted,
+        )
 
         entries = [
             Entry(rel, "dir", 0o755)
@@ -425,7 +431,7 @@ class ModalEnvironment(BaseEnvironment):
             await self.download_file(remote, local)
             target = Path(target_dir)
             target.mkdir(parents=True, exist_ok=True)
-            from apexrl.artifacts.archive import extract_targz
+            from apexrl.artifacts.archive_extract import extract_targz
 
             # sandbox-written bytes: links, devices and escapes are skipped and logged
             res = extract_targz(

@@ -175,7 +175,7 @@ async def fetch_snapshot(
 def check_snapshot(data: bytes) -> list[str]:
     """Member names of a snapshot tar; ValueError when it is not one (bad tar, members
     outside filesystem/ and .apps_data/, absolute or '..' paths)."""
-    from apexrl.artifacts.archive import gunzip, tar_members
+    from apexrl.artifacts.archive_extract import gunzip, tar_members
     from apexrl.errors import BadRecordError
 
     # sandbox-written bytes: decompressed and parsed by the shared, size-limited reader

@@ -177,7 +177,7 @@ class Shipments:
 
                 self.worlds[world_id] = self._put("world-zip", world_id, read_regular(zpath))
             elif folder is not None:
-                from apexrl.artifacts.archive import gzip_fast
+                from apexrl.artifacts.archive_write import gzip_fast
                 from apexrl.tasks.pack import tar_task_dir
 
                 blob = gzip_fast(tar_task_dir(folder))
@@ -321,7 +321,7 @@ def _arrived(res: NodeResult, config, retries: int):
 def restore_logs(blob: bytes, dest: Path) -> None:
     """The trial folder a node sent back, at `dest` (replaced as a whole), extracted as
     any archive is (its bytes were written by a sandbox)."""
-    from apexrl.artifacts.archive import extract_targz
+    from apexrl.artifacts.archive_extract import extract_targz
     from apexrl.artifacts.atomic import atomic_dir
 
     with atomic_dir(dest, force=True, marker=False) as tmp:

@@ -10,7 +10,7 @@ the node, `run_on_node` turns those into local folders under the node's own scra
     <scratch>/files/<sha256>/                  a local tokenizer's files, a template file
     <scratch>/trials/<trial id>-<random>/      the trial's folder, packed and removed
 
-Archives are extracted by apexrl.artifacts.archive (no links out, no devices, size
+Archives are extracted by apexrl.artifacts.archive_extract (no links out, no devices, size
 and ratio limits), the same path a local run takes; a blob whose bytes do not match
 its digest is refused. The trial's folder comes back to the driver as a gzip tar of
 its regular files (links and special files the sandbox left are not packed), capped
@@ -120,7 +120,7 @@ def world_store(scratch: Path, world: Shipped) -> Path:
             extract_zip_safely(zpath, out)
             zpath.unlink()
         else:
-            from apexrl.artifacts.archive import Limits, extract_targz
+            from apexrl.artifacts.archive_extract import Limits, extract_targz
 
             cap = 50 * 2**30  # as extract_zip_safely: worlds are bigger than tasks
             limits = Limits.from_env(max_total_bytes=cap, max_member_bytes=8 * 2**30)
@@ -143,7 +143,7 @@ TOKENIZER_FILES = (
 
 def pack_files(path: Path) -> bytes:
     """A driver-side file, or the tokenizer files of a folder, as a gzip tar."""
-    from apexrl.artifacts.archive import file_entry, gzip_fast, tar_bytes
+    from apexrl.artifacts.archive_write import file_entry, gzip_fast, tar_bytes
 
     if path.is_file():
         entries = [file_entry(path.name, path)]
@@ -154,7 +154,7 @@ def pack_files(path: Path) -> bytes:
 
 def local_files(scratch: Path, item: Shipped) -> Path:
     """A shipped file (kind "file": the path of that file) or folder ("dir") on this node."""
-    from apexrl.artifacts.archive import extract_targz
+    from apexrl.artifacts.archive_extract import extract_targz
 
     def build(tmp: Path) -> None:
         where = f"{item.kind} {item.name}"
@@ -167,7 +167,7 @@ def local_files(scratch: Path, item: Shipped) -> Path:
 def pack_logs(root: Path) -> bytes:
     """A gzip tar of the regular files under `root` (never through a link), largest
     files left out past LOGS_MAX_BYTES and named in LOGS_SKIPPED."""
-    from apexrl.artifacts.archive import bytes_entry, file_entry, gzip_fast, tar_bytes
+    from apexrl.artifacts.archive_write import bytes_entry, file_entry, gzip_fast, tar_bytes
     from apexrl.artifacts.nofollow import regular_files
 
     files = []

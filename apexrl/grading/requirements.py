@@ -91,7 +91,7 @@ MAX_RUBRIC_BYTES = 10_000_000
 
 def _rubric_from_blob(blob: bytes, where: str) -> list[dict]:
     """tests/verifiers.json of a packed task (gzip tar), read in memory: nothing extracted."""
-    from apexrl.artifacts.archive import gunzip, tar_members
+    from apexrl.artifacts.archive_extract import gunzip, tar_members
 
     # dataset bytes: the shared reader (size and ratio limits), as `tasks unpack` uses
     try:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from apexrl.artifacts.archive import (
+from apexrl.artifacts.archive_write import (
     COPY_BUFSIZE,
     GZIP_LEVEL,
     Entry,

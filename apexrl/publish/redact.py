@@ -301,7 +301,8 @@ class Redactor:
         return buf.getvalue()
 
     def _gzip(self, data: bytes, where: str) -> bytes | None:
-        from apexrl.artifacts.archive import Limits, gunzip, gzip_bytes
+        from apexrl.artifacts.archive_extract import Limits, gunzip
+        from apexrl.artifacts.archive_write import gzip_bytes
         from apexrl.errors import BadRecordError
 
         try:
@@ -312,7 +313,8 @@ class Redactor:
         return data if new == raw else gzip_bytes(new)
 
     def _tar(self, data: bytes, where: str) -> bytes | None:
-        from apexrl.artifacts.archive import Entry, bytes_entry, tar_bytes, tar_members
+        from apexrl.artifacts.archive_extract import tar_members
+        from apexrl.artifacts.archive_write import Entry, bytes_entry, tar_bytes
         from apexrl.errors import BadRecordError
 
         try:

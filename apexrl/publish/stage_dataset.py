@@ -16,8 +16,9 @@ from apexrl.publish.stage import Plan, finish, redacted_copy, stage_text
 
 def _redact_task_binary(blob: bytes, where: str, red: Redactor) -> bytes | None:
     """The task tar with every text member redacted; None when nothing changed."""
-    from apexrl.artifacts.archive import Entry, bytes_entry, gunzip, gzip_bytes, tar_bytes
-    from apexrl.artifacts.archive import tar_members as parse
+    from apexrl.artifacts.archive_extract import gunzip
+    from apexrl.artifacts.archive_extract import tar_members as parse
+    from apexrl.artifacts.archive_write import Entry, bytes_entry, gzip_bytes, tar_bytes
 
     members, bad = parse(gunzip(blob, where), where)
     if bad:

@@ -265,7 +265,7 @@ def iter_rows(
 def _check_sizes(pf, file: Path) -> None:
     """Refuse a shard whose row groups expand far beyond their stored size (a Parquet
     compression bomb) before pyarrow decompresses them."""
-    from apexrl.artifacts.archive import Limits
+    from apexrl.artifacts.archive_extract import Limits
 
     limits = Limits.from_env()
     md = pf.metadata
@@ -292,7 +292,7 @@ def row_metadata(row: dict) -> DatasetRow:
 def _metadata_from_binary(blob: bytes) -> dict:
     """task_id / world_id / domain from a task_binary's task.toml or archipelago.json
     (members at the top of the tar or one folder down); {} when it has neither."""
-    from apexrl.artifacts.archive import gunzip, tar_members
+    from apexrl.artifacts.archive_extract import gunzip, tar_members
     from apexrl.tasks.meta import ARCHIPELAGO_FILE, TASK_TOML, meta_from_texts
 
     texts: dict[str, str] = {}

@@ -12,11 +12,11 @@ import os
 import stat
 from pathlib import Path
 
-from apexrl.artifacts.archive import (
+from apexrl.artifacts.archive_extract import native_tar
+from apexrl.artifacts.archive_write import (
     GZIP_LEVEL,
     gzip_bytes,
     gzip_fast,
-    native_tar,
     tar_header,
     walk_sorted,
 )
@@ -33,7 +33,7 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 def tar_task_dir(task_dir: Path, *, keep: dict[str, bytes] | None = None) -> bytes:
     """Return the uncompressed, deterministic tar of `task_dir` (members relative to it).
 
-    Headers come from apexrl.artifacts.archive (ustar + PAX for long names); files
+    Headers come from apexrl.artifacts.archive_write (ustar + PAX for long names); files
     are read whole here, which is what keeps packing near `tar czf`'s speed. With
     `keep`, the bytes of a top-level task.toml / archipelago.json are put there too.
 

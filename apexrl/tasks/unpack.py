@@ -19,7 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from apexrl.artifacts.archive import Limits, dir_lock, extract_targz
+from apexrl.artifacts.archive_extract import Limits, extract_targz
+from apexrl.artifacts.dirlock import dir_lock
 from apexrl.errors import BadRecordError
 
 # apexrl.artifacts.models.SAFE_ID (a test keeps them equal), compiled here so that
@@ -65,7 +66,7 @@ def unpack_row(
     """Extract one row into `out/<path>` (through a temp folder renamed into place).
 
     Links are allowed only inside the task, checked against the real filesystem
-    after extraction (see apexrl.artifacts.archive). `stamp` is the path's entry in
+    after extraction (see apexrl.artifacts.archive_extract). `stamp` is the path's entry in
     the stamp log when the caller (holding the folder's lock) read the log once."""
     if limits is None:
         limits = Limits.from_env(**({"max_member_bytes": max_member} if max_member else {}))
@@ -302,7 +303,7 @@ def _native_batches(native, jobs, threads: int, limits: Limits):
     the rows' inflate and write run on the call's own threads without the GIL. A row it
     declines (anything not plain) or that failed part way goes through the Python
     extractor, which decides with its own messages."""
-    from apexrl.artifacts.archive import native_limits
+    from apexrl.artifacts.archive_extract import native_limits
 
     c_limits = native_limits(limits)
     batch: list[tuple] = []
@@ -318,7 +319,7 @@ def _native_batches(native, jobs, threads: int, limits: Limits):
 
 
 def _native_batch(native, batch: list[tuple], threads: int, c_limits: tuple) -> list:
-    from apexrl.artifacts.archive import empty_folder
+    from apexrl.artifacts.archive_extract import empty_folder
 
     results: list = [None] * len(batch)
     started: dict[int, tuple[str, str, str, str | None]] = {}
@@ -374,7 +375,7 @@ def unpack_dataset(
     the C tar writer on its own threads where it is built, else worker processes.
 
     Bad rows raise with strict; otherwise they go to `on_error` and the rest are written."""
-    from apexrl.artifacts.archive import native_tar
+    from apexrl.artifacts.archive_extract import native_tar
     from apexrl.tasks.dataset import iter_rows, row_count
     from apexrl.tasks.parallel import default_workers, ordered_map
 

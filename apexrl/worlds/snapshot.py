@@ -14,8 +14,9 @@ import stat
 import tarfile
 from pathlib import Path
 
-from apexrl.artifacts.archive import Entry, PipelinedGzip, open_nofollow, write_tar
+from apexrl.artifacts.archive_write import Entry, PipelinedGzip, write_tar
 from apexrl.artifacts.atomic import atomic_path
+from apexrl.artifacts.nofollow import open_nofollow
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.worlds.models import FileChange, SnapshotFile, SnapshotRecord, WorldDiff
 from apexrl.worlds.store import APPS_DIR, FS_DIR, TOPS, changed_paths

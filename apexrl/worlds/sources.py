@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from apexrl.artifacts.archive import Entry, file_entry
+from apexrl.artifacts.archive_write import Entry, file_entry
 from apexrl.errors import ApexError, BadRecordError, UsageError
 from apexrl.worlds.store import TOPS, WORLD_META
 

@@ -2,7 +2,7 @@
 and what changed in a world (one diff for grading, snapshots and `world diff`).
 
 A world root holds `filesystem/` (the company's files) and `.apps_data/` (mail, chat,
-calendar), optionally `world.json`. A zip is extracted with apexrl.artifacts.archive
+calendar), optionally `world.json`. A zip is extracted with apexrl.artifacts.archive_extract
 (size, member and link limits); its root may sit under up to 3 wrapping folders.
 
 The world store (`--worlds DIR`): DIR holds `<world_id>/` folders (filesystem/,
@@ -45,10 +45,10 @@ def is_world_root(d: Path) -> bool:
 
 
 def extract_zip_safely(zpath: Path, dest: Path, *, max_bytes: int | None = None) -> int:
-    """Extract `zpath` under `dest` with apexrl.artifacts.archive: no absolute paths,
+    """Extract `zpath` under `dest` with apexrl.artifacts.archive_extract: no absolute paths,
     '..', devices, or links whose real resolved path leaves `dest`; size, member and
     ratio limits. Returns the number of files."""
-    from apexrl.artifacts.archive import Limits, extract_zip
+    from apexrl.artifacts.archive_extract import Limits, extract_zip
 
     cap = max_bytes or 50 * 2**30  # worlds are bigger than tasks
     limits = Limits.from_env(max_total_bytes=cap, max_member_bytes=min(cap, 8 * 2**30))

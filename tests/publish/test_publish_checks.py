@@ -343,7 +343,7 @@ def test_dataset_secrets_in_any_encoding_office_and_binary(runner, tmp_path):
 
     import pyarrow.parquet as pq
 
-    from apexrl.artifacts.archive import gunzip, tar_members
+    from apexrl.artifacts.archive_extract import gunzip, tar_members
 
     key, tok = PLANTED["aws_key"], PLANTED["hf"]
     task = tmp_path / "tasks" / "t-1"

@@ -224,7 +224,7 @@ def test_the_byte_scanner_rebuilds_archives_of_any_name():
     import gzip
     import tarfile
 
-    from apexrl.artifacts.archive import bytes_entry, gzip_bytes, tar_bytes
+    from apexrl.artifacts.archive_write import bytes_entry, gzip_bytes, tar_bytes
     from apexrl.publish.redact import Redactor
 
     red = Redactor()

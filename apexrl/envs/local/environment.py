@@ -52,7 +52,7 @@ from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.task.config import NetworkMode
 
-from apexrl.artifacts.archive import native_tar
+from apexrl.artifacts.archive_extract import native_tar
 from apexrl.artifacts.nofollow import REFUSED_FILE, RefusedPath, copy_regular, regular_files
 from apexrl.envs.local import sandbox, scratch
 from apexrl.envs.local.pool import (  # noqa: F401  (the warm pool's names, re-exported)
