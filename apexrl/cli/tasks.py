@@ -50,18 +50,26 @@ def convert(
     images: Path = typer.Option(None, "--images", help="images.jsonl from `apexrl image push`."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad record."),
     json_out: bool = typer.Option(False, "--json", help="NDJSON output on a terminal too."),
+    grader_from: Path = typer.Option(
+        None,
+        "--grader-from",
+        help="archipelago checkout whose grading runner each task's tests/ runs "
+        "(the recipe's tasks); the judge is named at run time (GRADING_MODEL, ...).",
+    ),
 ) -> None:
     """Convert expert task data into Harbor task directories (one record per task)."""
     from apexrl.tasks.apex import load_source
     from apexrl.tasks.convert import convert_all, load_images
+    from apexrl.tasks.grader_from import resolve_grader_source
 
     output.refuse_dash(out, "-o", "a folder of task directories")
+    grader = resolve_grader_source(grader_from) if grader_from is not None else None
     source = load_source(src, strict=strict)
     image_map = load_images(images) if images else {}
     errors = list(source.bad)
     records = []
     with output.progress("convert", total=len(source.tasks)) as advance:
-        for outcome in convert_all(source, out, image_map, strict=strict):
+        for outcome in convert_all(source, out, image_map, strict=strict, grader=grader):
             if outcome.error:
                 errors.append(outcome.error)
             else:

@@ -11,6 +11,7 @@ and deleted files, `final.zip` the after-state of created and modified files. Th
 runner's snapshot diff over them is the diff over the whole worlds (unchanged files
 appear in neither).
 
+The checkout, its built venv and the input formats: apexrl.artifacts.archipelago_runner.
 Venvs live in APEXRL_PEER_DIR (default ~/.cache/apexrl/peer), one per content key,
 built on first use under a lock; `make peer-grader` builds the project's own.
 """
@@ -18,13 +19,9 @@ built on first use under a lock; `make peer-grader` builds the project's own.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import queue
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -33,16 +30,32 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from apexrl.artifacts.checkout import checkout_commit
-from apexrl.errors import ApexError, UsageError
+from apexrl.artifacts.archipelago_runner import (  # noqa: F401  (re-exported)
+    BUILD_TIMEOUT_S,
+    DEFAULT_CHECKOUT_ENV,
+    EVAL_CONFIG_ID,
+    EVAL_CONFIGS,
+    PEER_DIR_ENV,
+    PYTHON313_ENV,
+    RUNTIME_ENV,
+    SANDBOX_PYTHON_ENV,
+    SCORING,
+    SKIP_NAMES,
+    Checkout,
+    GradingRuntime,
+    content_key,
+    expected_file_type,
+    grading_runtime,
+    peer_dir,
+    python313,
+    resolve_checkout,
+    runner_dir,
+    runner_verifiers,
+    uv_binary,
+)
+from apexrl.errors import ApexError
 
-DEFAULT_CHECKOUT_ENV = "APEXRL_ARCHIPELAGO"
-PEER_DIR_ENV = "APEXRL_PEER_DIR"
-PYTHON313_ENV = "APEXRL_PYTHON313"
 RUN_TIMEOUT_S = 3900.0  # the runner's own judge timeout is 3600 s per call
-BUILD_TIMEOUT_S = 900.0
-SKIP_NAMES = {".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".git"}
-EVAL_CONFIG_ID = "ec_output_llm"
 # the provider keys a judge model may need (apexrl.secrets.JUDGE_KEYS and Vertex's)
 PASS_KEYS = (
     "OPENAI_API_KEY",
@@ -55,150 +68,6 @@ PASS_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class Checkout:
-    """A checkout of archipelago: its root, the content key of grading/ and the commit."""
-
-    root: Path
-    key: str  # sha256 over grading/'s files (names and bytes)
-    commit: str | None
-
-    @property
-    def grading(self) -> Path:
-        return self.root / "grading"
-
-
-def resolve_checkout(path: str | Path | None) -> Checkout:
-    """The checkout at `path` (else $APEXRL_ARCHIPELAGO); UsageError naming the fix."""
-    text = str(path) if path else os.environ.get(DEFAULT_CHECKOUT_ENV, "")
-    if not text:
-        raise UsageError(
-            "--grader archipelago needs a checkout of archipelago",
-            hint=f"pass --archipelago PATH or set {DEFAULT_CHECKOUT_ENV}",
-        )
-    root = Path(text).expanduser().resolve()
-    if not (root / "grading" / "runner" / "main.py").is_file():
-        raise UsageError(
-            f"{root} is not a checkout of archipelago (no grading/runner/main.py)",
-            hint="point --archipelago at the folder holding grading/, mcp_servers/, agents/",
-        )
-    return Checkout(root=root, key=content_key(root / "grading"), commit=checkout_commit(root))
-
-
-def content_key(folder: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(_files(folder)):
-        rel = p.relative_to(folder).as_posix()
-        h.update(rel.encode() + b"\0")
-        h.update(hashlib.sha256(p.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def _files(folder: Path):
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = [d for d in dirnames if d not in SKIP_NAMES]
-        for name in filenames:
-            if not name.endswith(".pyc"):
-                p = Path(dirpath) / name
-                if p.is_file() and not p.is_symlink():
-                    yield p
-
-
-# --- the runner's venv ---------------------------------------------------------------
-
-
-def peer_dir() -> Path:
-    d = os.environ.get(PEER_DIR_ENV)
-    return Path(d).expanduser() if d else Path.home() / ".cache" / "apexrl" / "peer"
-
-
-def python313() -> str:
-    """An interpreter for the runner (its project needs Python 3.13)."""
-    cands = [os.environ.get(PYTHON313_ENV, "")]
-    cands += sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob("3.13*/bin/python"))
-    cands += [shutil.which("python3.13") or ""]
-    for c in cands:
-        if c and Path(c).is_file():
-            return c
-    raise UsageError(
-        "archipelago's grading runner needs Python 3.13 and none was found",
-        hint=f"install python3.13 (pyenv or Debian) or set {PYTHON313_ENV}",
-    )
-
-
-def uv_binary() -> str:
-    try:  # the `uv` package (pip install uv) knows where its binary is
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        found = shutil.which("uv")
-    if not found:
-        raise UsageError("building archipelago's grading runner needs uv", hint="pip install uv")
-    return found
-
-
-def runner_dir(checkout: Checkout, *, build: bool = True, log=None) -> Path:
-    """The built copy of the checkout's grading/ (with .venv); built on first use."""
-    base = peer_dir()
-    target = base / f"grading-{checkout.key[:16]}"
-    if (target / ".built").is_file():
-        return target
-    if not build:
-        raise UsageError(
-            f"archipelago's grading runner for {checkout.root} is not built",
-            hint="run `make peer-grader` (or any --grader archipelago command builds it)",
-        )
-    base.mkdir(parents=True, exist_ok=True)
-    with _lock(base / f".grading-{checkout.key[:16]}.lock"):
-        if (target / ".built").is_file():
-            return target
-        if log:
-            log(f"building archipelago's grading runner from {checkout.grading} (uv, Python 3.13)")
-        # built in place (the venv's editable install names its folder); `.built`,
-        # written last, says it is whole
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(
-            checkout.grading, target, symlinks=True, ignore=shutil.ignore_patterns(*SKIP_NAMES)
-        )
-        env = {
-            **os.environ,
-            "UV_PYTHON": python313(),
-            "UV_PROJECT_ENVIRONMENT": str(target / ".venv"),
-        }
-        env.pop("VIRTUAL_ENV", None)
-        try:
-            r = subprocess.run(
-                [uv_binary(), "sync", "--frozen", "--no-dev", "--quiet"],
-                cwd=target,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            raise ApexError(
-                f"uv sync of {checkout.grading} took over {BUILD_TIMEOUT_S:.0f} s"
-            ) from None
-        if r.returncode != 0:
-            raise ApexError(
-                f"uv sync of archipelago's grading project failed: {r.stderr.strip()[-800:]}",
-                hint="check that PyPI is reachable and the checkout's uv.lock is intact",
-            )
-        (target / ".built").write_text(json.dumps({"key": checkout.key, "commit": checkout.commit}))
-    return target
-
-
-@contextlib.contextmanager
-def _lock(path: Path):
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 # --- the runner's inputs -------------------------------------------------------------
 
 
@@ -209,58 +78,9 @@ def sparse_snapshot(path: Path, files: dict[str, bytes]) -> None:
             z.writestr(zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0)), files[rel])
 
 
-def runner_verifiers(criteria: list[dict], task_id: str) -> list[dict]:
-    """Each criterion as one output_llm verifier (the first is the primary objective)."""
-    out = []
-    for i, c in enumerate(criteria):
-        values: dict = {"criteria": str(c.get("criteria") or "")}
-        kind = expected_file_type(c)
-        if kind:
-            values["expected_file_type"] = kind
-        values["is_primary_objective"] = bool(c.get("is_primary_objective", i == 0))
-        out.append(
-            {
-                "verifier_id": str(c.get("verifier_id") or f"criterion_{i}"),
-                "verifier_version": 1,
-                "world_id": None,
-                "task_id": task_id or None,
-                "eval_config_id": EVAL_CONFIG_ID,
-                "verifier_values": values,
-                "verifier_index": i,
-                "verifier_dependencies": None,
-            }
-        )
-    return out
-
-
-def expected_file_type(c: dict) -> str | None:
-    """A criterion's expected_file_type, flat (apexrl's) or in verifier_values (archipelago's)."""
-    kind = c.get("expected_file_type")
-    values = c.get("verifier_values")
-    if not kind and isinstance(values, dict):
-        kind = values.get("expected_file_type")
-    return str(kind) if kind else None
-
-
 def grading_settings(model: str, api_base: str | None) -> dict:
     extra = {"api_base": api_base, "api_key": "none"} if api_base else None
     return {"llm_judge_model": model, "llm_judge_extra_args": extra}
-
-
-EVAL_CONFIGS = [
-    {
-        "eval_config_id": EVAL_CONFIG_ID,
-        "eval_config_name": "output_llm",
-        "eval_defn_id": "output_llm",
-        "eval_config_values": {},
-    }
-]
-SCORING = {
-    "scoring_config_id": "sc_mean",
-    "scoring_config_name": "mean",
-    "scoring_defn_id": "template",
-    "scoring_config_values": {},
-}
 
 
 @dataclass

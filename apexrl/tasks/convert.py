@@ -12,6 +12,11 @@
   tests/grade.py            vendored deterministic grading runner
   tests/verifiers.json      rubric criteria
   tests/golden_responses.json
+
+With `--grader-from PATH` (apexrl.tasks.grader_from), tests/ instead runs archipelago's
+own grading runner, copied from the user's checkout: tests/test.sh, grade.py, runner/
+and archipelago/ (the runner's rubric, the task prompt and, when a criterion reads
+files, the world's initial snapshot).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from apexrl.artifacts.models import ApexTask, ApexWorld, ImageRecord, TaskMetada
 from apexrl.errors import BadRecordError
 from apexrl.tasks.apex import ApexSource, input_file_names
 from apexrl.tasks.envnames import refused_names
+from apexrl.tasks.grader_from import GraderSource
 
 ANSWER_FILE = "/logs/agent/answer.txt"
 WORLD_FS = "/world/filesystem"
@@ -89,7 +95,12 @@ def load_images(path: Path) -> dict[str, ImageRecord]:
 
 
 def convert_all(
-    src: ApexSource, out: Path, images: dict[str, ImageRecord], *, strict: bool
+    src: ApexSource,
+    out: Path,
+    images: dict[str, ImageRecord],
+    *,
+    strict: bool,
+    grader: GraderSource | None = None,
 ) -> Iterator[ConvertOutcome]:
     """Write one task directory per good task; yield an outcome per task.
 
@@ -98,13 +109,13 @@ def convert_all(
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     if not strict:
-        yield from _convert_each(src, out, images, strict=False)
+        yield from _convert_each(src, out, images, strict=False, grader=grader)
         return
     import tempfile
 
     stage = Path(tempfile.mkdtemp(prefix=".apexrl-convert-", dir=out))
     try:
-        outcomes = list(_convert_each(src, stage, images, strict=True))
+        outcomes = list(_convert_each(src, stage, images, strict=True, grader=grader))
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         if created and not any(out.iterdir()):
@@ -122,7 +133,12 @@ def convert_all(
 
 
 def _convert_each(
-    src: ApexSource, out: Path, images: dict[str, ImageRecord], *, strict: bool
+    src: ApexSource,
+    out: Path,
+    images: dict[str, ImageRecord],
+    *,
+    strict: bool,
+    grader: GraderSource | None = None,
 ) -> Iterator[ConvertOutcome]:
     slugs: dict[str, str] = {}
     for where, task in src.tasks:
@@ -141,7 +157,9 @@ def _convert_each(
         world = src.worlds.get(task.world_id)
         try:
             _refuse_env_keys(where, task)
-            record = write_task_dir(src, task, world, images.get(task.world_id), out, slug)
+            record = write_task_dir(
+                src, task, world, images.get(task.world_id), out, slug, grader=grader
+            )
         except BadRecordError as err:  # e.g. a link in its files: this task only
             if strict:
                 raise
@@ -171,6 +189,8 @@ def write_task_dir(
     image: ImageRecord | None,
     out: Path,
     slug: str,
+    *,
+    grader: GraderSource | None = None,
 ) -> TaskRecord:
     """Build the task dir in a temp folder, then rename it into place."""
     final = out / slug
@@ -180,11 +200,15 @@ def write_task_dir(
     try:
         meta = _metadata(task, world, image, slug)
         (tmp / "instruction.md").write_text(_instruction(task), encoding="utf-8")
-        (tmp / "task.toml").write_text(render_task_toml(meta), encoding="utf-8")
+        (tmp / "task.toml").write_text(
+            render_task_toml(meta, grader=grader is not None), encoding="utf-8"
+        )
         _write_json(tmp / "archipelago.json", archipelago_json(meta))
         _write_environment(src, task, meta, tmp / "environment")
         _write_solution(src, task, tmp / "solution")
         _write_tests(task, tmp / "tests", tmp / "solution" / "gold_files")
+        if grader is not None:
+            _write_grader_tests(src, task, meta, grader, tmp)
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
@@ -261,11 +285,22 @@ def archipelago_json(meta: TaskMetadata) -> dict:
     return record.model_dump(mode="json")
 
 
-def render_task_toml(meta: TaskMetadata) -> str:
-    """Render task.toml through Harbor's own TaskConfig, so Harbor can load it."""
+def render_task_toml(meta: TaskMetadata, *, grader: bool = False) -> str:
+    """Render task.toml through Harbor's own TaskConfig, so Harbor can load it.
+    `grader`: the task runs archipelago's grading runner (--grader-from): its verifier
+    gets the judge's settings by name and network to reach the judge."""
     from harbor.models.task.config import TaskConfig
 
     env = {key: "${" + key + "}" for key in meta.required_env_keys}
+    verifier: dict = {"timeout_sec": VERIFIER_TIMEOUT_S, "env": env}
+    if grader:
+        from apexrl.tasks import grader_from
+
+        verifier = {
+            "timeout_sec": grader_from.VERIFIER_TIMEOUT_S,
+            "env": {**env, **grader_from.VERIFIER_ENV},
+            "network_mode": "public",
+        }
     # sandboxed code gets no network unless a task says otherwise (tools come from the
     # world's gateway, which apexrl reaches from the host side)
     environment: dict = {"env": dict(env), "network_mode": "no-network"}
@@ -274,7 +309,7 @@ def render_task_toml(meta: TaskMetadata) -> str:
     config = TaskConfig.model_validate(
         {
             "metadata": meta.model_dump(mode="json", exclude_none=True),
-            "verifier": {"timeout_sec": VERIFIER_TIMEOUT_S, "env": env},
+            "verifier": verifier,
             "agent": {"timeout_sec": AGENT_TIMEOUT_S},
             "environment": environment,
         }
@@ -367,6 +402,37 @@ def _write_tests(task: ApexTask, tests_dir: Path, gold_dir: Path | None = None) 
             "gold_files": gold_file_hashes(gold_dir) if gold_dir else {},
         },
     )
+
+
+def _write_grader_tests(
+    src: ApexSource, task: ApexTask, meta: TaskMetadata, grader: GraderSource, tmp: Path
+) -> None:
+    """tests/ runs archipelago's grading runner (apexrl.tasks.grader_from)."""
+    import tempfile
+
+    from apexrl.tasks.grader_from import initial_snapshot, write_grader_tests
+
+    tests = tmp / "tests"
+    for name in ("test.sh", "grade.py"):
+        (tests / name).unlink()
+    criteria = [c.model_dump(mode="json", exclude_none=True) for c in task.rubric]
+    with tempfile.TemporaryDirectory(prefix=".apexrl-snap-", dir=tmp.parent) as work:
+        snap = None
+        if meta.needs_snapshot:
+            files = tmp / "environment" / "task_files"
+            snap = initial_snapshot(
+                src.world_zip(task.world_id),
+                files if files.is_dir() else None,
+                Path(work) / "initial.zip",
+            )
+        write_grader_tests(
+            grader,
+            tests,
+            task_id=task.task_id,
+            prompt=_instruction(task),
+            criteria=criteria,
+            initial=snap,
+        )
 
 
 def gold_file_hashes(gold_dir: Path) -> dict[str, str]:

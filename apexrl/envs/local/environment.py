@@ -1,7 +1,15 @@
 """`local`: a Harbor environment with no Docker: bubblewrap over a private copy of the world.
 
 Import path: `apexrl.envs.local:LocalEnvironment` (kwargs: worlds_dir, the world
-store; cache_dir; work_dir, where trial folders go; gateway_ready_timeout_s).
+store; cache_dir; work_dir, where trial folders go; gateway_ready_timeout_s;
+grading_runtime, else $APEXRL_GRADING_RUNTIME: an archipelago checkout or a built
+grading runner, whose venv and interpreter every exec sees read-only, named by
+$ARCHIPELAGO_GRADING_PYTHON, so a task converted with `--grader-from` grades with
+archipelago's runner in a sandbox with no package index).
+
+The network policy may change between phases (Harbor's `[verifier] network_mode`):
+each exec is a fresh sandbox that takes the policy in force, so a task can keep the
+agent's code offline and let its verifier reach the judge.
 
 Each trial gets a folder (work_dir/apexrl-trial-*) holding a private, writable
 copy of its world (the store's pristine world plus the task's input files) and
@@ -170,8 +178,13 @@ class LocalEnvironment(BaseEnvironment):
         keep: bool = False,
         prewarm: bool | None = None,
         pass_env: list[str] | None = None,
+        grading_runtime: str | Path | None = None,
         **kwargs: Any,
     ) -> None:
+        from apexrl.artifacts.archipelago_runner import RUNTIME_ENV
+
+        self._grading_runtime_path = grading_runtime or os.environ.get(RUNTIME_ENV) or None
+        self._grading_runtime = None  # resolved at start (may build the runner)
         self._pass_env = set(pass_env or []) | pass_env_from_environment()
         self._worlds_dir = Path(worlds_dir) if worlds_dir else None
         self._cache_dir = Path(cache_dir) if cache_dir else None
@@ -198,7 +211,13 @@ class LocalEnvironment(BaseEnvironment):
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
-        return EnvironmentCapabilities(disable_internet=True, mounted=False)
+        return EnvironmentCapabilities(
+            disable_internet=True, mounted=False, dynamic_network_policy=True
+        )
+
+    async def _apply_network_policy(self, network_policy: Any) -> None:
+        """Nothing to switch: every exec starts a sandbox with the policy in force."""
+        return None
 
     def _validate_definition(self) -> None:
         task_world(self.environment_dir.parent)  # the task must name its world
@@ -212,6 +231,8 @@ class LocalEnvironment(BaseEnvironment):
                 kind="start",
             )
         self._work_dir.mkdir(parents=True, exist_ok=True)
+        if self._grading_runtime_path and self._grading_runtime is None:
+            self._grading_runtime = await asyncio.to_thread(self._resolve_grading_runtime)
         await asyncio.to_thread(sweep_stale, self._work_dir)
         tw = self._task_world = task_world(self.environment_dir.parent)
         _LIVE.add(self)
@@ -298,6 +319,10 @@ class LocalEnvironment(BaseEnvironment):
                 raise SandboxDiedError(f"the sandbox's gateway process died (exit {rc})")
         merged = self._merge_env(env) or {}
         _refuse_env(merged, "exec env")
+        if self._grading_runtime is not None:
+            from apexrl.artifacts.archipelago_runner import SANDBOX_PYTHON_ENV
+
+            merged.setdefault(SANDBOX_PYTHON_ENV, self._grading_runtime.python)
         await asyncio.to_thread(self._own_log_dirs)
         # bwrap and its helpers get the fixed base environment only; the merged values
         # reach the command inside the sandbox through a descriptor (never argv)
@@ -465,7 +490,17 @@ class LocalEnvironment(BaseEnvironment):
 
     def _bwrap_argv(self, *, cwd: str, network: bool) -> list[str]:
         uid = self._slot.uid if self._slot is not None else None
-        return sandbox.bwrap_argv(self._mounts_rw(), cwd=cwd, network=network, uid=uid)
+        ro = self._grading_runtime.paths if self._grading_runtime is not None else ()
+        return sandbox.bwrap_argv(self._mounts_rw(), cwd=cwd, network=network, uid=uid, ro=ro)
+
+    def _resolve_grading_runtime(self):
+        from apexrl.artifacts.archipelago_runner import grading_runtime
+        from apexrl.errors import ApexError
+
+        try:
+            return grading_runtime(self._grading_runtime_path, log=self.logger.info)
+        except ApexError as e:
+            raise SandboxError(f"grading_runtime: {e}", kind="start") from None
 
     async def _start_gateway(self, tw: TaskWorld) -> None:
         slot = self._slot

@@ -337,9 +337,12 @@ def bwrap_argv(
     network: bool,
     uid: int | None = None,
     limits: SandboxLimits | None = None,
+    ro: tuple[str, ...] | list[str] = (),
 ) -> list[str]:
     """bubblewrap's command line up to the command: read-only system, `rw` binds, the
-    privilege drop and limits. Run it with `subprocess(env=base_env(...))`."""
+    privilege drop and limits. `ro`: more host folders bound read-only at their own
+    paths (e.g. a grading runtime's venv and interpreter). Run it with
+    `subprocess(env=base_env(...))`."""
     argv = [
         bwrap_path(),
         "--die-with-parent",
@@ -383,7 +386,14 @@ def bwrap_argv(
         mount_point(target, leaf=False)
         argv += ["--bind", str(source), target]
         made.add(target)
-    for p in python_paths():
+    bound = list(python_paths())
+    for p in bound:
+        mount_point(p, leaf=True)
+        argv += ["--ro-bind", p, p]
+    for p in ro:
+        if any(p == b or p.startswith(b.rstrip("/") + "/") for b in bound):
+            continue
+        bound.append(p)
         mount_point(p, leaf=True)
         argv += ["--ro-bind", p, p]
     # with a uid switch, change folder after it (bwrap keeps no right to read the trial's)

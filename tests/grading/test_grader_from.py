@@ -1,0 +1,231 @@
+"""`apexrl tasks convert --grader-from PATH`: tasks whose own tests/ run archipelago's
+grading runner, the way the recipe's tasks do.
+
+The peer test is the whole path with real components: APEX-layout data -> convert
+--grader-from (the checkout's grading/ vendored into each task) -> pack (the recipe's
+Parquet format) -> unpack -> a Harbor trial through apexrl's local sandbox with
+Harbor's own verifier, which runs tests/test.sh inside the sandbox: the runner's
+Python 3.13 venv bound read-only (grading_runtime), the judge (apexrl's scripted
+engine, a marker judge) reached over the verifier phase's network. The oracle scores
+1.0; an empty answer scores 0. The rest checks the layout and the refusals with a
+stand-in checkout laid out as archipelago's (our own text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from apexrl.cli.app import app
+from tests.conftest import make_task, write_apex
+
+SECRET = "sk-gf-secret-7c41d9"  # the judge key: must never land in the dataset or logs
+MARKERS = {"GF-TAG-ANS": "MK-GF-ANS-41", "GF-TAG-NEW": "MK-GF-NEW-77", "GF-TAG-MOD": "MK-GF-MOD-55"}
+
+
+def expert_data(root: Path) -> Path:
+    """Two tasks: an answer-only one (no snapshot) and a file one that creates a docx
+    and edits a world file (the initial snapshot tells created from modified)."""
+    from tests.grading.parity_matrix import docx_plain
+
+    answer = make_task(
+        1,
+        "world_a",
+        "law",
+        rubric=[{"verifier_id": "gf-ans", "criteria": "GF-TAG-ANS: the answer names the cap"}],
+        gold_response="The cap is MK-GF-ANS-41.",
+    )
+    files = make_task(
+        2,
+        "world_a",
+        "law",
+        task_name="Memo and readme",
+        rubric=[
+            {"verifier_id": "gf-new", "criteria": "GF-TAG-NEW: a memo states the cap"},
+            {"verifier_id": "gf-mod", "criteria": "GF-TAG-MOD: the readme is updated"},
+        ],
+        gold_response="Done: see the memo.",
+        gold_response_type="file",
+        expected_output="make_new_doc",
+    )
+    src = write_apex(root, [answer, files])
+    gold = src / "gold_files" / files["task_id"]
+    (gold / "outputs").mkdir(parents=True)
+    (gold / "outputs" / "memo.docx").write_bytes(docx_plain("The cap is MK-GF-NEW-77."))
+    (gold / "readme.txt").write_text("world law-alpha-llp\nupdated: MK-GF-MOD-55\n")
+    return src
+
+
+def convert(runner, src: Path, out: Path, checkout) -> list[dict]:
+    res = runner.invoke(
+        app, ["tasks", "convert", str(src), "-o", str(out), "--grader-from", str(checkout)]
+    )
+    assert res.exit_code == 0, res.output
+    return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+
+
+def stand_in_checkout(root: Path) -> Path:
+    """A folder laid out as an archipelago checkout (grading/ with runner/, pyproject,
+    uv.lock), with our own placeholder text, and a .env holding a secret."""
+    g = root / "grading"
+    (g / "runner" / "helpers").mkdir(parents=True)
+    (g / "runner" / "main.py").write_text("# stand-in runner entry point\n")
+    (g / "runner" / "helpers" / "x.py").write_text("VALUE = 1\n")
+    (g / "runner" / "__pycache__").mkdir()
+    (g / "runner" / "__pycache__" / "main.cpython-313.pyc").write_bytes(b"\0")
+    (g / "pyproject.toml").write_text('[project]\nname = "stand-in"\n')
+    (g / "uv.lock").write_text("version = 1\n")
+    (g / ".env").write_text(f"GOOGLE_API_KEY={SECRET}\n")
+    return root
+
+
+def all_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_grader_from_layout(runner, tmp_path):
+    import tomllib
+
+    src = expert_data(tmp_path / "apex")
+    checkout = stand_in_checkout(tmp_path / "checkout")
+    recs = convert(runner, src, tmp_path / "tasks", checkout)
+    assert len(recs) == 2
+    by_name = {r["task_name"]: tmp_path / "tasks" / r["path"] for r in recs}
+    answer, files = by_name["Task number 1"], by_name["Memo and readme"]
+    for task in (answer, files):
+        tests = task / "tests"
+        assert (tests / "runner" / "runner" / "main.py").is_file()
+        assert (tests / "runner" / "uv.lock").is_file()
+        assert not (tests / "runner" / ".env").exists()  # the user's secrets stay home
+        assert not list((tests / "runner").rglob("__pycache__"))
+        assert "archipelago's grading runner" in (tests / "test.sh").read_text()
+        assert (tests / "test.sh").stat().st_mode & 0o111
+        ver = json.loads((tests / "archipelago" / "verifiers.json").read_text())
+        assert all(v["eval_config_id"] == "ec_output_llm" for v in ver)
+        assert ver[0]["verifier_values"]["is_primary_objective"] is True
+        cfg = tomllib.loads((task / "task.toml").read_text())
+        assert cfg["verifier"]["network_mode"] == "public"
+        assert cfg["environment"]["network_mode"] == "no-network"
+        assert cfg["verifier"]["env"]["GRADING_API_KEY"] == "${GRADING_API_KEY:-}"
+        assert SECRET.encode() not in all_bytes(task)
+    # the initial snapshot only where a criterion reads files: the world and task files
+    assert not (answer / "tests" / "archipelago" / "initial_snapshot.zip").exists()
+    import zipfile
+
+    with zipfile.ZipFile(files / "tests" / "archipelago" / "initial_snapshot.zip") as z:
+        names = sorted(z.namelist())
+        assert names == [".apps_data/mail/inbox.mbox", "filesystem/readme.txt"]
+        assert z.read("filesystem/readme.txt") == b"world law-alpha-llp\n"
+    src_json = json.loads((files / "tests" / "archipelago" / "source.json").read_text())
+    assert src_json["initial_snapshot"] is True and len(src_json["content_key"]) == 64
+
+
+@pytest.mark.parametrize("kind", ["missing", "file", "no_grading", "parent"])
+def test_bad_grader_from_path_exits_2_naming_the_fix(runner, tmp_path, kind):
+    src = write_apex(tmp_path / "apex", [make_task(1, "world_a", "law")])
+    path = tmp_path / "where"
+    if kind == "file":
+        path.write_text("x")
+    elif kind == "no_grading":
+        path.mkdir()
+    elif kind == "parent":
+        stand_in_checkout(path / "archipelago")
+    out = tmp_path / "tasks"
+    res = runner.invoke(
+        app, ["tasks", "convert", str(src), "-o", str(out), "--grader-from", str(path)]
+    )
+    assert res.exit_code == 2, res.output
+    assert "--grader-from" in res.output and "hint:" in res.output
+    if kind == "parent":
+        assert f"did you mean {path / 'archipelago'}" in res.output
+    assert not out.exists()  # nothing written
+
+
+# --- the peer: archipelago's runner inside apexrl's local sandbox -------------------------
+
+
+def harbor_trial(task: Path, worlds: Path, logs: Path, checkout: str, answer: str | None):
+    """A Harbor trial through apexrl's local environment with Harbor's own verifier
+    (tests/test.sh in the sandbox); the oracle, or a scripted agent's answer."""
+    from harbor.models.trial.config import AgentConfig, VerifierConfig
+    from harbor.trial.trial import Trial
+
+    from apexrl.trial.config import TrialConfig
+    from apexrl.trial.run import harbor_config
+
+    hc = harbor_config(task, TrialConfig(agent="oracle", worlds_dir=worlds, logs_dir=logs))
+    hc.verifier = VerifierConfig()
+    hc.environment.kwargs["grading_runtime"] = checkout
+    if answer is not None:
+        hc.agent = AgentConfig(
+            import_path="tests.trial.agents:ScriptAgent", kwargs={"answer": answer}
+        )
+
+    async def go():
+        return await (await Trial.create(hc)).run()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.peer  # archipelago's grading runner (make peer-grader)
+@pytest.mark.timeout(1200)
+def test_recipe_dataset_grades_with_the_peer_runner_in_the_local_sandbox(
+    runner, tmp_path, archipelago_checkout, monkeypatch
+):
+    import os
+
+    from apexrl.engine.scripted import ScriptedEngine, marker_judge
+
+    os.environ["HARBOR_TELEMETRY"] = "0"
+    monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(tmp_path / "work"))
+    monkeypatch.setenv("APEXRL_WORLD_CACHE", str(tmp_path / "cache"))
+    src = expert_data(tmp_path / "apex")
+    convert(runner, src, tmp_path / "converted", archipelago_checkout)
+    ds, tasks_dir = tmp_path / "ds", tmp_path / "tasks"
+    res = runner.invoke(app, ["tasks", "pack", str(tmp_path / "converted"), "-o", str(ds)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["tasks", "unpack", str(ds), "-o", str(tasks_dir)])
+    assert res.exit_code == 0, res.output
+    tasks = sorted(p for p in (tmp_path / "tasks").iterdir() if (p / "task.toml").is_file())
+    assert len(tasks) == 2
+    for t in tasks:
+        assert SECRET.encode() not in all_bytes(t)
+
+    judge = ScriptedEngine([], chat=marker_judge(MARKERS)).start()
+    try:
+        monkeypatch.setenv("GRADING_MODEL", "openai/scripted")
+        monkeypatch.setenv("GRADING_API_BASE", judge.url + "/v1")
+        monkeypatch.setenv("GRADING_API_KEY", SECRET)
+        results = {}
+        for t in tasks:
+            for who, answer in (("oracle", None), ("empty", "")):
+                logs = tmp_path / "trials" / f"{t.name}-{who}"
+                hr = harbor_trial(t, src / "world_files_zipped", logs, archipelago_checkout, answer)
+                assert hr.exception_info is None, hr.exception_info
+                vdir = logs / "verifier"
+                reward = json.loads((vdir / "reward.json").read_text())
+                assert hr.verifier_result.rewards["reward"] == reward["reward"]
+                results[(t.name, who)] = reward
+                assert SECRET.encode() not in all_bytes(logs)
+        asked = list(judge.chat_requests)
+    finally:
+        judge.stop()
+
+    table = json.dumps({f"{k[0]}/{k[1]}": v for k, v in results.items()}, indent=1)
+    files_task = next(t.name for t in tasks if "memo" in t.name)
+    answer_task = next(t.name for t in tasks if t.name != files_task)
+    assert results[(answer_task, "oracle")]["reward"] == 1.0, table
+    assert results[(files_task, "oracle")]["reward"] == 1.0, table
+    assert results[(files_task, "oracle")]["criteria_met"] == 2, table
+    # the carried initial snapshot tells the new memo from the edited readme
+    oracle_files = results[(files_task, "oracle")]
+    assert (oracle_files["files_created"], oracle_files["files_modified"]) == (1, 1), table
+    for t in (answer_task, files_task):
+        assert results[(t, "empty")]["reward"] == 0.0, table
+        assert results[(t, "empty")]["passed"] == 0.0
+    # one judge call per criterion per trial, every one from inside the sandbox
+    assert len(asked) == 2 * (1 + 2)
+    assert all(r.get("response_format") for r in asked)
