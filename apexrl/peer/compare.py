@@ -29,6 +29,21 @@ _RFC2822 = re.compile(
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{1,2} \w{3} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}"
 )
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+# new ids both runtimes make: Message-IDs as the stdlib makes them (time, pid, random),
+# event ids (time of creation + 6 random characters), chat topic ids (11 random hex)
+_MSGID = re.compile(r"<\d{10,}\.\d+\.\d+@([^>\s]+)>")
+_EVENT_ID = re.compile(r"\b\d{8}_\d{6}_\d{6}_[a-z0-9]{6}\b")
+_TOPIC_ID = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{11}(?![0-9A-Za-z])")
+# "now" in the other shapes the servers write: an mbox From_ line, iCalendar's basic
+# format, the chat server's long form
+_ASCTIME = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\b")
+_ICAL = re.compile(r"\b\d{8}T\d{6}Z?\b")
+_LONG = re.compile(r"\b[A-Z][a-z]+day, [A-Z][a-z]+ \d{2}, \d{4} at \d{2}:\d{2}:\d{2} [AP]M UTC\b")
+_SHAPES = [
+    (_ASCTIME, lambda t: datetime.strptime(" ".join(t.split()), "%a %b %d %H:%M:%S %Y")),
+    (_ICAL, lambda t: datetime.strptime(t.rstrip("Z"), "%Y%m%dT%H%M%S")),
+    (_LONG, lambda t: datetime.strptime(t, "%A, %B %d, %Y at %I:%M:%S %p UTC")),
+]
 
 
 def _now_like(text: str, now: datetime, window_s: float) -> bool:
@@ -50,15 +65,28 @@ def _now_like(text: str, now: datetime, window_s: float) -> bool:
 def normalise(text: str, *, now: datetime | None = None, window_s: float = 3600.0) -> str:
     """`text` with run-dependent values replaced by placeholders: timestamps within
     `window_s` of `now` (times the run itself made), ctime/inode values, Message-IDs
-    and UUIDs."""
+    UUIDs, and the new ids either runtime makes (Message-IDs, event and topic ids)."""
     now = now or datetime.now(UTC)
     text = _VOLATILE[0][0].sub(_VOLATILE[0][1], text)
     text = _ISO.sub(lambda m: "<now>" if _now_like(m.group(0), now, window_s) else m.group(0), text)
     text = _RFC2822.sub(
         lambda m: "<now>" if _now_like(m.group(0), now, window_s) else m.group(0), text
     )
+    for rx, parse in _SHAPES:
+        text = rx.sub(lambda m, parse=parse: _now_shape(m.group(0), parse, now, window_s), text)
     text = _UUID.sub("<uuid>", text)
+    text = _MSGID.sub(r"<msgid@\1>", text)
+    text = _EVENT_ID.sub("<event-id>", text)
+    text = _TOPIC_ID.sub("<topic-id>", text)
     return text
+
+
+def _now_shape(text: str, parse, now: datetime, window_s: float) -> str:
+    try:
+        when = parse(text).replace(tzinfo=UTC)
+    except ValueError:
+        return text
+    return "<now>" if abs((when - now).total_seconds()) <= window_s else text
 
 
 def file_content(path: Path) -> str:
@@ -75,7 +103,15 @@ def file_content(path: Path) -> str:
             return _pptx_content(path)
     except Exception as e:  # unreadable: compare the reader's complaint
         return f"<unreadable {type(e).__name__}>"
+    if ext in _TEXT_DATA or path.name == "mbox":
+        try:  # app data the servers write: compared as text, so "now" and new ids
+            return path.read_text("utf-8")  # pass through `normalise`
+        except (OSError, UnicodeDecodeError):
+            pass
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+_TEXT_DATA = (".mbox", ".ics", ".json")
 
 
 def _xlsx_content(path: Path) -> str:

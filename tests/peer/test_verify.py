@@ -89,20 +89,16 @@ MATCHED = {
     ("filesystem", "list_files"),
     ("filesystem", "get_file_metadata"),
     ("filesystem", "get_directory_tree"),
-    ("mail", "list_mails"),
-    ("mail", "read_mail"),
-    ("calendar", "list_events"),
-    ("calendar", "read_event"),
+    ("mail", None),
+    ("calendar", None),
     ("pdfs", "read_pdf_pages"),
-    ("chat", "list_channels"),
-    ("chat", "get_users"),
-    ("chat", "get_user_profile"),
+    ("chat", None),
 }
 # known differences inside those (README): the framework's error prefix on raised errors,
 # code_exec's working folder, its raw-Python refusal and the truncation banner (apexrl's
 # own words)
 KNOWN = [
-    lambda r: r["peer"]["error"] and r["server"] in ("filesystem", "chat", "calendar"),
+    lambda r: r["peer"]["error"] and r["server"] == "filesystem",
     lambda r: r["tool"] == "code_exec" and r["args"].get("code") in ("pwd", "import os"),
     lambda r: r["tool"] == "read_csv" and "row_limit" in r["args"],  # the truncation banner
 ]

@@ -695,44 +695,50 @@ def test_mail(arch):
     sender = lines[2].removeprefix("From: ")
     found = s.text("mail_search_mail", from_email=sender.split("@")[0])
     assert ids[0] in found
-    assert s.text("mail_search_mail", after_date="2100-01-01") == "No emails found"
-    assert "ISO 8601" in s.error("mail_search_mail", before_date="yesterday")
-    full = {"mail_id": ids[0]}
-    to_line = next(x for x in lines if x.startswith("To: ")).removeprefix("To: ")
-    cc_line = next((x for x in lines if x.startswith("CC: ")), "CC: ").removeprefix("CC: ")
-    full["to"], full["cc"] = to_line, cc_line or None
-    sent = s.json(
+    assert s.text("mail_search_mail", after_date="2100-01-01T00:00:00+00:00") == "No emails found"
+    assert s.text("mail_search_mail", before_date="yesterday").startswith(
+        "Error: Invalid before_date format."
+    )
+    mbox = sorted((root / ".apps_data" / "mail").rglob("*.mbox"))[0]
+    sent = s.text(
         "mail_send_mail",
         from_email="agent@example.com",
         to_email=["client@example.com", "cfo@example.com"],
         subject="Status",
         body="All on track.",
         cc="boss@example.com",
-        attachments=[next(p for p in ["/README.md"] if (root / "filesystem/README.md").exists())],
+        attachments=["/README.md"],
     )
-    assert sent["success"] and sent["mail_id"].startswith("<")
-    assert "not an email address" in s.error(
-        "mail_send_mail", from_email="a@b.co", to_email="x@y.co, z@w.co", subject="s", body="b"
+    m = re.fullmatch(r"Mail sent successfully! Mail ID: (<[^>]+>), Recipients: 3", sent)
+    assert m, sent
+    sent_id = m.group(1)
+    bad = s.call("mail_send_mail", from_email="a@b", to_email="x@y.co", subject="s", body="b")
+    assert bad.is_error and bad.content[0].text == (
+        "Internal error: Validation error: input.from_email: "
+        "Value error, Invalid from_email address"
     )
-    r1 = s.json("mail_reply_mail", original_mail_id=full["mail_id"], body="Thanks.")
-    ra = s.json("mail_reply_all_mail", original_mail_id=full["mail_id"], body="Thanks all.")
-    fw = s.json(
-        "mail_forward_mail", original_mail_id=full["mail_id"], to_email="x@example.com", body="FYI"
+    r1 = s.text("mail_reply_mail", original_mail_id=ids[0], body="Thanks.")
+    ra = s.text("mail_reply_all_mail", original_mail_id=ids[0], body="Thanks all.")
+    fw = s.text("mail_forward_mail", original_mail_id=ids[0], to_email="x@example.com")
+    r1_id, ra_id, fw_id = (re.search(r"Mail ID: (<[^>]+>)", t).group(1) for t in (r1, ra, fw))
+    assert s.text("mail_reply_mail", original_mail_id="<none@x>", body="b") == (
+        "Error: Original mail not found with ID: <none@x>"
     )
-    assert "no message" in s.error("mail_reply_mail", original_mail_id="<none@x>", body="b")
-    msgs = {}
-    for mb in (root / ".apps_data" / "mail").glob("*.mbox"):
-        for m in mailbox.mbox(str(mb)):
-            msgs[m["Message-ID"]] = m
-    sm = msgs[sent["mail_id"]]
+    msgs = {m["Message-ID"]: m for m in mailbox.mbox(str(mbox))}
+    sm = msgs[sent_id]
     assert sm["From"] == "agent@example.com" and "cfo@example.com" in sm["To"]
-    assert sm.is_multipart() and any(p.get_filename() == "README.md" for p in sm.walk())
-    assert msgs[r1["mail_id"]]["In-Reply-To"] == full["mail_id"]
-    assert msgs[r1["mail_id"]]["Cc"] is None
-    orig_rcpts = [a.strip() for a in (full["to"] + "," + (full["cc"] or "")).split(",") if "@" in a]
-    if len(orig_rcpts) > 1:  # reply-all copies the other recipients
-        assert msgs[ra["mail_id"]]["Cc"]
-    assert msgs[fw["mail_id"]]["Subject"].startswith("Fwd:")
+    assert sm["X-Attachments"] == "/README.md" and sm["X-Thread-ID"] == sent_id
+    first_to = lines[3].removeprefix("To: ").split(", ")
+    assert msgs[r1_id]["In-Reply-To"] == ids[0] and msgs[r1_id]["From"] == first_to[0]
+    assert msgs[r1_id]["Cc"] is None and msgs[r1_id]["To"] == sender
+    if len(first_to) > 1:  # reply-all copies the other recipients
+        assert msgs[ra_id]["Cc"]
+    assert msgs[fw_id]["Subject"].startswith("Fwd:")
+    assert "---------- Forwarded message ---------" in msgs[fw_id].get_payload(decode=True).decode()
+    # the new mail reads back with its thread, the way archipelago shows it
+    shown = s.text("mail_read_mail", mail_id=r1_id)
+    assert f"Thread ID: {ids[0]}" in shown.splitlines()
+    assert r1_id in s.text("mail_search_mail", thread_id=ids[0])
 
 
 def test_chat(arch):
@@ -741,25 +747,57 @@ def test_chat(arch):
     assert listed.startswith('{"groups":[{"id":') and listed.endswith(',"error":null}')
     ch = json.loads(listed)["groups"][0]
     ch["channel_id"] = ch["id"]
-    hist = s.json("chat_get_channel_history", channel_id=ch["channel_id"])
-    assert hist["posts"] and "reply_count" in hist["posts"][0]
-    root_post = hist["posts"][0]["post_id"]
-    thread = s.json("chat_get_thread_replies", channel_id=ch["channel_id"], post_id=root_post)
-    assert thread["posts"][0]["post_id"] == root_post
     posted = s.json("chat_post_message", channel_id=ch["channel_id"], message="Draft is ready.")
+    topic = posted["topic_id"]
+    assert posted["message_id"] == f"{ch['channel_id']}/{topic}/{topic}"
+    assert posted["is_reply"] is False and posted["created_date"].endswith(" UTC")
+    hist = s.json("chat_get_channel_history", channel_id=ch["channel_id"])
+    assert hist["messages"][0]["message_id"] == posted["message_id"]  # roots, newest first
+    assert hist["messages"][0]["creator_email"] == "user@example.com"
     rep = s.json(
         "chat_reply_to_thread",
         channel_id=ch["channel_id"],
-        post_id=posted["post_id"],
+        post_id=posted["message_id"],
         message="Reviewing now.",
     )
-    assert rep["thread_id"] == posted["thread_id"]
-    s.json(
-        "chat_add_reaction", channel_id=ch["channel_id"], post_id=posted["post_id"], emoji_name="👍"
+    assert rep["topic_id"] == topic and rep["is_reply"] is True
+    thread = s.json(
+        "chat_get_thread_replies", channel_id=ch["channel_id"], post_id=posted["message_id"]
     )
-    s.json("chat_delete_post", channel_id=ch["channel_id"], post_id=rep["post_id"])
-    assert "no chat space" in s.error("chat_get_channel_history", channel_id="nope")
-    assert "no message" in s.error("chat_delete_post", channel_id=ch["channel_id"], post_id="x")
+    assert thread["root_post"]["message_id"] == posted["message_id"]
+    assert [p["message_id"] for p in thread["posts"]] == [rep["message_id"]]
+    react = s.json(
+        "chat_add_reaction",
+        channel_id=ch["channel_id"],
+        post_id=posted["message_id"],
+        emoji_name="👍",
+    )
+    assert react["user_id"] == "user@example.com" and react["emoji_name"] == "👍"
+    again = s.call(
+        "chat_add_reaction",
+        channel_id=ch["channel_id"],
+        post_id=posted["message_id"],
+        emoji_name="👍",
+    )
+    assert again.is_error and again.content[0].text == (
+        "Invalid params: Error calling tool 'add_reaction': "
+        "You have already reacted with 👍 to this message"
+    )
+    gone = s.json("chat_delete_post", channel_id=ch["channel_id"], post_id=rep["message_id"])
+    assert gone == {
+        "post_id": rep["message_id"],
+        "deleted_replies": 1,
+        "deleted_reactions": 0,
+        "error": None,
+    }
+    missing = s.call("chat_get_channel_history", channel_id="nope")
+    assert missing.is_error and missing.content[0].text == (
+        "Invalid params: Error calling tool 'get_channel_history': "
+        "Error getting group history: Group nope not found"
+    )
+    assert "Message x not found" in s.error(
+        "chat_delete_post", channel_id=ch["channel_id"], post_id="x"
+    )
     users = s.json("chat_get_users", limit=2)
     assert users["total_count"] >= 2 and len(users["users"]) == 2
     u = users["users"][0]
@@ -771,8 +809,12 @@ def test_chat(arch):
         (root / ".apps_data/chat/Groups" / ch["channel_id"] / "messages.json").read_text()
     )
     by_id = {m["message_id"]: m for m in data["messages"]}
-    assert by_id[posted["post_id"]]["reactions"][0]["emoji"] == "👍"
-    assert by_id[rep["post_id"]]["deleted"] is True
+    assert by_id[posted["message_id"]]["reactions"][0] == {
+        "emoji": {"unicode": "👍"},
+        "reactor_emails": ["user@example.com"],
+    }
+    assert by_id[rep["message_id"]]["message_state"] == "DELETED"
+    assert by_id[rep["message_id"]]["deletion_metadata"] == {"deletion_type": "CREATOR"}
 
 
 def test_calendar(arch):
@@ -784,34 +826,44 @@ def test_calendar(arch):
     one = s.text("calendar_read_event", event_id=first_id).splitlines()
     assert one[:2] == [f"Event ID: {first_id}", f"Summary: {summary}"]
     assert one[-2].startswith("Created: ") and one[-1].startswith("Updated: ")
-    made = s.json(
+    made = s.text(
         "calendar_create_event",
         summary="Agent check-in",
-        start={"dateTime": "2025-10-01T09:00:00", "timeZone": "America/New_York"},
-        end={"dateTime": "2025-10-01T09:30:00", "timeZone": "America/New_York"},
+        start={"dateTime": "2025-10-01T09:00:00-04:00"},
+        end={"dateTime": "2025-10-01T09:30:00-04:00"},
         attendees=[{"email": "a@example.com", "displayName": "A"}],
-        recurrence=["RRULE:FREQ=WEEKLY;COUNT=3"],
-    )["event"]
-    assert made["start"]["dateTime"].startswith("2025-10-01T09:00:00-04:00")
-    upd = s.json(
-        "calendar_update_event",
-        event_id=made["id"],
-        location="Room 4",
-        end={"dateTime": "2025-10-01T10:00:00-04:00"},
-    )["event"]
-    assert upd["location"] == "Room 4" and upd["summary"] == "Agent check-in"
-    assert "before start" in s.error(
-        "calendar_update_event", event_id=made["id"], end={"date": "2020-01-01"}
     )
-    allday = s.json(
+    new_id = re.fullmatch(
+        r"Event created successfully \(Event ID: (\d{8}_\d{6}_\d{6}_\w{6})\)", made
+    )
+    assert new_id, made
+    new_id = new_id.group(1)
+    assert (root / ".apps_data/calendar/calendar.ics").is_file()  # where new events go
+    upd = s.text("calendar_update_event", event_id=new_id, location="Room 4")
+    assert upd == f"Event updated successfully (Event ID: {new_id})"
+    shown = s.text("calendar_read_event", event_id=new_id).splitlines()
+    assert "Location: Room 4" in shown and "Summary: Agent check-in" in shown
+    # as archipelago: the offset becomes a TZID the reader does not map back
+    assert "Start: 2025-10-01T09:00:00" in shown and "  - A" in shown
+    empty = s.call("calendar_update_event", event_id=new_id, summary=" ")
+    assert empty.is_error and empty.content[0].text.endswith("Summary cannot be empty")
+    allday = s.text(
         "calendar_create_event",
         summary="Offsite",
         start={"date": "2025-11-03"},
         end={"date": "2025-11-04"},
-    )["event"]
-    assert allday["start"] == {"date": "2025-11-03"}
-    s.json("calendar_delete_event", event_id=allday["id"])
-    assert "no event" in s.error("calendar_read_event", event_id=allday["id"])
+    )
+    allday_id = allday.split("Event ID: ")[1].rstrip(")")
+    assert s.text("calendar_delete_event", event_id=allday_id) == (
+        f"Event deleted successfully (Event ID: {allday_id})"
+    )
+    assert s.text("calendar_delete_event", event_id=allday_id) == (
+        f"Failed: Event not found with ID: {allday_id}"
+    )
+    gone = s.call("calendar_read_event", event_id=allday_id)
+    assert gone.is_error and gone.content[0].text == (
+        f"Invalid params: Error calling tool 'read_event': Event not found with ID: {allday_id}"
+    )
     ics = "".join(p.read_text() for p in (root / ".apps_data/calendar").glob("*.ics"))
     assert "Agent check-in" in ics and "Room 4" in ics and "Offsite" not in ics
 

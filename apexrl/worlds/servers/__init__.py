@@ -72,11 +72,19 @@ def as_text(result: Any) -> Any:
     MCP content blocks (an image a tool rendered) pass through unchanged."""
     if isinstance(result, str):
         return result
+    if _is_result(result):  # a tool that sets the error flag and the whole text itself
+        return result
     if _is_content(result) or (
         isinstance(result, list) and result and all(_is_content(r) for r in result)
     ):
         return result
     return json.dumps(result, ensure_ascii=False, default=str)
+
+
+def _is_result(x: Any) -> bool:
+    from mcp.types import CallToolResult
+
+    return isinstance(x, CallToolResult)
 
 
 def _is_content(x: Any) -> bool:

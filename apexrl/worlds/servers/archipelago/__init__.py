@@ -5,6 +5,7 @@ implemented over apexrl's world logic. See `apexrl.worlds.surface`."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from apexrl.errors import ApexError
 from apexrl.worlds.world import World
@@ -14,6 +15,20 @@ def vpath(world: World, p: Path) -> str:
     """A path as archipelago shows it: absolute inside the sandbox ('/Reports/x.xlsx')."""
     rel = world.rel(p)
     return "/" if rel in (".", "") else "/" + rel
+
+
+def failed(tool: str, message: str, *, kind: str = "Invalid params") -> Any:
+    """An error result worded as archipelago's servers word a failure their tool raised:
+    `<kind>: Error calling tool '<tool>': <message>`, the error flag set. `kind` follows
+    the exception's type there ('Invalid params' for a value error)."""
+    return raw_error(f"{kind}: Error calling tool {tool!r}: {message}")
+
+
+def raw_error(text: str) -> Any:
+    """An error result whose text is exactly `text` (no tool-name prefix added)."""
+    from mcp.types import CallToolResult, TextContent
+
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def file_arg(world: World, path: str, exts: tuple[str, ...], *, must_exist: bool = True) -> Path:

@@ -1,17 +1,32 @@
 """archipelago `calendar` server over the world's .ics files: list, read, create, update,
-delete events. Times are {'dateTime': ISO, 'timeZone': ...} or {'date': 'YYYY-MM-DD'}."""
+delete events. Times are {'dateTime': ISO, 'timeZone': ...} or {'date': 'YYYY-MM-DD'}.
+
+Writes follow archipelago's server, as running it shows: new events go to
+`calendar/calendar.ics` with ids `YYYYMMDD_HHMMSS_micro_xxxxxx`; an update rewrites the
+event from the fields archipelago's event model holds (moved to the end of its file,
+CREATED/DTSTAMP kept or stamped now, LAST-MODIFIED now); a `dateTime` is written as
+given (its `timeZone` is not applied); answers are one line ("Event created successfully
+(Event ID: ...)", "Failed: Event not found with ID: ...")."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+import secrets
+import string
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import calendar as _cal
+from apexrl.worlds.servers.archipelago import failed, raw_error
 from apexrl.worlds.world import World
 
+DEFAULT_FILE = "calendar.ics"  # where new events go, as archipelago's server does
+PRODID = "-//Archipelago Calendar Server//EN"  # a new calendar file's PRODID (a format fact)
+_EMPTY_SUMMARY = raw_error(
+    "Internal error: Validation error: request.summary: Value error, Summary cannot be empty"
+)
 EventId = Annotated[str, Field(description="Event id from list_events or create_event.")]
 
 
@@ -38,29 +53,6 @@ class ReminderOverride(BaseModel):
 class CalendarEventReminders(BaseModel):
     useDefault: bool = True  # noqa: N815
     overrides: list[ReminderOverride] | None = None
-
-
-def _when(v: CalendarEventDateTime | None, what: str) -> datetime | date | None:
-    if v is None:
-        return None
-    if v.date:
-        return _cal._parse(v.date[:10], what)
-    if not v.dateTime:
-        raise ApexError(f"{what} needs 'date' or 'dateTime'")
-    d = _cal._parse(v.dateTime, what)
-    if (
-        v.timeZone
-        and isinstance(d, datetime)
-        and "+" not in v.dateTime[10:]
-        and not v.dateTime.endswith("Z")
-    ):
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            d = d.replace(tzinfo=ZoneInfo(v.timeZone))
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ApexError(f"{what}: unknown timeZone {v.timeZone!r}") from None
-    return d
 
 
 def _event(ev, cal_name: str) -> dict[str, Any]:
@@ -138,37 +130,123 @@ def _full(ev, e: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _apply(ev, *, summary, description, start, end, location, attendees, recurrence, color_id):
-    from icalendar import vCalAddress, vRecur
+_PARTSTAT = {v: k for k, v in _STATUS.items()}
 
-    s, e = _when(start, "start"), _when(end, "end")
-    s_eff = s if s is not None else _cal._dt(ev.get("DTSTART"))
-    e_eff = e if e is not None else _cal._dt(ev.get("DTEND"))
-    if s_eff is not None and e_eff is not None and _cal._as_utc(e_eff) < _cal._as_utc(s_eff):
-        raise ApexError("end is before start")
-    for key, val in (
-        ("summary", summary),
-        ("description", description),
-        ("location", location),
-        ("dtstart", s),
-        ("dtend", e),
-        ("color", color_id),
-    ):
-        if val is not None:
-            ev.pop(key.upper(), None)
-            ev.add(key, val)
-    if attendees is not None:
-        ev.pop("ATTENDEE", None)
-        for a in attendees:
-            addr = vCalAddress(f"mailto:{a.email}")
-            if a.displayName:
-                addr.params["cn"] = a.displayName
-            ev.add("attendee", addr)
-    if recurrence is not None:
-        ev.pop("RRULE", None)
-        for r in recurrence:
-            if r.upper().startswith("RRULE:"):
-                ev.add("rrule", vRecur.from_ical(r[6:]))
+
+def _time_field(v) -> dict[str, Any]:
+    """A DTSTART/DTEND as archipelago's event model holds it."""
+    d = _cal._dt(v)
+    if isinstance(d, datetime):
+        return {
+            "dateTime": d.isoformat(),
+            "date": None,
+            "timeZone": str(d.tzinfo) if d.tzinfo else None,
+        }
+    return {"dateTime": None, "date": d.strftime("%Y-%m-%d") if d else None, "timeZone": None}
+
+
+def _model(ev) -> dict[str, Any]:
+    """An event as archipelago's server reads it back (what it keeps of a VEVENT)."""
+    if ev.get("DTSTART") is None or ev.get("DTEND") is None:
+        raise ApexError("Event must have start and end times")
+    created = _cal._dt(ev.get("CREATED"))
+    created_s = created.isoformat() if created else datetime.now().isoformat()
+    updated = _cal._dt(ev.get("LAST-MODIFIED"))
+    people = ev.get("ATTENDEE")
+    people = [] if people is None else people if isinstance(people, list) else [people]
+    attendees = []
+    for a in people:
+        addr = str(a)
+        params = getattr(a, "params", {}) or {}
+        status = params.get("PARTSTAT")
+        attendees.append(
+            {
+                "email": addr[7:] if addr.lower().startswith("mailto:") else addr,
+                "displayName": params.get("CN"),
+                "responseStatus": _STATUS.get(str(status).upper()) if status else None,
+            }
+        )
+    rr = ev.get("RRULE")
+    rules = None if rr is None else [str(r) for r in (rr if isinstance(rr, list) else [rr])]
+
+    def text(key: str) -> str | None:
+        return str(ev.get(key)) if ev.get(key) else None
+
+    return {
+        "id": str(ev.get("UID")),
+        "summary": text("SUMMARY"),
+        "description": text("DESCRIPTION"),
+        "start": _time_field(ev.get("DTSTART")),
+        "end": _time_field(ev.get("DTEND")),
+        "location": text("LOCATION"),
+        "attendees": attendees or None,
+        "colorId": text("COLOR"),
+        "reminders": None,
+        "recurrence": rules,
+        "created": created_s,
+        "updated": updated.isoformat() if updated else created_s,
+    }
+
+
+def _ical_time(t: dict[str, Any]):
+    if t.get("dateTime"):
+        return datetime.fromisoformat(t["dateTime"].replace("Z", "+00:00"))
+    if t.get("date"):
+        return datetime.strptime(t["date"], "%Y-%m-%d").date()
+    raise ApexError("Either dateTime or date must be provided")
+
+
+def _stamp(s: str) -> datetime:
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def _vevent(m: dict[str, Any]):
+    """A VEVENT written from an event model, as archipelago writes one: its own fields
+    only (an update drops what the model does not hold, e.g. ORGANIZER)."""
+    from icalendar import Alarm, Event, vText
+
+    ev = Event()
+    ev.add("uid", m["id"])
+    ev.add("dtstart", _ical_time(m["start"]))
+    ev.add("dtend", _ical_time(m["end"]))
+    ev.add("dtstamp", _stamp(m["created"]))
+    ev.add("created", _stamp(m["created"]))
+    ev.add("last-modified", _stamp(m["updated"]))
+    for key in ("summary", "description", "location"):
+        if m.get(key):
+            ev.add(key, vText(m[key]))
+    for a in m.get("attendees") or []:
+        params = {}
+        if a.get("displayName"):
+            params["CN"] = a["displayName"]
+        if a.get("responseStatus"):
+            params["PARTSTAT"] = _PARTSTAT.get(a["responseStatus"], "NEEDS-ACTION")
+        ev.add("attendee", f"mailto:{a['email']}", parameters=params)
+    if m.get("colorId"):
+        ev.add("color", m["colorId"])
+    rem = m.get("reminders") or {}
+    for r in rem.get("overrides") or []:
+        alarm = Alarm()
+        alarm.add("action", "DISPLAY" if r["method"] == "popup" else "EMAIL")
+        alarm.add("trigger", timedelta(minutes=-r["minutes"]))
+        alarm.add("description", m.get("summary") or "Reminder")
+        ev.add_component(alarm)
+    for rule in m.get("recurrence") or []:
+        ev.add("rrule", rule)
+    return ev
+
+
+def _done(message: str, event_id: str) -> str:
+    return f"{message} (Event ID: {event_id})"
+
+
+def _event_id() -> str:
+    suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(6))
+    return datetime.now().strftime("%Y%m%d_%H%M%S_%f_") + suffix
+
+
+def _plain(v: BaseModel | None) -> dict[str, Any] | None:
+    return None if v is None else v.model_dump(exclude_none=True)
 
 
 def tools(world: World) -> list:
@@ -183,9 +261,12 @@ def tools(world: World) -> list:
         evs.sort(key=lambda t: t[0])
         return _listing([e for _, e in evs[offset : offset + limit]])
 
-    def read_event(event_id: EventId) -> str:
+    def read_event(event_id: EventId) -> Any:
         """One event in full: times, location, description, attendees."""
-        f, _c, ev = _cal._find(world, event_id)
+        try:
+            f, _c, ev = _cal._find(world, event_id)
+        except ApexError:
+            return failed("read_event", f"Event not found with ID: {event_id}")
         return _full(ev, _event(ev, f.stem))
 
     def create_event(
@@ -198,39 +279,44 @@ def tools(world: World) -> list:
         colorId: str | None = None,  # noqa: N803
         reminders: CalendarEventReminders | None = None,
         recurrence: Annotated[list[str] | None, Field(description="RRULE lines")] = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Create an event; start/end are {'dateTime': ..., 'timeZone': ...} or {'date': ...}."""
-        from icalendar import Calendar, Event
+        from icalendar import Calendar
 
         if not summary.strip():
-            raise ApexError("summary must not be empty")
+            return _EMPTY_SUMMARY
+        now = datetime.now().isoformat()
+        event_id = _event_id()
+        m = {
+            "id": event_id,
+            "summary": summary,
+            "description": description,
+            "start": _plain(start),
+            "end": _plain(end),
+            "location": location,
+            "attendees": [_plain(a) for a in attendees] if attendees else None,
+            "colorId": colorId,
+            "reminders": _plain(reminders),
+            "recurrence": recurrence,
+            "created": now,
+            "updated": now,
+        }
+        try:
+            ev = _vevent(m)
+        except (ApexError, ValueError, TypeError) as e:
+            return f"Failed: {e!r}"
         with world.lock:
-            files = _cal._files(world)
-            target = files[0] if files else world.apps_path(f"{_cal.CAL_DIR}/calendar.ics")
+            target = world.apps_path(f"{_cal.CAL_DIR}/{DEFAULT_FILE}")
             if target.exists():
                 cal = _cal._load(target)
             else:
                 cal = Calendar()
-                cal.add("prodid", "-//apexrl//world//EN")
+                cal.add("prodid", PRODID)
                 cal.add("version", "2.0")
-            ev = Event()
-            ev.add("uid", datetime.now(UTC).strftime("%Y%m%d_%H%M%S_%f_") + _rand())
-            ev.add("dtstamp", datetime.now(UTC))
-            _apply(
-                ev,
-                summary=summary,
-                description=description,
-                start=start,
-                end=end,
-                location=location,
-                attendees=attendees,
-                recurrence=recurrence,
-                color_id=colorId,
-            )
             cal.add_component(ev)
             target.parent.mkdir(parents=True, exist_ok=True)
             _cal._save(target, cal)
-        return {"success": True, "event": _event(ev, target.stem)}
+        return _done("Event created successfully", event_id)
 
     def update_event(
         event_id: EventId,
@@ -243,40 +329,53 @@ def tools(world: World) -> list:
         colorId: str | None = None,  # noqa: N803
         reminders: CalendarEventReminders | None = None,
         recurrence: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Change the given fields of an event; the others stay."""
         if summary is not None and not summary.strip():
-            raise ApexError("summary cannot be empty")
+            return _EMPTY_SUMMARY
         with world.lock:
-            f, cal, ev = _cal._find(world, event_id)
-            _apply(
-                ev,
-                summary=summary,
-                description=description,
-                start=start,
-                end=end,
-                location=location,
-                attendees=attendees,
-                recurrence=recurrence,
-                color_id=colorId,
-            )
-            ev.pop("LAST-MODIFIED", None)
-            ev.add("last-modified", datetime.now(UTC))
+            try:
+                f, cal, old = _cal._find(world, event_id)
+            except ApexError:
+                return f"Failed: Event not found with ID: {event_id}"
+            try:
+                m = _model(old)
+            except Exception as e:
+                return f"Failed: {e!r}"
+            given = {
+                "summary": summary,
+                "description": description,
+                "start": _plain(start),
+                "end": _plain(end),
+                "location": location,
+                "attendees": [_plain(a) for a in attendees] if attendees is not None else None,
+                "colorId": colorId,
+                "reminders": _plain(reminders),
+                "recurrence": recurrence,
+            }
+            m.update({k: v for k, v in given.items() if v is not None})
+            m["updated"] = datetime.now().isoformat()
+            try:
+                ev = _vevent(m)
+            except (ApexError, ValueError, TypeError) as e:
+                return f"Failed: {e!r}"
+            cal.subcomponents.remove(old)
+            cal.add_component(ev)
             _cal._save(f, cal)
-        return {"success": True, "event": _event(ev, f.stem)}
+        return _done("Event updated successfully", event_id)
 
-    def delete_event(event_id: EventId) -> dict[str, Any]:
+    def delete_event(event_id: EventId) -> str:
         """Delete an event permanently."""
-        legacy = {fn.__name__: fn for fn in _cal.tools(world)}
-        return {"success": True, "message": legacy["delete"](event_id)}
+        with world.lock:
+            try:
+                f, cal, ev = _cal._find(world, event_id)
+            except ApexError:
+                return f"Failed: Event not found with ID: {event_id}"
+            cal.subcomponents.remove(ev)
+            _cal._save(f, cal)
+        return _done("Event deleted successfully", event_id)
 
     return [create_event, read_event, update_event, delete_event, list_events]
-
-
-def _rand() -> str:
-    import secrets
-
-    return secrets.token_hex(3)
 
 
 def probe(world: World) -> str:

@@ -1,55 +1,202 @@
 """archipelago `chat` server over the world's Google-Chat-like export: channels (spaces),
-history, threads, posting, replies, reactions, deletion, users."""
+history, threads, posting, replies, reactions, deletion, users.
+
+Behaviour follows archipelago's server, as running it shows: a thread's root is the
+message whose id ends with its topic id (`<space>/<topic>/<topic>`, as exports and new
+posts write it); history lists roots newest first; writes store every message with all
+the fields archipelago's chat model has; new posts and reactions are by
+`user@example.com` ("Current User" unless a member of the space has that address),
+stamped "Wednesday, December 02, 2026 at 09:48:44 AM UTC"; failures are error results
+worded as archipelago words them.
+
+Option (off by default): APEXRL_CHAT_POST_AS_OWNER=1 posts and reacts as the world's
+own user (the chat user whose address owns the mailbox) instead."""
 
 from __future__ import annotations
 
 import json
+import os
+import uuid
+from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import chat as _chat
+from apexrl.worlds.servers.archipelago import failed
 from apexrl.worlds.world import World
 
 ChannelId = Annotated[str, Field(description="Channel id from list_channels.")]
 PostId = Annotated[str, Field(description="Message id from get_channel_history.")]
+USER_EMAIL = "user@example.com"  # who posts and reacts, as archipelago's server does
+OWNER_ENV = "APEXRL_CHAT_POST_AS_OWNER"
 
 
-def _post(m: dict[str, Any]) -> dict[str, Any]:
-    shown = _chat._show(m)
-    shown["post_id"] = shown.pop("message_id")
-    shown["thread_id"] = shown.pop("topic_id")
-    if m.get("deleted"):
-        shown["deleted"] = True
-        shown["text"] = ""
-    return shown
+def _channels(world: World) -> list[dict[str, Any]]:
+    g = _chat._groups(world)
+    out = []
+    if g.is_dir():
+        for d in sorted(g.iterdir()):
+            if not d.is_dir():
+                continue
+            info = (
+                _chat._read_json(d / "group_info.json") if (d / "group_info.json").is_file() else {}
+            )
+            members = info.get("members", []) if isinstance(info, dict) else []
+            out.append(
+                {
+                    "id": d.name,
+                    "name": _chat._group_name(d),
+                    "member_count": len([m for m in members if isinstance(m, dict)]),
+                    "message_count": len(_chat._messages(d)),
+                }
+            )
+    return out
 
 
-def _find(msgs: list[dict[str, Any]], post_id: str, channel_id: str) -> dict[str, Any]:
-    for m in msgs:
-        if m.get("message_id") == post_id:
-            return m
-    raise ApexError(f"no message {post_id!r} in channel {channel_id!r}")
+class _NotFound(Exception):
+    pass
+
+
+def _group(world: World, channel_id: str) -> tuple[Path, dict | None, dict | None]:
+    """A channel's folder, its messages.json and group_info.json (None when absent or
+    empty); a channel with neither does not exist."""
+    try:
+        d = _chat._space_dir(world, channel_id)
+    except ApexError:
+        raise _NotFound(f"Group {channel_id} not found") from None
+    msgs = _load(d / "messages.json")
+    info = _load(d / "group_info.json")
+    if not msgs and not info:
+        raise _NotFound(f"Group {channel_id} not found")
+    return d, msgs, info
+
+
+def _load(p: Path) -> dict | None:
+    if not p.is_file():
+        return None
+    data = _chat._read_json(p)
+    return data or None
+
+
+def _message(m: dict[str, Any]) -> dict[str, Any]:
+    """A stored message with every field archipelago's chat server writes, in its order."""
+    c = m.get("creator")
+    creator = None
+    if isinstance(c, dict):
+        creator = {
+            "name": c.get("name"),
+            "email": c.get("email", ""),
+            "user_type": c.get("user_type", "Human"),
+        }
+    return {
+        "creator": creator,
+        "created_date": m.get("created_date"),
+        "text": m.get("text", ""),
+        "topic_id": m.get("topic_id"),
+        "message_id": m.get("message_id"),
+        "reactions": [
+            {
+                "emoji": {"unicode": _chat._emoji(r)},
+                "reactor_emails": list(r.get("reactor_emails") or []),
+            }
+            for r in m.get("reactions") or []
+            if isinstance(r, dict)
+        ],
+        "annotations": [_annotation(a) for a in m.get("annotations") or [] if isinstance(a, dict)],
+        "message_state": m.get("message_state"),
+        "deleted_date": m.get("deleted_date"),
+        "deletion_metadata": (
+            {"deletion_type": m["deletion_metadata"].get("deletion_type")}
+            if isinstance(m.get("deletion_metadata"), dict)
+            else None
+        ),
+    }
+
+
+def _annotation(a: dict[str, Any]) -> dict[str, Any]:
+    def sub(key: str, fields: tuple[tuple[str, Any], ...]) -> dict[str, Any] | None:
+        v = a.get(key)
+        return {f: v.get(f, dflt) for f, dflt in fields} if isinstance(v, dict) else None
+
+    return {
+        "start_index": a.get("start_index"),
+        "length": a.get("length"),
+        "drive_metadata": sub(
+            "drive_metadata", (("id", None), ("title", None), ("thumbnail_url", ""))
+        ),
+        "format_metadata": sub("format_metadata", (("format_type", None),)),
+        "interaction_data": sub("interaction_data", (("url", {}),)),
+        "video_call_metadata": sub("video_call_metadata", (("meeting_space", {}),)),
+    }
+
+
+def _save(d: Path, msgs: list[dict[str, Any]]) -> None:
+    from apexrl.artifacts.atomic import write_text_atomic
+
+    body = {"messages": [_message(m) for m in msgs]}
+    write_text_atomic(d / "messages.json", json.dumps(body, indent=2, ensure_ascii=False))
+
+
+def _info(m: dict[str, Any]) -> dict[str, Any]:
+    """A message as archipelago's history and thread replies show it."""
+    c = m.get("creator") if isinstance(m.get("creator"), dict) else None
+    return {
+        "message_id": m.get("message_id"),
+        "creator_name": c.get("name") if c else "Unknown",
+        "creator_email": c.get("email", "") if c else "unknown@example.com",
+        "text": m.get("text", ""),
+        "created_date": m.get("created_date") or "Unknown",
+        "topic_id": m.get("topic_id"),
+        "reaction_count": len(m.get("reactions") or []),
+        "is_deleted": m.get("message_state") == "DELETED",
+    }
+
+
+def _stamp() -> str:
+    return datetime.now().strftime("%A, %B %d, %Y at %I:%M:%S %p UTC")
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex[:11]
+
+
+def _author(world: World, info: dict | None) -> dict[str, Any]:
+    """Who posts: the member with the chat user's address, else archipelago's default
+    user (`APEXRL_CHAT_POST_AS_OWNER=1`: the world's own user, found from its mail)."""
+    if _on(OWNER_ENV):
+        me = _chat.me(world)
+        email = me["email"]
+        name = me["name"]
+    else:
+        email, name = USER_EMAIL, "Current User"
+    for mem in (info or {}).get("members") or []:
+        if isinstance(mem, dict) and mem.get("email") == email:
+            return {
+                "name": mem.get("name"),
+                "email": email,
+                "user_type": mem.get("user_type", "Human"),
+            }
+    return {"name": name, "email": email, "user_type": "Human"}
+
+
+def _reactor(world: World) -> str:
+    return _chat.me(world)["email"] if _on(OWNER_ENV) else USER_EMAIL
+
+
+def _on(env: str) -> bool:
+    return os.environ.get(env, "").strip().lower() in ("1", "true", "yes")
 
 
 def tools(world: World) -> list:
-    legacy = {f.__name__: f for f in _chat.tools(world)}
-
     def list_channels(
         limit: Annotated[int, Field(ge=1)] = 100, page: Annotated[int, Field(ge=0)] = 0
     ) -> str:
         """List channels (spaces and direct messages): id, name, member and message counts."""
-        chans = legacy["list_channels"]()
-        groups = [
-            {
-                "id": c["space_id"],
-                "name": c["name"],
-                "member_count": len(c.get("members") or []),
-                "message_count": c.get("messages", 0),
-            }
-            for c in chans[page * limit : (page + 1) * limit]
-        ]
+        chans = _channels(world)
+        groups = chans[page * limit : (page + 1) * limit]
         return _compact(
             {"groups": groups, "total_count": len(chans), "page": page, "per_page": limit}
         )
@@ -58,69 +205,166 @@ def tools(world: World) -> list:
         channel_id: ChannelId,
         limit: Annotated[int, Field(ge=1, description="Root messages per page.")] = 30,
         page: Annotated[int, Field(ge=0, description="0 = the latest messages.")] = 0,
-    ) -> dict[str, Any]:
-        """Recent thread-starting messages of a channel (oldest first within the page), each
-        with its reply count; page 0 is the latest."""
-        d = _chat._space_dir(world, channel_id)
-        msgs = _chat._messages(d)
-        roots, replies = [], {}
-        seen = set()
-        for m in msgs:
-            t = m.get("topic_id")
-            if t in seen:
-                replies[t] = replies.get(t, 0) + 1
+    ) -> Any:
+        """Thread-starting messages of a channel, newest first, with reaction counts."""
+        try:
+            _d, data, _info_ = _group(world, channel_id)
+        except _NotFound as e:
+            return failed("get_channel_history", f"Error getting group history: {e}")
+        msgs = _messages_of(data)
+        roots = [
+            m for m in msgs if m.get("topic_id") == str(m.get("message_id", "")).split("/")[-1]
+        ]
+        roots.reverse()
+        lo, hi = page * limit, page * limit + limit
+        return _compact(
+            {
+                "messages": [_info(m) for m in roots[lo:hi]],
+                "has_next": hi < len(roots),
+                "has_prev": page > 0,
+                "page": page,
+                "per_page": limit,
+            }
+        )
+
+    def get_thread_replies(channel_id: ChannelId, post_id: PostId) -> Any:
+        """The replies in the thread a message starts (the message itself as root_post)."""
+        try:
+            _d, data, _i = _group(world, channel_id)
+            if not data:
+                raise _NotFound(f"Messages file not found for group {channel_id}")
+            msgs = _messages_of(data)
+            root = next((m for m in msgs if m.get("message_id") == post_id), None)
+            if root is None:
+                raise _NotFound(f"Message {post_id} not found")
+        except _NotFound as e:
+            return failed("get_thread_replies", f"Error getting thread replies: {e}")
+        thread = sorted(
+            (m for m in msgs if m.get("topic_id") == root.get("topic_id")),
+            key=lambda m: m.get("created_date") or "",
+        )
+        posts = [_info(m) for m in thread if m.get("message_id") != post_id]
+        return _compact({"posts": posts, "root_post": _info(root)})
+
+    def _write(channel_id: str, text: str, tool: str, what: str, parent: str | None) -> Any:
+        with world.lock:
+            try:
+                d, data, info = _group(world, channel_id)
+                msgs = _messages_of(data)
+                topic = None
+                if parent is not None:
+                    if not data:
+                        raise _NotFound(f"Messages file not found for group {channel_id}")
+                    found = next((m for m in msgs if m.get("message_id") == parent), None)
+                    if found is None:
+                        raise _NotFound(f"Message {parent} not found")
+                    topic = found.get("topic_id")
+            except _NotFound as e:
+                return failed(tool, f"{what}: {e}")
+            code = channel_id.replace("Space ", "")
+            if topic is None:
+                topic = _new_id()
+                message_id = f"{code}/{topic}/{topic}"
             else:
-                seen.add(t)
-                roots.append(m)
-        end = max(0, len(roots) - page * limit)
-        chunk = roots[max(0, end - limit) : end]
-        posts = [{**_post(m), "reply_count": replies.get(m.get("topic_id"), 0)} for m in chunk]
-        return {
-            "channel_id": channel_id,
-            "name": _chat._group_name(d),
-            "total_threads": len(roots),
-            "page": page,
-            "posts": posts,
-        }
+                message_id = f"{code}/{topic}/{_new_id()}"
+            when = _stamp()
+            msgs.append(
+                {
+                    "creator": _author(world, info),
+                    "created_date": when,
+                    "text": text,
+                    "topic_id": topic,
+                    "message_id": message_id,
+                }
+            )
+            _save(d, msgs)
+        return _compact(
+            {
+                "message_id": message_id,
+                "group_id": channel_id,
+                "text": text,
+                "created_date": when,
+                "topic_id": topic,
+                "is_reply": parent is not None,
+            }
+        )
 
-    def get_thread_replies(channel_id: ChannelId, post_id: PostId) -> dict[str, Any]:
-        """Every message of the thread a message belongs to, oldest first."""
-        d = _chat._space_dir(world, channel_id)
-        msgs = _chat._messages(d)
-        topic = _find(msgs, post_id, channel_id).get("topic_id")
-        return {
-            "channel_id": channel_id,
-            "thread_id": topic,
-            "posts": [_post(m) for m in msgs if m.get("topic_id") == topic],
-        }
-
-    def post_message(channel_id: ChannelId, message: str) -> dict[str, Any]:
+    def post_message(channel_id: ChannelId, message: str) -> Any:
         """Post a new message (a new thread) in a channel."""
-        return _post_shown(legacy["post"](channel_id, message))
+        return _write(channel_id, message, "post_message", "Error posting message", None)
 
-    def reply_to_thread(channel_id: ChannelId, post_id: PostId, message: str) -> dict[str, Any]:
+    def reply_to_thread(channel_id: ChannelId, post_id: PostId, message: str) -> Any:
         """Reply in the thread of a message."""
-        msgs = _chat._messages(_chat._space_dir(world, channel_id))
-        topic = _find(msgs, post_id, channel_id).get("topic_id")
-        return _post_shown(legacy["reply"](channel_id, topic, message))
+        return _write(channel_id, message, "reply_to_thread", "Error replying to thread", post_id)
+
+    def _target(channel_id: str, post_id: str) -> tuple[Path, list[dict[str, Any]], dict]:
+        try:
+            d = _chat._space_dir(world, channel_id)
+        except ApexError:
+            d = None
+        data = _load(d / "messages.json") if d is not None else None
+        if not data:
+            raise _NotFound(f"Messages file not found for group {channel_id}")
+        msgs = _messages_of(data)
+        m = next((m for m in msgs if m.get("message_id") == post_id), None)
+        if m is None:
+            raise _NotFound(f"Message {post_id} not found")
+        return d, msgs, m
 
     def add_reaction(
         channel_id: ChannelId,
         post_id: PostId,
         emoji_name: Annotated[str, Field(description="The emoji character, e.g. '👍'.")],
-    ) -> dict[str, Any]:
+    ) -> Any:
         """React to a message with an emoji."""
-        return _post_shown(legacy["react"](channel_id, post_id, emoji_name))
+        me = _reactor(world)
+        with world.lock:
+            try:
+                d, msgs, m = _target(channel_id, post_id)
+            except _NotFound as e:
+                return failed("add_reaction", f"Error adding reaction: {e}")
+            m["reactions"] = reactions = [dict(r) for r in m.get("reactions") or []]
+            hit = next((r for r in reactions if _chat._emoji(r) == emoji_name), None)
+            if hit is None:
+                reactions.append({"emoji": {"unicode": emoji_name}, "reactor_emails": [me]})
+            elif me in (hit.get("reactor_emails") or []):
+                return failed(
+                    "add_reaction", f"You have already reacted with {emoji_name} to this message"
+                )
+            else:
+                hit["reactor_emails"] = [*(hit.get("reactor_emails") or []), me]
+            _save(d, msgs)
+        return _compact(
+            {"post_id": post_id, "user_id": me, "emoji_name": emoji_name, "create_at": _stamp()}
+        )
 
-    def delete_post(channel_id: ChannelId, post_id: PostId) -> dict[str, Any]:
+    def delete_post(channel_id: ChannelId, post_id: PostId) -> Any:
         """Delete a message (marked deleted, kept in storage)."""
         with world.lock:
-            d = _chat._space_dir(world, channel_id)
-            msgs = _chat._messages(d)
-            m = _find(msgs, post_id, channel_id)
-            m["deleted"] = True
-            _chat._save(d, msgs)
-        return {"success": True, "post_id": post_id, "channel_id": channel_id}
+            try:
+                d, msgs, m = _target(channel_id, post_id)
+            except _NotFound as e:
+                return failed("delete_post", f"Error deleting post: {e}")
+            if m.get("message_state") == "DELETED":
+                return failed("delete_post", f"Message {post_id} is already deleted")
+            n_reactions = len(m.get("reactions") or [])
+            m.update(
+                message_state="DELETED",
+                deleted_date=_stamp(),
+                deletion_metadata={"deletion_type": "CREATOR"},
+                text="",
+                reactions=[],
+                annotations=[],
+            )
+            n_replies = sum(
+                1
+                for x in msgs
+                if x.get("topic_id") == m.get("topic_id") and x.get("message_id") != post_id
+            )
+            _save(d, msgs)
+        return _compact(
+            {"post_id": post_id, "deleted_replies": n_replies, "deleted_reactions": n_reactions}
+        )
 
     def get_users(
         limit: Annotated[int, Field(ge=1)] = 100, page: Annotated[int, Field(ge=0)] = 0
@@ -156,10 +400,9 @@ def tools(world: World) -> list:
     ]
 
 
-def _post_shown(shown: dict[str, Any]) -> dict[str, Any]:
-    shown["post_id"] = shown.pop("message_id")
-    shown["thread_id"] = shown.pop("topic_id")
-    return shown
+def _messages_of(data: dict | None) -> list[dict[str, Any]]:
+    msgs = (data or {}).get("messages") if isinstance(data, dict) else None
+    return [m for m in msgs if isinstance(m, dict)] if isinstance(msgs, list) else []
 
 
 def _compact(record: dict[str, Any]) -> str:
