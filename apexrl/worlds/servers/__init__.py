@@ -39,8 +39,10 @@ _EXPECTED = (Exception,)
 
 
 def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn any exception a tool raises into a ToolError whose text the agent sees."""
+    """Turn any exception a tool raises into a ToolError whose text the agent sees; an
+    MCPError (a JSON-RPC error some archipelago servers answer with) passes as it is."""
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
 
     if inspect.iscoroutinefunction(fn):
 
@@ -48,7 +50,7 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             try:
                 return as_text(await fn(*args, **kwargs))
-            except ToolError:
+            except (ToolError, MCPError):
                 raise
             except _EXPECTED as e:
                 raise _tool_error(fn.__name__, e) from e
@@ -59,7 +61,7 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return as_text(fn(*args, **kwargs))
-        except ToolError:
+        except (ToolError, MCPError):
             raise
         except _EXPECTED as e:
             raise _tool_error(fn.__name__, e) from e
