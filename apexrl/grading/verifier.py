@@ -22,8 +22,6 @@ so that `apexrl eval regrade` can grade the trial again without running it.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from harbor.models.verifier.result import VerifierResult
 from harbor.verifier.base import BaseVerifier
 
 from apexrl.artifacts.atomic import atomic_path
+from apexrl.artifacts.nofollow import read_regular
 from apexrl.grading.evidence import collect_files, diff_world
 from apexrl.grading.grader import check_options, final_answer, grade
 from apexrl.grading.inputs import (
@@ -211,13 +210,9 @@ def read_no_follow(path: Path, limit: int = MAX_ANSWER_BYTES) -> str:
     """A regular file's text; "" for a missing file, a link (the agent could point one at
     any host file) or anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        return read_regular(path, max_bytes=limit).decode("utf-8", "replace")
+    except OSError:  # missing, a link, not a regular file
         return ""
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return ""
-        return f.read(limit).decode("utf-8", "replace")
 
 
 def _write(path: Path, text: str) -> None:

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from pathlib import Path
 
 from apexrl.artifacts.archive_extract import native_tar
 from apexrl.artifacts.archive_write import (
     GZIP_LEVEL,
+    Entry,
+    bytes_entry,
     gzip_bytes,
     gzip_fast,
-    tar_header,
+    tar_bytes,
     walk_sorted,
 )
+from apexrl.artifacts.nofollow import RefusedPath, open_regular
 from apexrl.errors import BadRecordError
 
 __all__ = ["GZIP_LEVEL", "gzip_bytes", "pack_task_dir", "tar_task_dir"]
@@ -27,17 +29,16 @@ __all__ = ["GZIP_LEVEL", "gzip_bytes", "pack_task_dir", "tar_task_dir"]
 
 # Top-level files whose bytes the row's metadata comes from (kept while tarring).
 _META_FILES = ("task.toml", "archipelago.json")
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def tar_task_dir(task_dir: Path, *, keep: dict[str, bytes] | None = None) -> bytes:
     """Return the uncompressed, deterministic tar of `task_dir` (members relative to it).
 
-    Headers come from apexrl.artifacts.archive_write (ustar + PAX for long names); files
+    apexrl.artifacts.archive_write writes it (ustar + PAX for long names); files
     are read whole here, which is what keeps packing near `tar czf`'s speed. With
     `keep`, the bytes of a top-level task.toml / archipelago.json are put there too.
 
-    The C fast path (archive.native_tar: the same bytes, tests/test_fasttar.py) packs
+    The C fast path (archive_extract.native_tar: the same bytes, tests/test_fasttar.py) packs
     any tree of plain ASCII-named files and folders; a link, a special file or a
     non-ASCII name comes here, where it is packed or named."""
     native = native_tar()
@@ -48,29 +49,26 @@ def tar_task_dir(task_dir: Path, *, keep: dict[str, bytes] | None = None) -> byt
             if keep is not None:
                 keep.update(kept)
             return tar
-    parts: list[bytes] = []
+    entries: list[Entry] = []
     for rel, full, is_dir in walk_sorted(task_dir):
         if is_dir:
-            parts.append(tar_header(rel + "/", 0, 0o755, "dir"))
+            entries.append(Entry(rel, "dir"))
             continue
         data, executable = _read_file(full, rel, task_dir)
         if keep is not None and rel in _META_FILES:
             keep[rel] = data
-        parts.append(tar_header(rel, len(data), 0o755 if executable else 0o644, "file"))
-        parts.append(data)
-        if len(data) % 512:
-            parts.append(b"\0" * (512 - len(data) % 512))
-    parts.append(b"\0" * 1024)  # end-of-archive marker
-    return b"".join(parts)
+        entries.append(bytes_entry(rel, data, executable=executable))
+    return tar_bytes(entries)
 
 
 def _read_file(full: str, rel: str, task_dir: Path) -> tuple[bytes, bool]:
     """A regular file's bytes (never through a link) and whether it is executable."""
-    fd = os.open(full, _READ_FLAGS)
+    try:
+        fd = open_regular(full)
+    except RefusedPath as e:  # replaced since the walk saw it
+        raise BadRecordError(f"{task_dir}/{rel}", f"{e.strerror}: not packed") from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # replaced since the walk saw it
-            raise BadRecordError(f"{task_dir}/{rel}", "not a regular file: not packed")
         chunks = [os.read(fd, st.st_size + 1)]
         while chunks[-1]:  # a file that grew since fstat is read to its end
             chunks.append(os.read(fd, 1 << 20))

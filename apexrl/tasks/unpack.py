@@ -21,6 +21,7 @@ from pathlib import Path
 
 from apexrl.artifacts.archive_extract import Limits, extract_targz
 from apexrl.artifacts.dirlock import dir_lock
+from apexrl.artifacts.nofollow import read_regular
 from apexrl.errors import BadRecordError
 
 # apexrl.artifacts.models.SAFE_ID (a test keeps them equal), compiled here so that
@@ -160,18 +161,13 @@ def _read_stamps(base: str) -> tuple[dict[str, str], int, list[str]]:
     legacy = [n for n in names if n.endswith(".sha256")]
     for name in legacy:
         try:
-            fd = os.open(f"{meta}/{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            raw = read_regular(f"{meta}/{name}", max_bytes=256)
         except OSError:
             continue
-        try:
-            stamps[name[: -len(".sha256")]] = os.read(fd, 256).decode("ascii", "replace").strip()
-        finally:
-            os.close(fd)
+        stamps[name[: -len(".sha256")]] = raw.decode("ascii", "replace").strip()
     lines: list[str] = []
     if STAMP_LOG in names:
-        fd = os.open(f"{meta}/{STAMP_LOG}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as fh:
-            lines = fh.read().decode("utf-8", "replace").splitlines()
+        lines = read_regular(f"{meta}/{STAMP_LOG}").decode("utf-8", "replace").splitlines()
         for line in lines:
             sha, _, path = line.partition(" ")
             if path and sha:
