@@ -71,6 +71,7 @@ def collect_checks(use_cache: bool = True) -> list[dict]:
         docker = pool.submit(_docker_daemon)
         rows.append(_native_row())
         rows.append(_scratch_row())
+        rows.append(_memcg_row())
         for extra, fut in extras.items():
             ok, detail = fut.result()
             rows.append(_row("extra", extra, ok, detail))
@@ -149,6 +150,19 @@ def _scratch_row() -> dict:
     except ScratchError as e:
         return _row("local", "scratch", False, str(e))
     return _row("local", "scratch", True, f"{s.kind}: {s.why}")
+
+
+def _memcg_row() -> dict:
+    from apexrl.envs.local import memcg
+
+    if os.geteuid() != 0:
+        return _row("local", "trial memory cap", False, "not root: per-process limits only")
+    found = memcg.parent()
+    if found is None:
+        return _row(
+            "local", "trial memory cap", False, "no writable memory cgroup: per-process limits only"
+        )
+    return _row("local", "trial memory cap", True, f"a cgroup v{found[1]} group per trial")
 
 
 def import_check(modules: tuple[str, ...], timeout_s: float = IMPORT_TIMEOUT_S) -> tuple[bool, str]:

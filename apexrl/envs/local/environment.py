@@ -334,6 +334,9 @@ class LocalEnvironment(BaseEnvironment):
             )
             + cmd
         )
+        group = self._slot.group if self._slot is not None else None
+        if group is not None:  # the trial's memory cap covers its commands too
+            argv = group.join_argv(argv)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,

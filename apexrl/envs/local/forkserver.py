@@ -209,6 +209,10 @@ def become_trial(uid: int, limits: dict[str, int]) -> None:
 
 def _child(req: dict, fds: list[int], timeout: float) -> int:
     """C1: namespaces, then C2 (the gateway), then wait; never returns into the server."""
+    if req.get("cgroup"):  # the trial's memory cgroup, joined before anything else runs
+        cgroup = fds.pop()
+        os.write(cgroup, b"0")
+        os.close(cgroup)
     ctl, out, log, life, status, *trees = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -263,15 +267,16 @@ def serve(sock: socket.socket, timeout: float) -> None:
     sock.sendall(b'{"ready": true}\n')
     while True:
         try:
-            msg, fds, _, _ = socket.recv_fds(sock, 65536, N_FDS)
+            msg, fds, _, _ = socket.recv_fds(sock, 65536, N_FDS + 1)
         except (ConnectionError, OSError):
             return
         if not msg:
             return  # the local environment is gone
         try:
-            if len(fds) != N_FDS:
-                raise ValueError(f"expected {N_FDS} descriptors, got {len(fds)}")
             req = json.loads(msg)
+            want = N_FDS + (1 if req.get("cgroup") else 0)  # + the memory cgroup's procs
+            if len(fds) != want:
+                raise ValueError(f"expected {want} descriptors, got {len(fds)}")
             pid = os.fork()
             if pid == 0:
                 code = 70

@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from apexrl.envs.local import sandbox, warm
+from apexrl.envs.local import memcg, sandbox, warm
 from apexrl.envs.local.sandbox import SandboxError, base_env, chown_tree
 
 DIR_PREFIX = "apexrl-trial-"
@@ -62,10 +62,17 @@ def prewarm_count() -> int:
 class Slot:
     """A trial folder and its gateway sandbox, possibly started before its trial."""
 
-    def __init__(self, root: Path, proc: subprocess.Popen | None, uid: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        proc: subprocess.Popen | None,
+        uid: int | None = None,
+        group: memcg.TrialGroup | None = None,
+    ) -> None:
         self.root = root
         self.proc = proc
         self.uid = uid  # the host uid the sandbox runs as (None: apexrl is not root)
+        self.group = group  # the trial's memory cgroup (None: the host gives none)
         self.started = False  # told which world to serve
 
     def go(self, world_id: str, *, token: str | None = None, code_network: bool = True) -> None:
@@ -106,6 +113,8 @@ class Slot:
         try:
             self._kill()
         finally:
+            if self.group is not None:  # and whatever the trial left running
+                self.group.remove()
             sandbox.release_uid(self.uid)  # the trial's processes are gone: uid free
 
     def _kill(self) -> None:
@@ -138,16 +147,21 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
     # still leaves a folder the next sweep can attribute
     root = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=work_dir))
     uid = None
+    group = None
     try:
-        cap = sandbox.SandboxLimits.from_env().scratch_bytes
+        limits = sandbox.SandboxLimits.from_env()
+        cap = limits.scratch_bytes
         if cap is not None and sandbox.drops_privileges() and _in_ram(work_dir):
             sandbox.trial_tmpfs(root, cap)  # what the trial writes in RAM stops at `cap`
         (root / OWNER_FILE).write_text(
             json.dumps({"pid": os.getpid(), "start": _proc_start(os.getpid())})
         )
         uid = sandbox.new_sandbox_uid()
-        return _fill_slot(root, uid, work_dir, ready_timeout_s, gateway)
+        group = memcg.group_for(root.name, limits.trial_memory_bytes)
+        return _fill_slot(root, uid, work_dir, ready_timeout_s, gateway, group)
     except BaseException:
+        if group is not None:
+            group.remove()
         sandbox.release_uid(uid)
         sandbox.remove_trial_folder(root)
         raise
@@ -164,14 +178,19 @@ def _in_ram(work_dir: Path) -> bool:
 
 
 def _fill_slot(
-    root: Path, uid: int | None, work_dir: Path, ready_timeout_s: float, gateway: bool
+    root: Path,
+    uid: int | None,
+    work_dir: Path,
+    ready_timeout_s: float,
+    gateway: bool,
+    group: memcg.TrialGroup | None = None,
 ) -> Slot:
     for name in ("tmp", "home", "tests", "solution", "world"):
         (root / name).mkdir()
         if name in ("tmp", "home", "world"):
             chown_tree(root / name, uid)
     if not gateway:
-        return Slot(root, None, uid)
+        return Slot(root, None, uid, group)
     srv = warm.server_for(work_dir, ready_timeout_s) if uid is not None and warm.enabled() else None
     if srv is not None:
         for _staged, target in sandbox.zygote_rebinds():  # mount points, as bwrap makes them
@@ -181,7 +200,7 @@ def _fill_slot(
             )
         try:
             limits = sandbox.SandboxLimits.from_env()
-            return Slot(root, srv.spawn(root, uid, limits), uid)
+            return Slot(root, srv.spawn(root, uid, limits, group), uid, group)
         except warm.ForkServerError:
             pass  # a fresh gateway sandbox below
     rw = [("/world", root / "world"), ("/tmp", root / "tmp"), ("/root", root / "home")]
@@ -190,6 +209,8 @@ def _fill_slot(
     # shadows one the gateway imports (issue 29, finding 3)
     cmd = [sys.executable, *ISOLATED, "apexrl.envs.local.gateway_main", "--wait", "/world"]
     argv = sandbox.bwrap_argv(rw, cwd="/", network=True, uid=uid) + cmd + [str(ready_timeout_s)]
+    if group is not None:
+        argv = group.join_argv(argv)
     with open(root / GATEWAY_LOG, "ab") as log:
         proc = subprocess.Popen(
             argv,
@@ -199,7 +220,7 @@ def _fill_slot(
             start_new_session=True,
             env=base_env({}),
         )
-    return Slot(root, proc, uid)
+    return Slot(root, proc, uid, group)
 
 
 class _Pool:

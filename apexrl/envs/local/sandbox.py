@@ -114,6 +114,10 @@ class SandboxLimits:
     # of its own, `trial_tmpfs`)
     shm_bytes: int | None = 512 * 1024**2
     scratch_bytes: int | None = 4 * 1024**3
+    # bytes, for the whole trial: a memory cgroup of its own (apexrl.envs.local.memcg)
+    # where the host gives apexrl one; RAM of all its processes and the tmpfs pages
+    # they write
+    trial_memory_bytes: int | None = 8 * 1024**3
 
     @classmethod
     def from_env(cls) -> SandboxLimits:
@@ -126,6 +130,7 @@ class SandboxLimits:
             file_bytes=_env_int("APEXRL_SANDBOX_FILE_BYTES", d.file_bytes),
             shm_bytes=_env_int("APEXRL_SANDBOX_SHM_BYTES", d.shm_bytes),
             scratch_bytes=_env_int("APEXRL_SANDBOX_SCRATCH_BYTES", d.scratch_bytes),
+            trial_memory_bytes=_env_int("APEXRL_SANDBOX_TRIAL_MEMORY_BYTES", d.trial_memory_bytes),
         )
 
     def rlimits(self) -> dict[str, int]:

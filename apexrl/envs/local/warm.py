@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from apexrl.envs.local import sandbox
+from apexrl.envs.local import memcg, sandbox
 
 
 def enabled() -> bool:
@@ -161,7 +161,13 @@ class ForkServer:
             buf += chunk
         return buf
 
-    def spawn(self, root: Path, uid: int, limits: sandbox.SandboxLimits) -> ForkedGateway:
+    def spawn(
+        self,
+        root: Path,
+        uid: int,
+        limits: sandbox.SandboxLimits,
+        group: memcg.TrialGroup | None = None,
+    ) -> ForkedGateway:
         """A gateway for the trial folder `root` (a child of the work folder), waiting for
         its world id and token on stdin like `gateway_main --wait`. Its /world, /tmp and
         /root go as detached mounts (`sandbox.clone_tree`): the trial folder may be a
@@ -182,6 +188,13 @@ class ForkServer:
         st_r, st_w = os.pipe()
         log = os.open(root / "gateway.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         theirs = [ctl_r, out_w, log, life_r, st_w, *trees]
+        if group is not None:  # the child joins the trial's memory cgroup through it
+            try:
+                theirs.append(group.open_procs())
+            except OSError as e:
+                for fd in (*theirs, ctl_w, out_r, life_w, st_r):
+                    os.close(fd)
+                raise ForkServerError(f"the trial's memory cgroup: {e}") from None
         req = {
             "name": root.name,
             "uid": uid,
@@ -189,6 +202,7 @@ class ForkServer:
             "shm_bytes": limits.shm_bytes,
             "rebinds": sandbox.zygote_rebinds(),
             "env": sandbox.base_env({"PYTHONUNBUFFERED": "1"}),
+            "cgroup": group is not None,
         }
         try:
             with self.lock:
