@@ -13,6 +13,7 @@ from apexrl.cli import output
 from apexrl.cli.options import budget_options
 from apexrl.engine.registry import engine_choices
 from apexrl.envs.registry import environment_names
+from apexrl.tito import sampling
 from apexrl.trial.agents import agent_names
 
 app = typer.Typer(
@@ -132,10 +133,16 @@ def run(
     reward: Reward = typer.Option(
         Reward.pass_, "--reward", help="Trial reward: pass (0/1) or score (fraction met)."
     ),
-    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling."),
-    top_k: int = typer.Option(-1, "--top-k", help="Top-k sampling (-1: off, the recipe's)."),
-    min_p: float = typer.Option(0.0, "--min-p", help="Min-p sampling (0: off, the recipe's)."),
+    temperature: float = typer.Option(
+        sampling.TEMPERATURE, "--temperature", help="Sampling temperature."
+    ),
+    top_p: float = typer.Option(sampling.TOP_P, "--top-p", help="Nucleus sampling."),
+    top_k: int = typer.Option(
+        sampling.TOP_K, "--top-k", help="Top-k sampling (-1: off, the recipe's)."
+    ),
+    min_p: float = typer.Option(
+        sampling.MIN_P, "--min-p", help="Min-p sampling (0: off, the recipe's)."
+    ),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Tokens per turn."),
     seed: int = typer.Option(None, "--seed", help="Sampling seed (attempt i uses seed + i)."),
     ray_address: str = typer.Option(

@@ -8,6 +8,7 @@ import typer
 
 from apexrl.cli import output
 from apexrl.errors import ApexError, ExitCode, UsageError
+from apexrl.tito import sampling
 
 app = typer.Typer(
     help="Token-in/token-out (TITO): check that tokenizer, chat template and engine agree.",
@@ -50,7 +51,9 @@ def verify(
     ),
     turns: int = typer.Option(3, "--turns", min=1, help="live: turns per conversation."),
     max_tokens: int = typer.Option(32, "--max-tokens", min=1, help="live: tokens per turn."),
-    temperature: float = typer.Option(1.0, "--temperature", help="live: sampling temperature."),
+    temperature: float = typer.Option(
+        sampling.TEMPERATURE, "--temperature", help="live: sampling temperature."
+    ),
     seed: int = typer.Option(0, "--seed", help="live: base sampling seed."),
     timeout: float = typer.Option(120.0, "--timeout", help="live: seconds per engine request."),
     logprob_tol: float = typer.Option(

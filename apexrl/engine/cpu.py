@@ -27,6 +27,7 @@ from typing import Any
 
 from apexrl.engine.protocol import HttpEngine
 from apexrl.errors import UsageError
+from apexrl.tito import sampling
 
 
 def _torch():
@@ -147,8 +148,8 @@ class LocalEngine:
         prompt: list[int],
         *,
         max_tokens: int = 16,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
+        temperature: float = sampling.TEMPERATURE,
+        top_p: float = sampling.TOP_P,
         seed: int | None = None,
         stop_token_ids: list[int] | None = None,
         prompt_logprobs: int | None = None,
@@ -330,8 +331,8 @@ def _completion_request(engine: LocalEngine, body: dict) -> dict:
         raise _BadRequest(f"The model `{model}` does not exist.", status=404)
     max_tokens = _window_max_tokens(body.get("max_tokens", 16), len(prompt), engine.max_model_len)
     try:
-        temperature = float(body.get("temperature", 1.0))
-        top_p = float(body.get("top_p", 1.0))
+        temperature = float(body.get("temperature", sampling.TEMPERATURE))
+        top_p = float(body.get("top_p", sampling.TOP_P))
     except (TypeError, ValueError) as e:
         raise _BadRequest("temperature and top_p must be numbers") from e
     seed = body.get("seed")
@@ -446,8 +447,8 @@ def _chat_request(engine: LocalEngine, body: dict) -> dict:
             "completion."
         )
     try:
-        temperature = float(body.get("temperature", 1.0))
-        top_p = float(body.get("top_p", 1.0))
+        temperature = float(body.get("temperature", sampling.TEMPERATURE))
+        top_p = float(body.get("top_p", sampling.TOP_P))
     except (TypeError, ValueError) as e:
         raise _BadRequest("temperature and top_p must be numbers") from e
     stop_ids = [i for i in (tok.eos_token_id, tok.token_to_id("<|im_end|>")) if i is not None]

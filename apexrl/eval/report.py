@@ -157,11 +157,11 @@ def unjudged_line(n: int) -> str:
 
 
 def _judge_label(judge: str | None) -> str:
+    from apexrl.grading.requirements import judge_model  # the one reading of "none"
+
     if judge is None:
         return "deterministic criteria only"
-    if judge.strip().lower() == "none":
-        return "none (--no-judge): free-text criteria unjudged"
-    return judge
+    return judge_model(judge) or "none (--no-judge): free-text criteria unjudged"
 
 
 def compare_rows(cmp: dict) -> tuple[list[str], list[list[str]]]:

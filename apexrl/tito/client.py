@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from apexrl.errors import AuthError, RemoteError
+from apexrl.tito import sampling
 
 ErrorKind = Literal["context_window_exceeded", "bad_request", "timeout", "rate_limit", "transient"]
 RETRYABLE: frozenset[str] = frozenset({"timeout", "rate_limit", "transient"})
@@ -357,7 +358,7 @@ class EngineClient:
         n_prompt: int,
         *,
         max_tokens: int,
-        temperature: float = 1.0,
+        temperature: float = sampling.TEMPERATURE,
         top_p: float | None = None,
         seed: int | None = None,
         stop_token_ids: Sequence[int] | None = None,

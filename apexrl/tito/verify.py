@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from apexrl.tito import sampling
 from apexrl.tito.observation import ObservationTokenizer, TemplateNotPrefixPreserving
 from apexrl.tito.records import CONTEXT_TOKENS, Cause, Divergence, TitoFinding
 from apexrl.tito.state import TokenState
@@ -382,7 +383,7 @@ def verify_live(
     conversations: int = 2,
     turns: int = 3,
     max_tokens: int = 24,
-    temperature: float = 1.0,
+    temperature: float = sampling.TEMPERATURE,
     seed: int = 0,
     logprob_tol: float = 0.05,
     template_kwargs: dict | None = None,

@@ -59,6 +59,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from apexrl.trial.budgets import budget
 from apexrl.trial.config import TrialConfig, TrialOutcome, TrialSpec
 from apexrl.trial.outcomes import OUTCOME_POLICIES, group_masked
 from apexrl.trial.outcomes import outcome_policy as get_policy
@@ -92,7 +93,7 @@ class GeneratorSettings(TrialSpec):
     extra_prompt: str | None = None  # text appended to each instruction (agent.extra_prompt)
     extra_prompt_sha256: str | None = None
     reward: Literal["pass", "score"] = "score"  # the recipe trains on the fraction met
-    eval_max_steps: int = 250
+    eval_max_steps: int = budget("max_steps").eval_value  # agent steps per eval trial
     eval_nudge: Literal["off", "once", "recipe"] = "off"  # the recipe's eval: no nudge
     max_seq_len: int = 32768
     eval_max_seq_len: int | None = None

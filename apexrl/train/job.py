@@ -109,6 +109,7 @@ def run_train(
         spec.plan.warnings.extend(notes)
     else:
         check = "SkyRL not installed here (the train extra): its checks run on the cluster"
+    spec.plan.warnings.extend(loaded.deprecations)
     resume_line = L.check_resume(spec) if not req.dry_run else _dry_resume(req)
     _check_trials(loaded, [spec.data_train, spec.data_val], local=req.ray_address is None)
     for line in R.plan_lines(spec, loaded, check):
@@ -173,6 +174,8 @@ def _run_jax(req: TrainRequest, loaded, on_info: Callable[[str], None]) -> Train
     _check_trials(loaded, [run.data_spec], local=True)  # the trials run here
     for k in PLAN_LINES:
         on_info(f"{k:<12} {plan[k]}")
+    for w in loaded.deprecations:
+        on_info(f"warning      {w}")
     on_info(f"start        {resume_line}")
     result = TrainResult(spec=plan, recipe_sha256=loaded.sha256, backend="jax")
     if not req.dry_run:

@@ -25,6 +25,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apexrl.errors import BadRecordError, UsageError
+from apexrl.tito import sampling
+from apexrl.trial.budgets import RENAMED_RECIPE_KEYS, budget
 from apexrl.trial.config import AgentLimits, AgentName, EnvironmentName
 
 
@@ -142,7 +144,7 @@ class AlgorithmSection(_S):
     eps_clip_low: float = 0.5
     eps_clip_high: float = 4.0
     zero_variance_filter: bool = True
-    temperature: float = 1.0
+    temperature: float = sampling.TEMPERATURE
 
 
 class BatchSection(_S):
@@ -181,7 +183,8 @@ class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
 
     agent: AgentName = "apexrl"
     environment: EnvironmentName = "local"
-    eval_max_steps: int = 250
+    # agent steps per eval trial ([agent].max_turns: per training trial)
+    eval_max_turns: int = budget("max_steps").eval_value
     judge: str | None = None  # a LiteLLM model, "none" (free-text criteria unjudged), or unset
     judge_api_base: str | None = None  # OpenAI-compatible server for openai/<name>
     grader: Literal["apexrl", "archipelago"] = "apexrl"  # archipelago: its own grading runner
@@ -285,6 +288,8 @@ class LoadedRecipe(BaseModel):
     overrides: list[str]  # --set arguments, in order
     merged: dict[str, Any]  # the merged tree (before model validation)
     sha256: str  # hash of the merged tree (canonical JSON): identifies what runs
+    # renamed keys read under their old name (the file or --set to update)
+    deprecations: list[str] = Field(default_factory=list)
 
 
 # --- the key tree -------------------------------------------------------------------------
@@ -416,17 +421,39 @@ def deep_merge(base: dict, top: dict) -> dict:
     return out
 
 
-def _load_chain(path: Path, seen: list[Path]) -> tuple[dict, list[str]]:
+def _rename_old_keys(tree: dict, where: str, notes: list[str]) -> dict:
+    """[agent] keys read under their old name (apexrl.trial.budgets.RENAMED_RECIPE_KEYS):
+    renamed in the tree (so the recipe's hash does not depend on the spelling), with a
+    note; both spellings at once is an error."""
+    agent = tree.get("agent")
+    if not isinstance(agent, dict):
+        return tree
+    for old, new in RENAMED_RECIPE_KEYS.items():
+        if old not in agent:
+            continue
+        if new in agent:
+            raise BadRecordError(
+                where, f"`agent.{old}` and `agent.{new}` both set", hint=f"keep `agent.{new}`"
+            )
+        agent[new] = agent.pop(old)
+        notes.append(
+            f"{where}: `agent.{old}` is deprecated (agent steps, not optimizer steps): "
+            f"rename it `agent.{new}`"
+        )
+    return tree
+
+
+def _load_chain(path: Path, seen: list[Path], notes: list[str]) -> tuple[dict, list[str]]:
     if path in seen:
         cycle = " -> ".join(str(p.name) for p in [*seen, path])
         raise BadRecordError(str(path), f"recipe inheritance cycle: {cycle}")
-    tree = _read_toml(path)
+    tree = _rename_old_keys(_read_toml(path), str(path), notes)
     check_keys(tree, str(path))
     parent = tree.get("extends")
     if not parent:
         return tree, [str(path)]
     base_path = resolve_recipe_path(parent, relative_to=path.parent)
-    base, chain = _load_chain(base_path, [*seen, path])
+    base, chain = _load_chain(base_path, [*seen, path], notes)
     merged = deep_merge(base, tree)
     return merged, [*chain, str(path)]
 
@@ -438,7 +465,7 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def apply_set(tree: dict, arg: str) -> dict:
+def apply_set(tree: dict, arg: str, notes: list[str] | None = None) -> dict:
     """Apply one `key.path=value` override to a recipe tree (returns a new tree)."""
     if "=" not in arg:
         raise UsageError(
@@ -465,6 +492,7 @@ def apply_set(tree: dict, arg: str) -> dict:
     for p in parts[:-1]:
         cur = cur.setdefault(p, {})
     cur[parts[-1]] = value
+    nested = _rename_old_keys(nested, f"--set {key}", [] if notes is None else notes)
     check_keys(nested, f"--set {key}")
     return deep_merge(tree, nested)
 
@@ -486,9 +514,10 @@ def _set_of(overrides, loc: str) -> str | None:
 
 def load_recipe(spec: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedRecipe:
     path = resolve_recipe_path(spec)
-    tree, chain = _load_chain(path, [])
+    notes: list[str] = []
+    tree, chain = _load_chain(path, [], notes)
     for arg in overrides:
-        tree = apply_set(tree, arg)
+        tree = apply_set(tree, arg, notes)
     tree.pop("extends", None)
     if isinstance(tree.get("skyrl"), dict):
         tree["skyrl"] = _flatten(tree["skyrl"])
@@ -511,4 +540,5 @@ def load_recipe(spec: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         overrides=list(overrides),
         merged=tree,
         sha256=canonical_hash(tree),
+        deprecations=list(dict.fromkeys(notes)),
     )

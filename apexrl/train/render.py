@@ -152,7 +152,8 @@ def trial_spec_from_recipe(r: Recipe) -> TrialSpec:
     backends (this render for SkyRL on Ray, apexrl.train.jaxrl.grpo for JAX): agent,
     environment, judge, reward, budgets (context window: batch.max_seq_len), sampling
     (algorithm.temperature) and the sandbox (agent.sandbox_*)."""
-    from apexrl.trial.config import AgentBudgets, AgentLimits, Sampling, SandboxSettings
+    from apexrl.trial.budgets import budgets_from_recipe
+    from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
     ag = r.agent
     return TrialSpec(
@@ -168,7 +169,7 @@ def trial_spec_from_recipe(r: Recipe) -> TrialSpec:
         archipelago=ag.archipelago,
         grader_options=list(ag.grader_options),
         budgets=AgentBudgets(
-            **ag.model_dump(include=set(AgentLimits.model_fields)),
+            **budgets_from_recipe(ag),
             context_window=r.batch.max_seq_len,
         ),
         sampling=Sampling(temperature=r.algorithm.temperature),
@@ -204,7 +205,7 @@ def generator_settings(
         logs_dir=logs_dir,
         model=r.model.served_name or r.model.path,
         eval_nudge=ag.eval_nudge,
-        eval_max_steps=ag.eval_max_steps,
+        eval_max_steps=ag.eval_max_turns,
         max_seq_len=r.batch.max_seq_len,
         eval_max_seq_len=r.batch.eval_max_seq_len,
         max_tokens_per_turn=r.batch.max_tokens_per_turn,

@@ -87,7 +87,7 @@ def skyrl_overrides(
         "generator.eval_n_samples_per_prompt": b.eval_n_samples,
         "generator.batched": False,
         "generator.max_input_length": b.max_seq_len,
-        "generator.max_turns": r.agent.max_steps,
+        "generator.max_turns": r.agent.max_turns,
         "generator.sampling_params.temperature": alg.temperature,
         "generator.sampling_params.logprobs": 1,
         "generator.sampling_params.max_generate_length": b.max_tokens_per_turn,

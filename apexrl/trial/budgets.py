@@ -2,7 +2,7 @@
 
 This table is the one place a budget is defined. From it come the pydantic models
 (apexrl.trial.config.AgentLimits / AgentBudgets), the recipe's [agent] keys
-(apexrl.train.recipe.AgentSection takes the `recipe` ones), eval's defaults
+(apexrl.train.recipe.AgentSection takes the `recipe` ones, named `recipe_key`), eval's defaults
 (`eval_default`) and the `apexrl eval run` options (`flag`). It imports nothing heavy:
 the CLI builds its options from it while `apexrl --help` stays fast.
 """
@@ -24,6 +24,12 @@ class Budget:
     flag: str | None = None  # the `apexrl eval run` option; None: recipe/library only
     recipe: bool = True  # a recipe's [agent] table may set it
     eval_default: Any = _UNSET  # `apexrl eval run`'s default when it differs (the recipe's eval)
+    # the key in a recipe's [agent] table when it differs from `name`
+    recipe_name: str | None = None
+
+    @property
+    def recipe_key(self) -> str:
+        return self.recipe_name or self.name
 
     @property
     def eval_value(self) -> Any:
@@ -33,7 +39,17 @@ class Budget:
 NUDGE = Literal["off", "once", "recipe"]
 
 BUDGETS: tuple[Budget, ...] = (
-    Budget("max_steps", int, 100, "Agent steps per trial.", "--max-steps", eval_default=250),
+    # a recipe's [agent].max_turns (SkyRL's generator.max_turns; [training].max_steps counts
+    # optimizer steps); eval rollouts: [agent].eval_max_turns, default eval_default
+    Budget(
+        "max_steps",
+        int,
+        100,
+        "Agent steps per trial.",
+        "--max-steps",
+        eval_default=250,
+        recipe_name="max_turns",
+    ),
     # eval: the recipe's eval settings (override_timeout_sec 3500, LLM call timeout 2000)
     Budget(
         "agent_timeout_s",
@@ -78,6 +94,19 @@ BUDGETS: tuple[Budget, ...] = (
     # apexrl.trial.outcomes: recipe (the training default) | strict
     Budget("outcome_policy", Literal["recipe", "strict"], "recipe", "Outcome policy."),
 )
+
+
+# recipe keys that were renamed: old [agent] key -> new one (still read, with a warning)
+RENAMED_RECIPE_KEYS = {"max_steps": "max_turns", "eval_max_steps": "eval_max_turns"}
+
+
+def budget(name: str) -> Budget:
+    return next(b for b in BUDGETS if b.name == name)
+
+
+def budgets_from_recipe(agent: Any) -> dict[str, Any]:
+    """The budgets a recipe's [agent] table set, by budget name."""
+    return {b.name: getattr(agent, b.recipe_key) for b in BUDGETS if b.recipe}
 
 
 def eval_defaults() -> dict[str, Any]:

@@ -93,13 +93,13 @@ def test_set_overrides_any_field_and_changes_the_hash():
             "batch.n_samples=4",
             "training.lr=3e-6",
             'model.path="my/model"',
-            "agent.max_steps=12",
+            "agent.max_turns=12",
             "skyrl.trainer.seed=7",
             'env.forward=["EXTRA_TOKEN"]',
         ],
     )
     r = loaded.recipe
-    assert (r.batch.n_samples, r.training.lr, r.model.path, r.agent.max_steps) == (
+    assert (r.batch.n_samples, r.training.lr, r.model.path, r.agent.max_turns) == (
         4,
         3e-6,
         "my/model",
@@ -399,3 +399,36 @@ def test_rollout_executor_selects_where_trials_run():
         load_recipe("smoke-1gpu", ["rollout.shards=-1"])
     with pytest.raises(ValidationError, match="executor"):
         GeneratorSettings(tasks_dir="t", logs_dir="l", executor="threads")
+
+
+def test_agent_max_steps_is_read_as_max_turns_with_a_warning(tmp_path, runner):
+    """[agent].max_steps (agent steps, beside [training].max_steps, optimizer steps) is now
+    max_turns; the old keys are still read, renamed, with a warning; the hash is the same."""
+    from apexrl.cli.app import app
+
+    new = tmp_path / "new.toml"
+    new.write_text(
+        'extends = "smoke-1gpu"\nname = "t"\n[agent]\nmax_turns = 7\neval_max_turns = 9\n'
+    )
+    old = tmp_path / "old.toml"
+    old.write_text(
+        'extends = "smoke-1gpu"\nname = "t"\n[agent]\nmax_steps = 7\neval_max_steps = 9\n'
+    )
+    a, b = load_recipe(new), load_recipe(old)
+    assert (b.recipe.agent.max_turns, b.recipe.agent.eval_max_turns) == (7, 9)
+    assert a.sha256 == b.sha256 and a.deprecations == []
+    assert [d.split(": ", 1)[1][:25] for d in b.deprecations] == ["`agent.max_steps` is depr"] + [
+        "`agent.eval_max_steps` is"
+    ]
+    via_set = load_recipe("smoke-1gpu", ["agent.max_steps=5"])
+    assert (
+        via_set.recipe.agent.max_turns == 5 and "--set agent.max_steps" in via_set.deprecations[0]
+    )
+    assert render(via_set).generator.budgets.max_steps == 5  # the trial's budget
+    both = tmp_path / "both.toml"
+    both.write_text('extends = "smoke-1gpu"\nname = "t"\n[agent]\nmax_steps = 1\nmax_turns = 2\n')
+    with pytest.raises(BadRecordError, match="both set"):
+        load_recipe(both)
+    res = runner.invoke(app, ["train", str(old), "--dry-run", "--set", 'agent.judge="none"'])
+    assert res.exit_code == 0, res.output
+    assert "warning      " in res.stderr and "rename it `agent.max_turns`" in res.stderr
