@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl import __version__
+from apexrl.artifacts.checkout import checkout_revision
 from apexrl.errors import ApexError, RemoteError, UsageError
 from apexrl.tasks.pack import source_digest
 from apexrl.train.recipe import LoadedRecipe
@@ -68,22 +69,7 @@ def git_revision(cwd: Path | None = None) -> tuple[str | None, bool | None]:
         cwd = package_dir().parent
         if not (cwd / ".git").exists():
             return None, None
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
-        )
-        if rev.returncode != 0:
-            return None, None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return rev.stdout.strip(), bool(dirty.stdout.strip())
-    except (OSError, subprocess.TimeoutExpired):
-        return None, None
+    return checkout_revision(cwd)
 
 
 def world_images(images: str | None) -> dict[str, str]:
