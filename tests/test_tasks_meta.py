@@ -75,3 +75,21 @@ def test_rubric_shapes_and_short_names():
     assert domain_from_short_name("investment-banking-world-219") == "investment-banking"
     assert domain_from_short_name("Tax Advisory-world-7") == "tax-advisory"
     assert domain_from_short_name("") == ""
+
+
+def test_the_training_tables_rows_read_metadata_through_the_one_reader(tmp_path):
+    """train/entrypoint.task_meta (the parquet rows SkyRL trains on) agrees with
+    read_task_meta, and falls back to the dir name where the metadata is unreadable."""
+    from apexrl.train.entrypoint import task_meta
+
+    d = _task(tmp_path, "[agent]\ntimeout_sec = 1.0\n", ARCH)
+    assert task_meta(d) == {
+        "task_id": "task_a",
+        "world_id": "world_a",
+        "domain": "management-consulting",
+    }
+    (d / "archipelago.json").write_text("{not json")
+    assert task_meta(d) == {"task_id": "t1", "world_id": "", "domain": ""}
+    (d / "archipelago.json").unlink()
+    (d / "task.toml").write_text('[metadata]\ntask_id = "x"\ndomain = "law"\n')
+    assert task_meta(d) == {"task_id": "x", "world_id": "", "domain": "law"}

@@ -58,37 +58,21 @@ def write_manifest(spec: RunSpec, manifest_src: Path) -> str:
     return str(target)
 
 
-DOMAIN_PREFIXES = ("investment-banking", "law", "management-consulting")
-
-
 def task_meta(task_dir: Path) -> dict:
-    """task_id, world_id, domain of a task dir: task.toml's [metadata], else the recipe's
-    archipelago.json; the dir name stands in for a missing task id."""
-    import tomllib
+    """task_id, world_id, domain of a task dir (apexrl.tasks.meta: task.toml's [metadata],
+    archipelago.json filling what it lacks); the dir name stands in for a missing task id,
+    and a task whose metadata cannot be read keeps only that."""
+    from apexrl.errors import BadRecordError
+    from apexrl.tasks.meta import find_task_meta
 
-    meta: dict = {}
     try:
-        meta = tomllib.loads((task_dir / "task.toml").read_text("utf-8")).get("metadata") or {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        meta = {}
-    arch = task_dir / "archipelago.json"
-    if not meta.get("world_id") and arch.is_file():
-        try:
-            data = json.loads(arch.read_text("utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            data = {}
-        if isinstance(data, dict):
-            short = str(data.get("world_short_name") or "").lower()
-            prefix = [d for d in DOMAIN_PREFIXES if short.startswith(d)]
-            meta = {
-                "task_id": data.get("task_id"),
-                "world_id": data.get("world_id"),
-                "domain": data.get("domain") or (prefix[0] if prefix else None),
-            }
+        meta = find_task_meta(task_dir, require_world=False)
+    except BadRecordError:
+        meta = None
     return {
-        "task_id": str(meta.get("task_id") or task_dir.name),
-        "world_id": str(meta.get("world_id") or ""),
-        "domain": str(meta.get("domain") or ""),
+        "task_id": meta.task_id if meta else task_dir.name,
+        "world_id": meta.world_id if meta else "",
+        "domain": meta.domain if meta else "",
     }
 
 
