@@ -22,10 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.artifacts.checkout import checkout_commit
+from apexrl.artifacts.toolchain import (  # noqa: F401  (PEER_DIR_ENV re-exported)
+    PEER_DIR_ENV,
+    find_python313,
+    find_uv,
+    peer_dir,
+)
 from apexrl.errors import ApexError, UsageError
 
 DEFAULT_CHECKOUT_ENV = "APEXRL_ARCHIPELAGO"
-PEER_DIR_ENV = "APEXRL_PEER_DIR"
 PYTHON313_ENV = "APEXRL_PYTHON313"
 BUILD_TIMEOUT_S = 900.0
 SKIP_NAMES = {".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".git"}
@@ -84,35 +89,13 @@ def _files(folder: Path):
 # --- the runner's venv ---------------------------------------------------------------
 
 
-def peer_dir() -> Path:
-    d = os.environ.get(PEER_DIR_ENV)
-    return Path(d).expanduser() if d else Path.home() / ".cache" / "apexrl" / "peer"
-
-
 def python313() -> str:
     """An interpreter for the runner (its project needs Python 3.13)."""
-    cands = [os.environ.get(PYTHON313_ENV, "")]
-    cands += sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob("3.13*/bin/python"))
-    cands += [shutil.which("python3.13") or ""]
-    for c in cands:
-        if c and Path(c).is_file():
-            return c
-    raise UsageError(
-        "archipelago's grading runner needs Python 3.13 and none was found",
-        hint=f"install python3.13 (pyenv or Debian) or set {PYTHON313_ENV}",
-    )
+    return find_python313(PYTHON313_ENV, "archipelago's grading runner")
 
 
 def uv_binary() -> str:
-    try:  # the `uv` package (pip install uv) knows where its binary is
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        found = shutil.which("uv")
-    if not found:
-        raise UsageError("building archipelago's grading runner needs uv", hint="pip install uv")
-    return found
+    return find_uv("building archipelago's grading runner")
 
 
 def runner_dir(checkout: Checkout, *, build: bool = True, log=None) -> Path:

@@ -32,10 +32,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from apexrl.artifacts import toolchain
+from apexrl.artifacts.toolchain import PEER_DIR_ENV, find_python313, peer_dir
 from apexrl.errors import ApexError, ExitCode, UsageError
 
 PEER_ENV = "APEXRL_ARCHIPELAGO"
-HOME_ENV = "APEXRL_PEER_DIR"
+HOME_ENV = PEER_DIR_ENV
 PYTHON_ENV = "APEXRL_PEER_PYTHON"
 DEFAULT_CHECKOUT = "../shared/peers/archipelago"
 PUBLIC_REPO = "https://github.com/Mercor-Intelligence/archipelago"
@@ -82,8 +84,7 @@ def find_checkout(peer: str | Path | None = None) -> Path:
 
 def peer_home() -> Path:
     """Where runtimes are built: $APEXRL_PEER_DIR, else ~/.cache/apexrl/peer."""
-    raw = os.environ.get(HOME_ENV)
-    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "apexrl" / "peer"
+    return peer_dir()
 
 
 def _files(folder: Path) -> Iterator[Path]:
@@ -109,35 +110,11 @@ def checkout_key(checkout: Path, servers: tuple[PeerServer, ...] = SERVERS) -> s
 
 def find_python() -> str:
     """A Python 3.13: $APEXRL_PEER_PYTHON, pyenv's 3.13.*, else python3.13 on PATH."""
-    cands = [os.environ.get(PYTHON_ENV)] if os.environ.get(PYTHON_ENV) else []
-    pyenv = Path.home() / ".pyenv" / "versions"
-    if pyenv.is_dir():
-        cands += [str(p / "bin" / "python") for p in sorted(pyenv.glob("3.13*"), reverse=True)]
-    cands += [shutil.which("python3.13") or ""]
-    for c in cands:
-        if c and Path(c).is_file() and os.access(c, os.X_OK):
-            return c
-    raise UsageError(
-        "archipelago's servers need Python 3.13, and none was found",
-        hint=f"install one (pyenv install 3.13, or Debian's python3.13) or set {PYTHON_ENV}",
-    )
+    return find_python313(PYTHON_ENV, "archipelago's servers")
 
 
 def find_uv() -> str:
-    """uv beside this Python, else on PATH, else the one the `uv` package ships."""
-    here = Path(sys.executable).with_name("uv")
-    if here.is_file():
-        return str(here)
-    if shutil.which("uv"):
-        return str(shutil.which("uv"))
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        raise UsageError(
-            "uv is not installed", hint="pip install uv (apexrl's dev extra has it)"
-        ) from None
+    return toolchain.find_uv("building archipelago's servers")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,53 @@
+"""What builds archipelago's uv projects (its MCP servers: apexrl.peer.runtime; its grading
+runner: apexrl.artifacts.archipelago_runner): a Python 3.13, uv, and the folder builds go to."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from apexrl.errors import UsageError
+
+PEER_DIR_ENV = "APEXRL_PEER_DIR"
+
+
+def peer_dir() -> Path:
+    """Where builds go: $APEXRL_PEER_DIR, else ~/.cache/apexrl/peer."""
+    raw = os.environ.get(PEER_DIR_ENV)
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "apexrl" / "peer"
+
+
+def find_python313(env: str, needed_by: str) -> str:
+    """A Python 3.13: $ENV, pyenv's 3.13.* (newest first), else python3.13 on PATH."""
+    cands = [os.environ.get(env, "")]
+    pyenv = Path.home() / ".pyenv" / "versions"
+    if pyenv.is_dir():
+        cands += [str(p / "bin" / "python") for p in sorted(pyenv.glob("3.13*"), reverse=True)]
+    cands += [shutil.which("python3.13") or ""]
+    for c in cands:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return c
+    raise UsageError(
+        f"{needed_by} needs Python 3.13, and none was found",
+        hint=f"install one (pyenv install 3.13, or Debian's python3.13) or set {env}",
+    )
+
+
+def find_uv(needed_by: str) -> str:
+    """uv beside this Python, else on PATH, else the one the `uv` package ships."""
+    here = Path(sys.executable).with_name("uv")
+    if here.is_file():
+        return str(here)
+    if shutil.which("uv"):
+        return str(shutil.which("uv"))
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        raise UsageError(
+            f"{needed_by} needs uv, and it is not installed",
+            hint="pip install uv (apexrl's dev extra has it)",
+        ) from None
