@@ -146,6 +146,7 @@ complete -c apexrl -n '__apexrl_is "eval run"' -l ray-address -x -d 'Ray cluster
 complete -c apexrl -n '__apexrl_is "eval run"' -l pass-env -x -d 'Host env var a tasks ${NAME} may read (repeatable).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l sandbox-cpus -x -d 'CPUs per remote sandbox (--env modal; recipe: 2).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l sandbox-memory-mb -x -d 'Memory per remote sandbox in MB (recipe: 4096).'
+complete -c apexrl -n '__apexrl_is "eval run"' -l sandbox-timeout-s -x -d 'Remote sandbox lifetime in seconds (recipe: 6000).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l sandbox-timeout -x -d 'Remote sandbox lifetime in seconds (recipe: 6000).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l image-profile -x -d 'How world images start: apexrl or mercor (default: the tasks metadata)'
 complete -c apexrl -n '__apexrl_is "eval run"' -F

@@ -103,8 +103,8 @@ def test_modal_environment_runs_a_recipe_task_on_a_mercor_image(tmp_path, monkey
     hc = harbor_config(
         task, TrialConfig(environment="modal", sandbox=sandbox, logs_dir=tmp_path / "l")
     )
-    assert hc.environment.kwargs["cpu"] == 2 and hc.environment.kwargs["memory_mb"] == 4096
-    assert hc.environment.kwargs["sandbox_timeout_s"] == 6000
+    assert hc.environment.kwargs["cpus"] == 2 and hc.environment.kwargs["memory_mb"] == 4096
+    assert hc.environment.kwargs["timeout_s"] == 6000
 
     calls: list = []
     port = free_port()
@@ -113,7 +113,7 @@ def test_modal_environment_runs_a_recipe_task_on_a_mercor_image(tmp_path, monkey
         monkeypatch.setitem(
             sys.modules, "modal", fake_modal(calls, f"http://127.0.0.1:{port}", {}, port=8000)
         )
-        env = make_env(tmp_path, task, **sandbox.modal_kwargs())
+        env = make_env(tmp_path, task, **sandbox.environment_kwargs())
         asyncio.run(env.start(force_build=False))
         before = env.world_before_dir
         asyncio.run(env.stop(delete=True))

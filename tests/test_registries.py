@@ -48,7 +48,7 @@ def test_harbor_config_per_environment(tmp_path):
     assert seen["local"][0] == "apexrl.envs.local:LocalEnvironment"
     assert seen["local"][2] == {"worlds_dir": str(tmp_path.resolve()), "pass_env": ["X"]}
     assert seen["modal"][0] == "apexrl.envs.modal:ModalEnvironment"
-    assert seen["modal"][2]["cpu"] == 2 and seen["modal"][2]["memory_mb"] == 4096
+    assert seen["modal"][2]["cpus"] == 2 and seen["modal"][2]["memory_mb"] == 4096
     assert str(seen["podman"][1].value if seen["podman"][1] else "") == "podman"
     assert seen["docker"][0] is None
 

@@ -154,14 +154,19 @@ def run(
     ),
     force: bool = typer.Option(False, "--force", help="Discard a RUN_DIR of another config."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    # one spelling from here to the environment: --sandbox-X, a recipe's agent.sandbox_X,
+    # SandboxSettings.X, the environment's X keyword (apexrl.envs.modal)
     sandbox_cpus: float = typer.Option(
         None, "--sandbox-cpus", help="CPUs per remote sandbox (--env modal; recipe: 2)."
     ),
-    sandbox_memory: int = typer.Option(
+    sandbox_memory_mb: int = typer.Option(
         None, "--sandbox-memory-mb", help="Memory per remote sandbox in MB (recipe: 4096)."
     ),
-    sandbox_timeout: int = typer.Option(
-        None, "--sandbox-timeout", help="Remote sandbox lifetime in seconds (recipe: 6000)."
+    sandbox_timeout_s: int = typer.Option(
+        None,
+        "--sandbox-timeout-s",
+        "--sandbox-timeout",
+        help="Remote sandbox lifetime in seconds (recipe: 6000).",
     ),
     image_profile: str = typer.Option(
         None,
@@ -247,8 +252,8 @@ def run(
         force=force,
         sandbox=SandboxSettings(
             cpus=sandbox_cpus,
-            memory_mb=sandbox_memory,
-            timeout_s=sandbox_timeout,
+            memory_mb=sandbox_memory_mb,
+            timeout_s=sandbox_timeout_s,
             image_profile=image_profile,
         ),
         vllm_python=vllm_python,

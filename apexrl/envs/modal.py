@@ -13,8 +13,12 @@ Import path: `apexrl.envs.modal:ModalEnvironment`. Kwargs:
                        <task_slug>, port 8000, /filesystem + /.apps_data, POST
                        /data/snapshot); default: what the task's metadata records
   gateway_port         the world gateway's port inside the sandbox (default: the profile's)
-  sandbox_timeout_s    sandbox lifetime (Modal's default is 5 minutes: too short)
-  cpu, memory_mb, region, secrets (more Modal secret names), gateway_ready_timeout_s
+  cpus, memory_mb, timeout_s  the sandbox's size and lifetime, as apexrl.trial.config.
+                       SandboxSettings names them (`--sandbox-cpus/--sandbox-memory-mb/
+                       --sandbox-timeout-s`, a recipe's agent.sandbox_*); turned into
+                       Modal's own keywords (cpu, memory, timeout) here only. Modal's
+                       default lifetime is 5 minutes: too short
+  region, secrets (more Modal secret names), gateway_ready_timeout_s
 
 The gateway's port is declared when the sandbox is created, through Modal's
 public API (`Sandbox.create(..., encrypted_ports=[port])`), and reached through
@@ -132,8 +136,8 @@ class ModalEnvironment(BaseEnvironment):
         image: str | None = None,
         image_profile: str | None = None,
         gateway_port: int | None = None,
-        sandbox_timeout_s: int = DEFAULT_SANDBOX_TIMEOUT_S,
-        cpu: float | None = None,
+        timeout_s: int = DEFAULT_SANDBOX_TIMEOUT_S,
+        cpus: float | None = None,
         memory_mb: int | None = None,
         region: str | None = None,
         secrets: list[str] | None = None,
@@ -153,8 +157,8 @@ class ModalEnvironment(BaseEnvironment):
         self.image_override = image
         self.image_profile_override = image_profile
         self.gateway_port_override = int(gateway_port) if gateway_port else None
-        self.sandbox_timeout_s = int(sandbox_timeout_s or DEFAULT_SANDBOX_TIMEOUT_S)
-        self.cpu = cpu
+        self.timeout_s = int(timeout_s or DEFAULT_SANDBOX_TIMEOUT_S)
+        self.cpus = cpus
         self.memory_mb = memory_mb
         self.region = region
         self.secret_names = list(secrets or [])
@@ -217,14 +221,14 @@ class ModalEnvironment(BaseEnvironment):
         kw: dict[str, Any] = {
             "app": app,
             "image": image,
-            "timeout": self.sandbox_timeout_s,
+            "timeout": self.timeout_s,
             "encrypted_ports": [self.gateway_port],
             "secrets": secrets,
             "env": self._start_env(),
             "workdir": self.profile.filesystem,
         }
-        if self.cpu is not None:
-            kw["cpu"] = self.cpu
+        if self.cpus is not None:
+            kw["cpu"] = self.cpus
         if self.memory_mb is not None:
             kw["memory"] = self.memory_mb
         if self.region:

@@ -75,17 +75,10 @@ class SandboxSettings(BaseModel):
     timeout_s: int | None = None
     image_profile: str | None = None
 
-    def modal_kwargs(self) -> dict:
-        kw: dict = {}
-        if self.cpus is not None:
-            kw["cpu"] = self.cpus
-        if self.memory_mb is not None:
-            kw["memory_mb"] = self.memory_mb
-        if self.timeout_s is not None:
-            kw["sandbox_timeout_s"] = self.timeout_s
-        if self.image_profile:
-            kw["image_profile"] = self.image_profile
-        return kw
+    def environment_kwargs(self) -> dict:
+        """The remote environment's keyword arguments: the names above, set ones only (the
+        environment turns them into its backend's own keywords, e.g. Modal's `memory`)."""
+        return {k: v for k, v in self.model_dump().items() if v is not None and v != ""}
 
 
 class TrialSpec(BaseModel):

@@ -133,7 +133,7 @@ def environment_config(config: TrialConfig, worlds: str | None) -> Any:
         return EnvironmentConfig(type=entry.name, delete=False)
     kwargs: dict[str, Any] = {"worlds_dir": worlds, "pass_env": config.pass_env}
     if entry.remote_sandbox:
-        kwargs.update(config.sandbox.modal_kwargs())
+        kwargs.update(config.sandbox.environment_kwargs())
     return EnvironmentConfig(import_path=entry.import_path, kwargs=kwargs)
 
 

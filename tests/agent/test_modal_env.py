@@ -139,7 +139,7 @@ def test_start_maps_the_task_to_modal_calls(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", "/root")  # not an apexrl secret: never forwarded
     with ScriptedEngine([]) as gateway:  # stands in for the tunnel's far end (/health)
         monkeypatch.setitem(sys.modules, "modal", fake_modal(calls, gateway.url + "/", files))
-        env = make_env(tmp_path, make_task(tmp_path), registry_secret="my-ecr", cpu=2)
+        env = make_env(tmp_path, make_task(tmp_path), registry_secret="my-ecr", cpus=2)
         asyncio.run(env.start(force_build=False))
         assert env.gateway_url == gateway.url + "/mcp/"
         res = asyncio.run(env.exec("echo hi", cwd="/world", env={"A": "1"}, timeout_sec=5))
