@@ -499,16 +499,27 @@ def test_word(arch):
 
 def test_powerpoint(arch):
     s, root, f = arch
-    md = s.text("powerpoint_read_slides", file_path=f["pptx"], start=0, end=2000)
-    assert md.startswith("## Slide 0:")
+
+    def fails(name: str, **args) -> str:
+        got = s.json(name, **args)
+        assert got["success"] is False and list(got)[-1] == "error", got
+        return got["error"]
+
+    """The presentations server's compact JSON answers, as archipelago writes them (their
+    exact bytes are checked against the peer in tests/peer)."""
+    md = s.json("powerpoint_read_slides", file_path=f["pptx"], start=0, end=2000)
+    assert md["success"] and md["content"].startswith("<!-- Slide number: 1 -->\n# ")
+    assert list(md) == ["success", "content", "start", "end", "total_length", "error"]
     deck = s.json("powerpoint_read_completedeck", file_path=f["pptx"])
     assert deck["total_slides"] >= 2 and deck["slides"][0]["slide_index"] == 0
     one = s.json("powerpoint_read_individualslide", file_path=f["pptx"], slide_index=1)
-    assert one["slide_index"] == 1 and one["shapes"]
-    assert "out of range" in s.error(
+    assert one["slide_index"] == 1 and one["components"]
+    assert "out of range" in fails(
         "powerpoint_read_individualslide", file_path=f["pptx"], slide_index=99
     )
-    assert "at most" in s.error("powerpoint_read_slides", file_path=f["pptx"], start=0, end=20001)
+    assert fails("powerpoint_read_slides", file_path=f["pptx"], start=0, end=20001) == (
+        "Invalid range: maximum range is 10,000 characters"
+    )
     s.text(
         "powerpoint_create_deck",
         directory="/outputs",
@@ -516,15 +527,19 @@ def test_powerpoint(arch):
         slides=[
             {"layout": "title", "title": "Review", "subtitle": "Q3"},
             {"title": "Points", "bullets": {"items": ["alpha", "beta"]}, "notes": "say it"},
-            {"layout": "title_only", "title": "Table", "table": {"rows": [["a", "b"], ["1", "2"]]}},
+            {
+                "layout": "title_and_content",
+                "title": "Table",
+                "table": {"rows": [["a", "b"], ["1", "2"]]},
+            },
         ],
     )
     p = "/outputs/deck.pptx"
     s.text("powerpoint_add_slide", file_path=p, index=1, title="Inserted", bullets=["x"])
-    assert "out of range" in s.error("powerpoint_add_slide", file_path=p, index=9, title="n")
+    assert "out of range" in fails("powerpoint_add_slide", file_path=p, index=9, title="n")
     s.text("powerpoint_insert_table", file_path=p, slide_index=2, rows=[["h1", "h2"], ["1", "2"]])
-    assert "same number" in s.error(
-        "powerpoint_insert_table", file_path=p, slide_index=2, rows=[["a"], ["b", "c"]]
+    assert "same number" in _rpc_error(
+        s, "powerpoint_insert_table", file_path=p, slide_index=2, rows=[["a"], ["b", "c"]]
     )
     from PIL import Image
     from pptx import Presentation
@@ -541,13 +556,13 @@ def test_powerpoint(arch):
     prs.save(str(deck))
     pic = next(
         x
-        for x in s.json("powerpoint_read_individualslide", file_path=p, slide_index=0)["shapes"]
+        for x in s.json("powerpoint_read_individualslide", file_path=p, slide_index=0)["images"]
         if "annotation" in x
     )
     got = s.call("powerpoint_read_image", file_path=p, annotation=pic["annotation"])
     assert Image.open(io.BytesIO(_image(got))).size == (6, 5)
-    assert "no slide0_img4" in s.error(
-        "powerpoint_read_image", file_path=p, annotation="slide0_img4"
+    assert "Image not found in cache" in _rpc_error(
+        s, "powerpoint_read_image", file_path=p, annotation="slide0_img4"
     )
     s.text(
         "powerpoint_add_image",
@@ -566,8 +581,8 @@ def test_powerpoint(arch):
         text_color="FFFFFF",
         font_size=18,
     )
-    assert "hex color" in s.error(
-        "powerpoint_add_shape", file_path=p, slide_index=1, shape_type="star", fill_color="red"
+    assert "valid hex string" in _rpc_error(
+        s, "powerpoint_add_shape", file_path=p, slide_index=1, shape_type="star", fill_color="red"
     )
     tab = _first_tab(s, f["xlsx"])
     s.text(
@@ -580,7 +595,7 @@ def test_powerpoint(arch):
         chart_type="line",
         title="Trend",
     )
-    assert "not a number" in s.error(
+    assert "not a number" in fails(
         "powerpoint_insert_chart",
         presentation_path=p,
         slide_index=3,
@@ -610,7 +625,7 @@ def test_powerpoint(arch):
         ],
         metadata={"author": "Agent"},
     )
-    assert "operations[0]" in s.error(
+    assert "operations[0]" in fails(
         "powerpoint_edit_slides",
         file_path=p,
         operations=[{"type": "replace_text", "search": "zzz"}],
@@ -641,7 +656,7 @@ def test_powerpoint(arch):
         crop_right=3,
         crop_bottom=2,
     )
-    assert "crop_right" in s.error(
+    assert "crop_right" in fails(
         "powerpoint_modify_image",
         file_path=p,
         slide_index=1,
@@ -655,7 +670,7 @@ def test_powerpoint(arch):
     prs = Presentation(str(deck))
     pic = next(sh for sh in prs.slides[1].shapes if hasattr(sh, "image"))
     assert Image.open(io.BytesIO(pic.image.blob)).size == (3, 2)
-    assert "ALPHA" in s.text("powerpoint_read_slides", file_path=p, end=5000)
+    assert "ALPHA" in s.json("powerpoint_read_slides", file_path=p, end=5000)["content"]
     s.text("powerpoint_delete_deck", file_path=p)
     assert not (root / "filesystem" / "outputs" / "deck.pptx").exists()
 

@@ -1,14 +1,23 @@
-"""archipelago `powerpoint` server: .pptx decks (python-pptx), slides 0-based."""
+"""archipelago `powerpoint` server: .pptx decks (python-pptx), slides 0-based, in
+archipelago's result formats (measured against its presentations server with
+`apexrl world verify`): every answer is compact JSON with `success` first and `error`
+last (the other fields null on failure); argument checks the peer makes in its request
+model (paths, ranges of a few numbers) answer as JSON-RPC `Invalid params` errors;
+read_slides is the deck as markdown in the layout MarkItDown gives a .pptx (slide
+markers, `#` titles, pipe tables, picture links, notes), cut to [start, end)."""
 
 from __future__ import annotations
 
+import functools
+import json
+import threading
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import slides as _slides
-from apexrl.worlds.servers.archipelago import file_arg, new_file, transform_image, vpath
+from apexrl.worlds.servers.archipelago import file_arg, transform_image
 from apexrl.worlds.world import World
 
 PptxPath = Annotated[str, Field(description="Path of the .pptx file, e.g. '/docs/deck.pptx'.")]
@@ -25,6 +34,210 @@ _LAYOUTS = {
     "blank": 6,
 }
 MAX_READ = 10_000
+EMU_PER_INCH = 914400
+JPEG_QUALITY = 85
+# placeholder type numbers named in the order of the schema's ST_PlaceholderType list
+# (title, body, ctrTitle, ...), which is how the peer names a placeholder's kind
+_PH_NAMES = (
+    "TITLE",
+    "BODY",
+    "CENTER_TITLE",
+    "SUBTITLE",
+    "DATE",
+    "SLIDE_NUMBER",
+    "FOOTER",
+    "HEADER",
+    "OBJECT",
+    "CHART",
+    "TABLE",
+    "BITMAP",
+    "ORG_CHART",
+    "MEDIA_CLIP",
+    "SLIDE_IMAGE",
+    "PICTURE",
+)
+# each tool's answer fields, between `success` and `error`
+FIELDS: dict[str, tuple[str, ...]] = {
+    "read_completedeck": ("total_slides", "slides"),
+    "read_slides": ("content", "start", "end", "total_length"),
+    "read_individualslide": (
+        "slide_index",
+        "total_slides",
+        "layout",
+        "components",
+        "images",
+        "notes",
+    ),
+    "create_deck": ("file_name", "file_path"),
+    "delete_deck": ("file_path",),
+    "add_slide": ("index", "file_path"),
+    "insert_table": ("slide_index", "rows", "cols"),
+    "add_shape": ("slide_index", "shape_type", "position"),
+    "add_image": ("slide_index", "position"),
+    "modify_image": ("image_index", "slide_index", "operation"),
+    "insert_chart": ("slide_index", "chart_type", "title"),
+    "edit_slides": ("file_path", "operations_applied"),
+}
+
+
+class Failed(Exception):
+    """A failure the peer answers with `success: false` and this text in `error`."""
+
+
+def _dump(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _answer(tool: str, values: dict[str, Any] | None, error: str | None = None) -> str:
+    out: dict[str, Any] = {"success": error is None}
+    for k in FIELDS[tool]:
+        out[k] = None if values is None else values.get(k)
+    out["error"] = error
+    return _dump(out)
+
+
+def _json_answer(fn):
+    """The tool's dict (or failure) as the peer's JSON answer."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            got = fn(*args, **kwargs)
+        except Failed as e:
+            return _answer(name, None, str(e))
+        except ApexError as e:
+            return _answer(name, None, e.message if hasattr(e, "message") else str(e))
+        return _answer(name, got) if isinstance(got, dict) else got
+
+    return wrapper
+
+
+def _invalid(field: str, message: str, *, value_error: bool = True) -> Exception:
+    """A request-model check failing: the peer's JSON-RPC Invalid params error."""
+    from mcp.shared.exceptions import MCPError
+
+    why = f"Value error, {message}" if value_error else message
+    return MCPError(-32602, f"Invalid params: Validation error: request.{field}: {why}")
+
+
+def _internal(tool: str, message: str) -> Exception:
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(-32603, f"Internal error: Error calling tool '{tool}': {message}")
+
+
+def _path(world: World, file_path: str, field: str = "file_path"):
+    """The deck a tool names: checked as the peer's request model checks it, then
+    'File not found' as a failure."""
+    if not isinstance(file_path, str) or not file_path.startswith("/"):
+        raise _invalid(field, "File path must start with /")
+    if not file_path.lower().endswith(".pptx"):
+        raise _invalid(field, "File path must end with .pptx")
+    try:
+        p = world.fs_path(file_path)
+    except ApexError:
+        raise Failed(f"File not found: {file_path}") from None
+    if not p.is_file():
+        raise Failed(f"File not found: {file_path}")
+    return p
+
+
+def _open_deck(p, what: str):
+    import zipfile
+
+    from pptx import Presentation
+
+    if not zipfile.is_zipfile(p):
+        raise Failed(f"Failed to parse {what}: BadZipFile('File is not a zip file')")
+    try:
+        return Presentation(str(p))
+    except Exception as e:
+        raise Failed(f"Failed to parse {what}: {e!r}") from None
+
+
+def _inches(v) -> float:
+    return round((v or 0) / EMU_PER_INCH, 2)
+
+
+def _slide_range(prs, slide_index: int):
+    n = len(prs.slides)
+    if not 0 <= slide_index < n:
+        raise Failed(f"Slide index {slide_index} is out of range (0-{n - 1})")
+    return prs.slides[slide_index]
+
+
+def _is_picture(sh) -> bool:
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    if sh.shape_type == MSO_SHAPE_TYPE.PICTURE:
+        return True
+    return sh.shape_type == MSO_SHAPE_TYPE.PLACEHOLDER and hasattr(sh, "image")
+
+
+def _md_shape(sh, title) -> str:
+    import re
+
+    out = ""
+    if _is_picture(sh):
+        try:
+            alt = sh._element._nvXxPr.cNvPr.attrib.get("descr", "")
+        except Exception:
+            alt = ""
+        alt = re.sub(r"\s+", " ", re.sub(r"[\r\n\[\]]", " ", alt)).strip()
+        out += "\n![" + (alt or sh.name) + "](" + re.sub(r"\W", "", sh.name) + ".jpg)\n"
+    if getattr(sh, "has_table", False) and sh.has_table:
+        rows = [[c.text for c in r.cells] for r in sh.table.rows]
+        lines = [
+            "| " + " | ".join(rows[0]) + " |",
+            "| " + " | ".join("---" for _ in rows[0]) + " |",
+        ]
+        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        out += "\n".join(lines).strip() + "\n"
+    if getattr(sh, "has_text_frame", False) and sh.has_text_frame:
+        if title is not None and sh.shape_id == title.shape_id:
+            out += "# " + sh.text.lstrip() + "\n"
+        else:
+            out += sh.text + "\n"
+    if getattr(sh, "shapes", None) is not None and not getattr(sh, "has_text_frame", False):
+        for sub in _by_position(sh.shapes):
+            out += _md_shape(sub, title)
+    return out
+
+
+def _by_position(shapes):
+    inf = float("-inf")
+    return sorted(shapes, key=lambda x: (x.top if x.top else inf, x.left if x.left else inf))
+
+
+def _markdown(prs) -> str:
+    md = ""
+    for n, slide in enumerate(prs.slides, start=1):
+        md += f"\n\n<!-- Slide number: {n} -->\n"
+        title = slide.shapes.title
+        for sh in _by_position(slide.shapes):
+            md += _md_shape(sh, title)
+        md = md.strip()
+        if slide.has_notes_slide:
+            md += "\n\n### Notes:\n"
+            frame = slide.notes_slide.notes_text_frame
+            if frame is not None:
+                md += frame.text
+            md = md.strip()
+    return md.strip()
+
+
+def _jpeg(blob: bytes) -> bytes:
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(blob))
+    if img.mode != "RGB":
+        img = img.convert("RGB")
+    out = io.BytesIO()
+    img.save(out, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    return out.getvalue()
 
 
 class BulletContent(BaseModel):
@@ -99,15 +312,12 @@ def _rgb(value: str | None, what: str):
         return None
     v = value.lstrip("#")
     if not re.fullmatch(r"[0-9A-Fa-f]{6}", v):
-        raise ApexError(f"{what} {value!r} is not a 6-digit hex color")
+        raise _invalid(what, "Color must be a valid hex string like 'FF0000' or '#FF0000'")
     return RGBColor.from_string(v.upper())
 
 
 def _slide(prs, index: int | None):
-    n = len(prs.slides)
-    if index is None or not 0 <= index < n:
-        raise ApexError(f"slide index {index} out of range: the deck has {n} slides")
-    return prs.slides[index]
+    return _slide_range(prs, index if index is not None else -1)
 
 
 def _placeholder(slide, name: str | None):
@@ -172,146 +382,219 @@ def _build(prs, s: SlideDefinition, index: int | None = None) -> None:
         ids.insert(index, el)
 
 
-def _markdown(prs) -> str:
-    out = []
-    for i, s in enumerate(prs.slides):
-        d = _slides._slide_texts(s)
-        out.append(f"## Slide {i}: {d['title']}".rstrip())
-        out.extend(d["text"])
-        for t in d["tables"]:
-            out.extend("| " + " | ".join(r) + " |" for r in t)
-        if d["notes"]:
-            out.append(f"Notes: {d['notes']}")
-        out.append("")
-    return "\n".join(out)
-
-
 def tools(world: World) -> list:
+    images: dict[tuple[str, str], bytes] = {}
+    cache_lock = threading.Lock()
+
     def read_slides(
         file_path: PptxPath,
-        start: Annotated[int | None, Field(ge=0, description="First character (0-based).")] = None,
-        end: Annotated[int | None, Field(ge=0, description="End character (default 500).")] = None,
+        start: Annotated[int | None, Field(description="First character (0-based).")] = None,
+        end: Annotated[
+            int | None, Field(description="End character, exclusive (default 500).")
+        ] = None,
     ) -> str:
-        """The deck's text as markdown (one section per slide), characters start..end
-        (at most 10,000 per call)."""
-        text = _markdown(_slides._open(_pptx(world, file_path)))
-        a = start or 0
-        b = end if end is not None else a + 500
-        if b < a:
-            raise ApexError("end must not be before start")
+        """The deck's text as markdown (slide markers, titles, tables, notes), characters
+        start..end (at most 10,000 per call)."""
+        a = start if start is not None else 0
+        b = end if end is not None else 500
+        try:
+            p = _path(world, file_path)
+        except Failed as e:
+            return _answer("read_slides", None, str(e))
+        if b <= a:
+            return _answer("read_slides", None, "Invalid range: end must be greater than start")
         if b - a > MAX_READ:
-            raise ApexError(f"at most {MAX_READ} characters per call (end - start)")
-        chunk = text[a:b]
-        more = f"\n[characters {a}-{min(b, len(text))} of {len(text)}]" if b < len(text) else ""
-        return chunk + more
+            return _answer("read_slides", None, "Invalid range: maximum range is 10,000 characters")
+        try:
+            from pptx import Presentation
 
+            text = _markdown(Presentation(str(p)))
+        except Exception:
+            raise _internal(
+                "read_slides",
+                "Could not convert stream to Markdown. No converter attempted a conversion, "
+                "suggesting that the filetype is simply not supported.",
+            ) from None
+        return _answer(
+            "read_slides", {"content": text[a:b], "start": a, "end": b, "total_length": len(text)}
+        )
+
+    @_json_answer
     def read_completedeck(file_path: PptxPath) -> dict[str, Any]:
-        """Overview of every slide: index (0-based), layout, title and text preview."""
-        prs = _slides._open(_pptx(world, file_path))
+        """Overview of every slide: index (0-based), title and its other text."""
+        prs = _open_deck(_path(world, file_path), "presentation")
         slides = []
-        for i, s in enumerate(prs.slides):
-            d = _slides._slide_texts(s)
-            preview = " ".join(d["text"])[:200]
+        for i, sl in enumerate(prs.slides):
+            title = sl.shapes.title
+            head = title.text_frame.text.strip() if title is not None else ""
+            texts = []
+            for sh in sl.shapes:
+                if title is not None and sh.shape_id == title.shape_id:
+                    continue
+                if getattr(sh, "has_text_frame", False) and sh.has_text_frame:
+                    t = sh.text_frame.text.strip()
+                    if t:
+                        texts.append(t)
             slides.append(
                 {
                     "slide_index": i,
-                    "layout": s.slide_layout.name,
-                    "title": d["title"],
-                    "preview": preview,
-                    "n_tables": len(d["tables"]),
+                    "title": head or f"Slide {i}",
+                    "content": "\n".join(texts) if texts else "(No content)",
                 }
             )
-        return {
-            "file_path": vpath(world, world.fs_path(file_path)),
-            "total_slides": len(slides),
-            "slides": slides,
-        }
+        return {"total_slides": len(slides), "slides": slides}
 
+    @_json_answer
     def read_individualslide(
         file_path: PptxPath,
-        slide_index: Annotated[int, Field(ge=0, description="0-based slide index.")],
+        slide_index: Annotated[int, Field(description="0-based slide index.")],
     ) -> dict[str, Any]:
-        """One slide in detail: title, every shape with its kind, position and text,
-        tables and speaker notes."""
-        prs = _slides._open(_pptx(world, file_path))
+        """One slide in detail: its layout, every shape (kind, position in inches, text,
+        table cells), its pictures (keys for read_image) and speaker notes."""
+        if slide_index < 0:
+            raise _invalid(
+                "slide_index", "Input should be greater than or equal to 0", value_error=False
+            )
+        prs = _open_deck(_path(world, file_path), "slide")
         n = len(prs.slides)
-        if not 0 <= slide_index < n:
-            raise ApexError(f"slide_index {slide_index} out of range: the deck has {n} slides")
-        s = prs.slides[slide_index]
-        shapes = []
-        n_img = 0
-        for sh in s.shapes:
-            item: dict[str, Any] = {
-                "shape_id": sh.shape_id,
+        if slide_index >= n:
+            raise Failed(f"Slide index {slide_index} is out of range. Total slides: {n}")
+        sl = prs.slides[slide_index]
+        comps: list[dict[str, Any]] = []
+        pics: list[dict[str, Any]] = []
+        for i, sh in enumerate(sl.shapes):
+            c: dict[str, Any] = {
+                "index": i,
+                "type": str(sh.shape_type),
                 "name": sh.name,
-                "kind": str(sh.shape_type),
-                "left": sh.left,
-                "top": sh.top,
+                "position": {
+                    "left": _inches(sh.left),
+                    "top": _inches(sh.top),
+                    "width": _inches(sh.width),
+                    "height": _inches(sh.height),
+                },
             }
-            if sh.has_text_frame:
-                item["text"] = sh.text_frame.text
+            if sh.is_placeholder:
+                kind = int(sh.placeholder_format.type)
+                c["placeholder"] = (
+                    _PH_NAMES[kind]
+                    if 0 <= kind < len(_PH_NAMES)
+                    else sh.placeholder_format.type.name
+                )
             if getattr(sh, "has_table", False) and sh.has_table:
-                item["table"] = [[c.text for c in r.cells] for r in sh.table.rows]
-            if getattr(sh, "has_chart", False) and sh.has_chart:
-                item["chart"] = str(sh.chart.chart_type)
-            if hasattr(sh, "image"):
-                item["annotation"] = f"slide{slide_index}_img{n_img}"  # for read_image
-                n_img += 1
-            shapes.append(item)
-        d = _slides._slide_texts(s)
+                rows = [[cell.text for cell in r.cells] for r in sh.table.rows]
+                c["component_type"] = "TABLE"
+                c["table_size"] = {"rows": len(rows), "columns": len(rows[0]) if rows else 0}
+                c["table_data"] = rows
+            elif getattr(sh, "has_text_frame", False) and sh.has_text_frame and sh.text:
+                c["value"] = sh.text_frame.text
+            if _is_picture(sh):
+                j = len(pics)
+                ann = f"slide{slide_index}_img{j}"
+                pics.append(
+                    {
+                        "annotation": ann,
+                        "slide_index": slide_index,
+                        "image_index": j,
+                        "width": (sh.width or 0) / EMU_PER_INCH,
+                        "height": (sh.height or 0) / EMU_PER_INCH,
+                    }
+                )
+                try:
+                    blob = _jpeg(sh.image.blob)
+                except Exception:
+                    blob = None
+                if blob is not None:
+                    with cache_lock:
+                        images[(file_path, ann)] = blob
+            comps.append(c)
+        notes = None
+        if sl.has_notes_slide and sl.notes_slide.notes_text_frame is not None:
+            notes = sl.notes_slide.notes_text_frame.text or None
         return {
             "slide_index": slide_index,
-            "layout": s.slide_layout.name,
-            "title": d["title"],
-            "shapes": shapes,
-            "notes": d["notes"],
+            "total_slides": n,
+            "layout": sl.slide_layout.name,
+            "components": comps,
+            "images": pics,
+            "notes": notes,
         }
 
+    @_json_answer
     def create_deck(
         directory: Annotated[str, Field(description="Directory, e.g. '/presentations'.")],
         file_name: Annotated[str, Field(description="File name ending with .pptx.")],
-        slides: Annotated[list[SlideDefinition], Field(min_length=1)],
+        slides: Annotated[list[SlideDefinition], Field(description="At least one slide.")],
         metadata: PresentationMetadata | None = None,
-    ) -> str:
+    ) -> dict[str, Any]:
         """Create a .pptx from slide definitions (layout, title, subtitle, bullets.items,
         table.rows, notes)."""
         from pptx import Presentation
 
+        if not isinstance(directory, str) or not directory.startswith("/"):
+            raise _invalid("directory", "Directory must start with /")
+        if "/" in file_name:
+            raise _invalid("file_name", "File name cannot contain /")
+        if not file_name.lower().endswith(".pptx"):
+            raise _invalid("file_name", "File name must end with .pptx")
+        if not slides:
+            raise _invalid(
+                "slides",
+                "List should have at least 1 item after validation, not 0",
+                value_error=False,
+            )
+        for i, sd in enumerate(slides):
+            if sd.table is not None and sd.layout not in ("title_and_content", "two_content"):
+                raise _invalid(
+                    f"slides.{i}.table",
+                    "Tables are only supported on title_and_content or two_content layouts",
+                )
+        vp = f"{directory.rstrip('/')}/{file_name}"
+        try:
+            p = world.fs_path(vp)
+        except ApexError as e:
+            raise Failed(str(e)) from None
         with world.lock:
-            p = new_file(world, directory, file_name, ".pptx")
             prs = Presentation()
-            for s in slides:
-                _build(prs, s)
+            for sd in slides:
+                _build(prs, sd)
             if metadata:
                 for k in ("title", "subject", "author", "comments"):
                     if getattr(metadata, k):
                         setattr(prs.core_properties, k, getattr(metadata, k))
             p.parent.mkdir(parents=True, exist_ok=True)
             prs.save(str(p))
-        return f"Presentation created: {vpath(world, p)} with {len(slides)} slide(s)"
+        return {"file_name": file_name, "file_path": vp}
 
-    def delete_deck(file_path: PptxPath) -> str:
+    @_json_answer
+    def delete_deck(file_path: PptxPath) -> dict[str, Any]:
         """Delete a .pptx file."""
-        p = _pptx(world, file_path)
+        try:
+            p = _path(world, file_path)
+        except Failed:
+            return {"file_path": file_path}  # the peer answers success for a missing file
         with world.lock:
             p.unlink()
-        return f"Deleted {vpath(world, p)}"
+        return {"file_path": file_path}
 
+    @_json_answer
     def add_slide(
         file_path: PptxPath,
-        index: Annotated[int, Field(ge=0, description="0-based position of the new slide.")],
+        index: Annotated[int, Field(description="0-based position of the new slide.")],
         layout: Layout = "title_and_content",
         title: str | None = None,
         subtitle: str | None = None,
-        bullets: Annotated[list[str] | None, Field(min_length=1)] = None,
-    ) -> str:
+        bullets: list[str] | None = None,
+    ) -> dict[str, Any]:
         """Insert a slide at a position of an existing deck."""
-        p = _pptx(world, file_path)
+        p = _path(world, file_path)
         with world.lock:
-            prs = _slides._open(p)
+            prs = _open_deck(p, "presentation")
             n = len(prs.slides)
-            if index > n:
-                raise ApexError(f"index {index} out of range: the deck has {n} slides")
+            if not 0 <= index <= n:
+                raise Failed(
+                    f"Index {index} is out of range. Total slides: {n}. Maximum index: {n}"
+                )
             spec = SlideDefinition(
                 layout=layout,
                 title=title,
@@ -320,30 +603,34 @@ def tools(world: World) -> list:
             )
             _build(prs, spec, index)
             prs.save(str(p))
-        return f"Added slide at index {index} to {vpath(world, p)} ({n + 1} slides)"
+        return {"index": index, "file_path": file_path}
 
+    @_json_answer
     def insert_table(
         file_path: PptxPath,
-        slide_index: Annotated[int, Field(ge=0, description="0-based slide index.")],
-        rows: Annotated[list[list[str]], Field(min_length=1, description="Cells, row by row.")],
+        slide_index: Annotated[int, Field(description="0-based slide index.")],
+        rows: Annotated[list[list[str]], Field(description="Cells, row by row.")],
         header: Annotated[bool, Field(description="Bold the first row.")] = True,
         x: Annotated[float, Field(description="Left edge, inches.")] = 0.5,
         y: Annotated[float, Field(description="Top edge, inches.")] = 1.5,
         width: Annotated[float, Field(gt=0, description="Inches.")] = 9.0,
         height: Annotated[float, Field(gt=0, description="Inches.")] = 5.0,
-    ) -> str:
+    ) -> dict[str, Any]:
         """Insert a table on a slide."""
         from pptx.util import Inches
 
-        if len({len(r) for r in rows}) != 1 or not rows[0]:
-            raise ApexError("rows must be non-empty and all have the same number of cells")
-        p = _pptx(world, file_path)
+        if not rows:
+            raise _invalid(
+                "rows",
+                "List should have at least 1 item after validation, not 0",
+                value_error=False,
+            )
+        if len({len(r) for r in rows}) != 1:
+            raise _invalid("rows", "All rows must have the same number of columns")
+        p = _path(world, file_path)
         with world.lock:
-            prs = _slides._open(p)
-            n = len(prs.slides)
-            if not 0 <= slide_index < n:
-                raise ApexError(f"slide_index {slide_index} out of range: the deck has {n} slides")
-            shape = prs.slides[slide_index].shapes.add_table(
+            prs = _open_deck(p, "presentation")
+            shape = _slide_range(prs, slide_index).shapes.add_table(
                 len(rows), len(rows[0]), Inches(x), Inches(y), Inches(width), Inches(height)
             )
             for ri, row in enumerate(rows):
@@ -355,7 +642,7 @@ def tools(world: World) -> list:
                             for run in para.runs:
                                 run.font.bold = True
             prs.save(str(p))
-        return f"Inserted a {len(rows)}x{len(rows[0])} table on slide {slide_index}"
+        return {"slide_index": slide_index, "rows": len(rows), "cols": len(rows[0])}
 
     def read_image(
         file_path: PptxPath,
@@ -363,27 +650,26 @@ def tools(world: World) -> list:
             str, Field(description="Key from read_individualslide, e.g. 'slide0_img0'.")
         ],
     ):
-        """Return a picture of a slide, by the annotation key read_individualslide lists."""
+        """Return a picture of a slide, by the key read_individualslide listed (read the
+        slide first)."""
         import base64
-        import re
 
+        from mcp.shared.exceptions import MCPError
         from mcp.types import ImageContent
 
-        m = re.fullmatch(r"@?slide(\d+)_img(\d+)", annotation.strip())
-        if not m:
-            raise ApexError(f"annotation {annotation!r} is not of the form 'slide{{N}}_img{{M}}'")
-        prs = _slides._open(_pptx(world, file_path))
-        si, ii = int(m.group(1)), int(m.group(2))
-        if not 0 <= si < len(prs.slides):
-            raise ApexError(f"slide {si} does not exist (the deck has {len(prs.slides)})")
-        pics = [sh for sh in prs.slides[si].shapes if hasattr(sh, "image")]
-        if ii >= len(pics):
-            raise ApexError(f"slide {si} has {len(pics)} picture(s); no {annotation}")
-        img = pics[ii].image
-        return ImageContent(
-            type="image", data=base64.b64encode(img.blob).decode(), mimeType=img.content_type
-        )
+        with cache_lock:
+            blob = images.get((file_path, (annotation or "").strip()))
+        if blob is None:
+            raise MCPError(
+                -32602,
+                f"Invalid params: Error calling tool 'read_image': Image not found in cache for "
+                f"file '{file_path}' with annotation '{annotation}'. Make sure you've called "
+                "read_individualslide first to extract images.",
+            )
+        data = base64.b64encode(blob).decode()
+        return ImageContent(type="image", data=data, mimeType="image/jpeg")
 
+    @_json_answer
     def add_image(
         file_path: PptxPath,
         image_path: Annotated[str, Field(description="Image (.png, .jpg, .jpeg) in the sandbox.")],
@@ -396,10 +682,18 @@ def tools(world: World) -> list:
         """Place an image on a slide (inches; one of width/height keeps the aspect ratio)."""
         from pptx.util import Inches
 
-        img = file_arg(world, image_path, (".png", ".jpg", ".jpeg"))
-        p = _pptx(world, file_path)
+        try:
+            img = world.fs_path(image_path)
+        except ApexError:
+            img = None
+        if img is None or not img.is_file():
+            raise Failed(f"Image file not found: {image_path}")
+        ext = img.suffix.lower().lstrip(".")
+        if ext not in ("jpg", "jpeg", "png"):
+            raise Failed(f"Unsupported image format: {ext}. Supported formats: jpg, jpeg, png")
+        p = _path(world, file_path)
         with world.lock:
-            prs = _slides._open(p)
+            prs = _open_deck(p, "presentation")
             _slide(prs, slide_index).shapes.add_picture(
                 str(img),
                 Inches(x),
@@ -408,8 +702,9 @@ def tools(world: World) -> list:
                 Inches(height) if height else None,
             )
             prs.save(str(p))
-        return f"Added {vpath(world, img)} to slide {slide_index}"
+        return {"slide_index": slide_index, "position": [float(x), float(y)]}
 
+    @_json_answer
     def add_shape(
         file_path: PptxPath,
         slide_index: Annotated[int, Field(ge=0)],
@@ -449,9 +744,9 @@ def tools(world: World) -> list:
         )
         if (tcolor or font_size) and not text:
             raise ApexError("text_color and font_size need text")
-        p = _pptx(world, file_path)
+        p = _path(world, file_path)
         with world.lock:
-            prs = _slides._open(p)
+            prs = _open_deck(p, "presentation")
             sh = _slide(prs, slide_index).shapes.add_shape(
                 getattr(MSO_SHAPE, _SHAPES[shape_type]),
                 Inches(x),
@@ -474,8 +769,13 @@ def tools(world: World) -> list:
                     if font_size:
                         run.font.size = Pt(font_size)
             prs.save(str(p))
-        return f"Added a {shape_type} to slide {slide_index}"
+        return {
+            "slide_index": slide_index,
+            "shape_type": shape_type,
+            "position": [float(x), float(y)],
+        }
 
+    @_json_answer
     def insert_chart(
         presentation_path: PptxPath,
         slide_index: Annotated[int, Field(ge=0)],
@@ -499,7 +799,7 @@ def tools(world: World) -> list:
         x = file_arg(world, spreadsheet_path, (".xlsx", ".xlsm"))
         wb, cached = _sheets._load(x), _sheets._load(x, data_only=True)
         if sheet_name not in wb.sheetnames:
-            raise ApexError(f"no sheet {sheet_name!r}; sheets are {wb.sheetnames}")
+            raise Failed(f"Sheet '{sheet_name}' does not exist")
         try:
             c1, r1, c2, r2 = range_boundaries(data_range)
         except ValueError:
@@ -537,9 +837,9 @@ def tools(world: World) -> list:
             "radar": "RADAR",
         }[chart_type]
         left, w = {"body": (0.5, 9.0), "left": (0.5, 4.5), "right": (5.0, 4.5)}[position]
-        p = _pptx(world, presentation_path)
+        p = _path(world, presentation_path, "presentation_path")
         with world.lock:
-            prs = _slides._open(p)
+            prs = _open_deck(p, "presentation")
             frame = _slide(prs, slide_index).shapes.add_chart(
                 getattr(XL_CHART_TYPE, kind),
                 Inches(left),
@@ -552,8 +852,9 @@ def tools(world: World) -> list:
                 frame.chart.has_title = True
                 frame.chart.chart_title.text_frame.text = title
             prs.save(str(p))
-        return f"Inserted a {chart_type} chart of {sheet_name}!{data_range} on slide {slide_index}"
+        return {"slide_index": slide_index, "chart_type": chart_type, "title": title}
 
+    @_json_answer
     def modify_image(
         file_path: PptxPath,
         slide_index: Annotated[int, Field(ge=0)],
@@ -569,12 +870,15 @@ def tools(world: World) -> list:
         crop_bottom: int | None = None,
     ) -> str:
         """Rotate, flip, brighten, change the contrast of, or crop a picture on a slide."""
-        p = _pptx(world, file_path)
+        p = _path(world, file_path)
         with world.lock:
-            prs = _slides._open(p)
+            prs = _open_deck(p, "presentation")
             pics = [sh for sh in _slide(prs, slide_index).shapes if hasattr(sh, "image")]
             if image_index >= len(pics):
-                raise ApexError(f"image_index {image_index} out of range: {len(pics)} picture(s)")
+                raise Failed(
+                    f"Image index {image_index} is out of range (0-{len(pics) - 1}). "
+                    f"Found {len(pics)} image(s) on slide {slide_index}"
+                )
             pic = pics[image_index]
             part = pic.part.related_part(pic._element.blip_rId)
             part._blob = transform_image(
@@ -587,8 +891,9 @@ def tools(world: World) -> list:
                 crop=(crop_left, crop_top, crop_right, crop_bottom),
             )
             prs.save(str(p))
-        return f"Applied {operation} to picture {image_index} on slide {slide_index}"
+        return {"image_index": image_index, "slide_index": slide_index, "operation": operation}
 
+    @_json_answer
     def edit_slides(
         file_path: PptxPath,
         operations: Annotated[
@@ -603,9 +908,9 @@ def tools(world: World) -> list:
         append_bullets, clear_placeholder, update_table_cell, duplicate_slide, set_notes."""
         import copy
 
-        p = _pptx(world, file_path)
+        p = _path(world, file_path)
         with world.lock:
-            prs = _slides._open(p)
+            prs = _open_deck(p, "presentation")
             for i, op in enumerate(operations):
                 try:
                     t = op.type
@@ -632,7 +937,9 @@ def tools(world: World) -> list:
                         if not n:
                             raise ApexError(f"{op.search!r} not found")
                         continue
-                    sl = _slide(prs, op.index)
+                    if op.index is None or not 0 <= op.index < len(prs.slides):
+                        raise Failed(f"Slide index {op.index} is out of range")
+                    sl = prs.slides[op.index]
                     if t == "delete_slide":
                         ids = prs.slides._sldIdLst
                         el = ids[op.index]
@@ -681,7 +988,7 @@ def tools(world: World) -> list:
                     if getattr(metadata, k):
                         setattr(prs.core_properties, k, getattr(metadata, k))
             prs.save(str(p))
-        return f"Applied {len(operations)} operation(s) to {vpath(world, p)}"
+        return {"file_path": file_path, "operations_applied": len(operations)}
 
     return [
         create_deck,
