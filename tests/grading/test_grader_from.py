@@ -209,6 +209,9 @@ def test_recipe_dataset_grades_with_the_peer_runner_in_the_local_sandbox(
                 reward = json.loads((vdir / "reward.json").read_text())
                 assert hr.verifier_result.rewards["reward"] == reward["reward"]
                 results[(t.name, who)] = reward
+                # the runtime the environment bound, locked from the vendored uv.lock
+                rt = json.loads((vdir / "grading_runtime.json").read_text())
+                assert rt["version"].startswith("3.13") and rt["same_lock"] is True, rt
                 assert SECRET.encode() not in all_bytes(logs)
         asked = list(judge.chat_requests)
     finally:
@@ -229,3 +232,73 @@ def test_recipe_dataset_grades_with_the_peer_runner_in_the_local_sandbox(
     # one judge call per criterion per trial, every one from inside the sandbox
     assert len(asked) == 2 * (1 + 2)
     assert all(r.get("response_format") for r in asked)
+
+
+def run_grade_py(task: Path, tmp: Path, python: str, judge_url: str, agent: dict[str, str]):
+    """tests/grade.py run directly (no sandbox) with the built runner's Python."""
+    import subprocess
+
+    agent_dir, out, world = tmp / "agent", tmp / "verifier", tmp / "world"
+    agent_dir.mkdir(parents=True)
+    (world / "filesystem").mkdir(parents=True)
+    for name, text in agent.items():
+        (agent_dir / name).write_text(text)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp),
+        "APEXRL_TESTS_DIR": str(task / "tests"),
+        "APEXRL_VERIFIER_DIR": str(out),
+        "APEXRL_AGENT_DIR": str(agent_dir),
+        "APEXRL_WORLD_ROOT": str(world),
+        "GRADING_MODEL": "openai/scripted",
+        "GRADING_API_BASE": judge_url,
+        "GRADING_API_KEY": SECRET,
+    }
+    r = subprocess.run(
+        [python, str(task / "tests" / "grade.py")], env=env, capture_output=True, text=True
+    )
+    return r, out
+
+
+@pytest.mark.peer
+@pytest.mark.timeout(900)
+def test_grade_py_takes_the_recipe_trajectory_and_a_failed_grading_is_no_reward(
+    runner, tmp_path, archipelago_checkout
+):
+    from apexrl.artifacts.archipelago_runner import grading_runtime
+    from apexrl.engine.scripted import ScriptedEngine, marker_judge
+
+    src = expert_data(tmp_path / "apex")
+    recs = convert(runner, src, tmp_path / "tasks", archipelago_checkout)
+    task = tmp_path / "tasks" / next(r["path"] for r in recs if r["task_name"] == "Task number 1")
+    python = grading_runtime(archipelago_checkout).python
+    # the recipe agent's trajectory wins over answer.txt: messages[-1] is the answer
+    traj = {
+        "messages": [
+            {"role": "user", "content": "What is the cap?"},
+            {"role": "assistant", "content": "The cap is MK-GF-ANS-41."},
+        ],
+        "status": "completed",
+        "time_elapsed": 3.0,
+        "finalized": True,
+    }
+    agent = {"trajectory.json": json.dumps(traj), "answer.txt": "I do not know."}
+    judge = ScriptedEngine([], chat=marker_judge(MARKERS)).start()
+    try:
+        r, out = run_grade_py(task, tmp_path / "a", python, judge.url + "/v1", agent)
+    finally:
+        judge.stop()
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "reward.json").read_text())["reward"] == 1.0
+    # a judge that never answers in JSON: the runner ends in error; no reward, not a 0
+    bad = ScriptedEngine([], chat=lambda body: "no verdict here").start()
+    try:
+        r, out = run_grade_py(task, tmp_path / "b", python, bad.url + "/v1", agent)
+        asked = len(bad.chat_requests)
+    finally:
+        bad.stop()
+    assert r.returncode == 1 and asked >= 2, (r.returncode, asked, r.stderr[-2000:])
+    assert not (out / "reward.json").exists()
+    assert "grading runner" in (out / "grading_error.txt").read_text()
+    for d in (tmp_path / "a", tmp_path / "b"):
+        assert SECRET.encode() not in all_bytes(d)

@@ -165,7 +165,29 @@ def runner_env(home):
     model = os.environ.get("GRADING_MODEL") or DEFAULT_MODEL
     if key and model.startswith("openai/"):
         env["OPENAI_API_KEY"] = key
+    if model.startswith("gemini/") and "GEMINI_API_KEY" not in env and "GOOGLE_API_KEY" in env:
+        env["GEMINI_API_KEY"] = env["GOOGLE_API_KEY"]  # the recipe names the key GOOGLE_API_KEY
     return env
+
+
+def runtime_note():
+    """Which Python grades, and whether its dependencies were locked from the same
+    uv.lock as the vendored runner (a built runner keeps its uv.lock beside .venv)."""
+    import hashlib
+
+    def digest(p):
+        return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+
+    theirs = digest(Path(sys.prefix).parent / "uv.lock")
+    ours = digest(TESTS / "runner" / "uv.lock")
+    same = None if theirs is None or ours is None else theirs == ours
+    if same is False:
+        print(
+            "warning: the grading Python's dependencies were locked from another uv.lock "
+            "than the vendored runner's",
+            file=sys.stderr,
+        )
+    return {"python": sys.executable, "version": sys.version.split()[0], "same_lock": same}
 
 
 def redact(text):
@@ -186,6 +208,7 @@ def fail(message, log=""):
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "grading_runtime.json").write_text(json.dumps(runtime_note()) + "\n", "utf-8")
     task = json.loads((INPUTS / "task.json").read_text("utf-8"))
     messages, elapsed = read_messages(task.get("prompt") or "")
     initial = INPUTS / "initial_snapshot.zip"
