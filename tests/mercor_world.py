@@ -189,3 +189,58 @@ def start_in_sandbox(rootfs: Path, spec: dict, slug: str, port: int, log: Path) 
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+# --- archipelago's own environment gateway (what Mercor's images run), in the sandbox ---
+
+
+def start_peer_environment(
+    checkout: Path, world: Path, servers: list[str], port: int, work: Path
+) -> tuple[subprocess.Popen, dict]:
+    """archipelago's environment gateway (`environment/`, built by `make peer`) in a
+    bubblewrap sandbox of the local environment's kind, with the world's folders at
+    /filesystem and /.apps_data as in Mercor's images and the built runtimes shown
+    read-only; listening on 127.0.0.1:`port`. Returns the process and the `/apps`
+    configuration that mounts `servers` (apexrl's names for them: filesystem, word,
+    excel, ...; the recipe's tool prefixes) from their built runtimes."""
+    import os
+
+    from apexrl.envs.local import sandbox
+    from apexrl.peer.runtime import project_runtime, runtimes
+
+    env_rt = project_runtime(checkout, "environment", build=False)
+    rts = runtimes(checkout, servers=servers, build=False)
+    python_home = Path(os.path.realpath(env_rt / ".venv" / "bin" / "python")).parents[1]
+    tmp = work / "sandbox-tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    binds = [
+        ("/filesystem", world / "filesystem"),
+        ("/.apps_data", world / ".apps_data"),
+        ("/tmp", tmp),
+    ]
+    argv = sandbox.bwrap_argv(binds, cwd=str(env_rt), network=True, limits=sandbox.SandboxLimits())
+    shown = [str(env_rt), str(python_home), *sorted({str(rt.root) for rt in rts.values()})]
+    at = argv.index("--chdir")
+    for p in shown:
+        argv[at:at] = ["--ro-bind", p, p]
+        at += 3
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cmd = [str(env_rt / ".venv" / "bin" / "python"), "-m", "uvicorn", "runner.main:app"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
+    with open(work / "peer-environment.log", "w") as fh:
+        proc = subprocess.Popen(
+            [*argv, *cmd], env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    apps = {"mcpServers": {}}
+    for name, rt in rts.items():
+        server_env = {"MCP_TRANSPORT": "stdio", "USE_INDIVIDUAL_TOOLS": "true", "HOME": "/tmp"}
+        if rt.shim is not None:
+            server_env["SANDBOX_LIBRARY_PATH"] = str(rt.shim)
+        apps["mcpServers"][name] = {
+            "transport": "stdio",
+            "command": str(rt.python),
+            "args": ["main.py"],
+            "cwd": str(rt.main_dir),
+            "env": server_env,
+        }
+    return proc, apps

@@ -27,6 +27,13 @@ from typing import Any, Literal
 ToolStatus = Literal["ok", "timeout", "mcp_error", "empty_content", "fatal_mcp_error"]
 
 
+# How long one attempt to open the session and list the tools may take before it is
+# retried. archipelago's environment gateway (Mercor's images) starts its servers for each
+# new session: ~25 s to the first tools/list on a loaded 2-CPU machine, so a short cap
+# would never let the agent connect to it.
+OPEN_ATTEMPT_S = 120.0
+
+
 class GatewayNotReady(Exception):
     """The gateway did not answer /health and tools/list in time."""
 
@@ -79,7 +86,7 @@ class ToolBox:
                 )
             if await self.healthy(timeout_s=min(3.0, left)):
                 try:
-                    async with asyncio.timeout(max(0.5, min(15.0, left))):
+                    async with asyncio.timeout(max(0.5, min(OPEN_ATTEMPT_S, left))):
                         await self._open()
                         listed = await self._client.list_tools()
                     self._set_tools(listed.tools)

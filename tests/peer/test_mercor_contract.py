@@ -224,3 +224,101 @@ def test_peer_agent_runner_completes_a_task_on_an_apexrl_mercor_image(
     assert res.final_score == 1.0, res.verifiers
     # the judge was shown the document the agent wrote through the image's tools
     assert any(MARKER in json.dumps(r) for r in judge.chat_requests)
+
+
+def test_apexrl_agent_completes_a_task_on_the_peer_environment_gateway(
+    checkout, example_world, tmp_path
+):
+    """archipelago's environment gateway, in the local sandbox with the world at
+    /filesystem and /.apps_data, mounts the peer's servers through its /apps; apexrl's
+    client side of the contract (readiness, snapshot) and apexrl's agent loop (TITO over
+    the scripted engine, MCP tools from the peer's gateway, the peer's argument
+    envelopes) complete a task there; the gateway's snapshot holds what it wrote."""
+    from apexrl.agent.loop import AgentLoop
+    from apexrl.agent.mcp_tools import ToolBox
+    from apexrl.engine.scripted import tool_call_text
+    from apexrl.tito.client import EngineClient, RetryPolicy
+    from apexrl.tito.session import TitoSession
+    from apexrl.tito.template import resolve_template
+    from apexrl.trial.config import AgentBudgets, Sampling
+    from tests.mercor_world import start_peer_environment
+
+    world = tmp_path / "world"
+    with zipfile.ZipFile(example_world) as z:
+        z.extractall(world)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    gateway, apps = start_peer_environment(checkout, world, ["filesystem", "word"], port, tmp_path)
+    steps = [
+        tool_call_text("filesystem_read_text_file", {"file_path": "/Process/timeline.txt"}),
+        tool_call_text(
+            "word_create_document",
+            {
+                "input": {  # the peer's own argument envelope, as its schema lists it
+                    "directory": "/Reports",
+                    "file_name": "timeline_summary.docx",
+                    "content": [{"type": "paragraph", "text": f"Final bids: 2025-10-10 {MARKER}"}],
+                }
+            },
+        ),
+        "The final bid date, 2025-10-10, is in Reports/timeline_summary.docx.",
+    ]
+    engine = ScriptedEngine(steps, model="scripted").start()
+    try:
+        deadline = time.monotonic() + 240
+        while True:  # the peer's gateway serves /health before any server is mounted
+            assert gateway.poll() is None, (tmp_path / "peer-environment.log").read_text()
+            try:
+                if httpx.get(base + "/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the peer's gateway did not start"
+            time.sleep(0.5)
+        r = httpx.post(base + "/apps", json=apps, timeout=300)
+        assert r.status_code == 200, r.text
+        asyncio.run(wait_ready(base, MERCOR, timeout_s=120))
+        before = snapshot_files(asyncio.run(fetch_snapshot(base, MERCOR)))
+        assert "filesystem/Process/timeline.txt" in before
+
+        async def agent():
+            client = EngineClient(
+                engine.url, model="scripted", timeout_s=60, retry=RetryPolicy(max_retries=0)
+            )
+            tools = ToolBox(base + "/mcp/")
+            try:
+                await tools.connect(ready_timeout_s=120)
+                tname, template = resolve_template(None, engine.tok.chat_template)
+                session = TitoSession(
+                    engine.tok, chat_template=template, template_name=tname, model="scripted"
+                )
+                loop = AgentLoop(
+                    session=session,
+                    client=client,
+                    tools=tools,
+                    budgets=AgentBudgets(max_steps=6),
+                    sampling=Sampling(),
+                    context_window=32768,
+                )
+                return await loop.run("Put the final bid date in Reports/timeline_summary.docx.")
+            finally:
+                await tools.close()
+                await client.aclose()
+
+        rec = asyncio.run(agent())
+        assert rec.status == "complete", (rec.error_class, rec.error)
+        calls = rec.tool_call_records
+        assert [c.name for c in calls] == ["filesystem_read_text_file", "word_create_document"]
+        assert all(c.status == "ok" for c in calls), calls
+        assert rec.final_answer and "2025-10-10" in rec.final_answer
+        # the peer's tool results reached the model, as tokens
+        seen = engine.tok.decode(engine.requests[1]["prompt"])
+        assert "Final bids: 2025-10-10" in seen
+        after = snapshot_files(asyncio.run(fetch_snapshot(base, MERCOR)))
+    finally:
+        engine.stop()
+        stop(gateway)
+    doc = after["filesystem/Reports/timeline_summary.docx"]
+    with zipfile.ZipFile(io.BytesIO(doc)) as z:
+        assert MARKER in z.read("word/document.xml").decode()
+    assert (world / "filesystem" / "Reports" / "timeline_summary.docx").read_bytes() == doc
