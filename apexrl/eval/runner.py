@@ -367,29 +367,10 @@ def run_trials(
 
 
 def _run_threads(trial_fn, todo, configs, concurrency: int, record) -> None:
-    if concurrency <= 1:
-        for t, c in zip(todo, configs, strict=True):
-            record(execute_trial(trial_fn, t, c))
-        return
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+    from apexrl.trial.executors import run_in_threads
 
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="apexrl-trial")
-    pending: set = set()
-    jobs = iter(zip(todo, configs, strict=True))
-    try:
-        while True:
-            while len(pending) < concurrency:
-                job = next(jobs, None)
-                if job is None:
-                    break
-                pending.add(pool.submit(execute_trial, trial_fn, *job))
-            if not pending:
-                break
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                record(f.result())
-    finally:
-        pool.shutdown(wait=not pending, cancel_futures=True)
+    jobs = ((trial_fn, t, c) for t, c in zip(todo, configs, strict=True))
+    run_in_threads(execute_trial, jobs, concurrency, record)
 
 
 def _run_ray(trial_fn, todo, configs, run: EvalRunConfig, run_dir: Path, record, on_info):

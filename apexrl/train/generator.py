@@ -9,10 +9,11 @@ rollout_metrics, trajectory_ids and generation times. Lists are aligned:
 len(response_ids[i]) == len(loss_masks[i]) == len(rollout_logprobs[i]).
 
 Every trial runs in its own process (a fresh interpreter from `ProcessExecutor`,
-or a Ray task from `RayExecutor` on a cluster): the agent's asyncio loop, MCP
-streams and SSL contexts never share a process (FACTS 5). `executor = "shards"`
-(`ShardExecutor`) is the middle way at hundreds of concurrent trials: `shards`
-long-lived worker processes, each running many trials in its own event loop
+or a Ray task from `RayExecutor` on a cluster; the executors live in
+apexrl.trial.executors): the agent's asyncio loop, MCP streams and SSL contexts
+never share a process (FACTS 5). `executor = "shards"` (`ShardExecutor`) is the middle
+way at hundreds of concurrent trials: `shards` long-lived worker processes, each
+running many trials in its own event loop
 (apexrl.trial.shards): memory grows with the shards, not with the trials, and no
 event loop carries more than concurrency/shards agent loops. A semaphore caps the
 trials in flight (`concurrency`, set by the KV-cache planner) and an optional
@@ -48,23 +49,21 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import json
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from apexrl.trial.budgets import budget
 from apexrl.trial.config import TrialConfig, TrialOutcome, TrialSpec
+from apexrl.trial.executors import DEFAULT_TRIAL_FN, Executor, make_executor
 from apexrl.trial.outcomes import OUTCOME_POLICIES, group_masked
 from apexrl.trial.outcomes import outcome_policy as get_policy
 
-DEFAULT_TRIAL_FN = "apexrl.trial.run:run_trial"
 PLACEHOLDER_TOKEN = 0
 
 
@@ -256,149 +255,6 @@ def rollout_metrics(samples: list[Sample]) -> dict[str, float]:
     if rates:
         out["apexrl/tool_call_success"] = sum(rates) / len(rates)
     return out
-
-
-# --- executors: where a trial runs ---------------------------------------------------------
-def resolve_trial_fn(spec: str) -> Callable[[Path, TrialConfig], TrialOutcome]:
-    mod, _, fn = spec.partition(":")
-    return getattr(importlib.import_module(mod), fn)
-
-
-def _run_in_child(trial_fn: str, task_dir: str, config_json: str) -> str:
-    """Entry of a trial's own process: returns the outcome as JSON."""
-    import os
-
-    os.environ.setdefault("HARBOR_TELEMETRY", "0")
-    outcome = resolve_trial_fn(trial_fn)(
-        Path(task_dir), TrialConfig.model_validate_json(config_json)
-    )
-    return outcome.model_dump_json()
-
-
-class Executor(Protocol):
-    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome: ...
-
-    def close(self) -> None: ...
-
-
-class InlineExecutor:
-    """Runs the trial in a worker thread of this process (tests, debugging)."""
-
-    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
-        out = await asyncio.to_thread(
-            _run_in_child, trial_fn, str(task_dir), config.model_dump_json()
-        )
-        return TrialOutcome.model_validate_json(out)
-
-    def close(self) -> None:
-        pass
-
-
-class ProcessExecutor:
-    """One fresh (spawned) process per trial: nothing leaks between trials."""
-
-    def __init__(self, max_workers: int) -> None:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        self._pool = ProcessPoolExecutor(
-            max_workers=max(1, max_workers),
-            mp_context=mp.get_context("spawn"),
-            max_tasks_per_child=1,
-        )
-        self._active: set = set()
-
-    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
-        fut = self._pool.submit(_run_in_child, trial_fn, str(task_dir), config.model_dump_json())
-        self._active.add(fut)
-        fut.add_done_callback(self._active.discard)
-        out = await asyncio.wrap_future(fut)
-        return TrialOutcome.model_validate_json(out)
-
-    def close(self) -> None:
-        """Cancel queued trials, end running ones, join the pool. (`shutdown(wait=False)`
-        leaves the pool's manager thread racing interpreter exit: on CPython 3.12 that is
-        "NoneType has no len()" and a hang at exit.)"""
-        for f in list(self._active):
-            f.cancel()  # queued trials; running ones cannot be cancelled
-        if any(not f.done() for f in self._active):
-            procs = list((getattr(self._pool, "_processes", None) or {}).values())
-            for p in procs:
-                if p.is_alive():
-                    p.terminate()  # the pool breaks, which is what closing it means now
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-async def _arun_in_shard(trial_fn: str, task_dir: str, config_json: str) -> str:
-    """Entry of a trial in a shard worker, in that worker's event loop. The default
-    trial function runs there as its coroutine (arun_trial); any other: a coroutine
-    function is awaited, a plain function runs in a worker thread."""
-    import inspect
-
-    if trial_fn == DEFAULT_TRIAL_FN:
-        trial_fn = "apexrl.trial.run:arun_trial"
-    fn = resolve_trial_fn(trial_fn)
-    config = TrialConfig.model_validate_json(config_json)
-    if inspect.iscoroutinefunction(fn):
-        outcome = await fn(Path(task_dir), config)
-    else:
-        outcome = await asyncio.to_thread(fn, Path(task_dir), config)
-    return outcome.model_dump_json()
-
-
-class ShardExecutor:
-    """Trials over `shards` long-lived worker processes, many at once in each one's
-    event loop (apexrl.trial.shards); the least loaded worker takes the next trial."""
-
-    def __init__(self, shards: int) -> None:
-        import os
-
-        from apexrl.trial.shards import ShardPool
-
-        self._pool = ShardPool(shards if shards > 0 else (os.cpu_count() or 1))
-
-    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
-        out = await self._pool.submit(
-            "apexrl.train.generator:_arun_in_shard",
-            trial_fn,
-            str(task_dir),
-            config.model_dump_json(),
-        )
-        return TrialOutcome.model_validate_json(out)
-
-    def close(self) -> None:
-        self._pool.close()
-
-
-class RayExecutor:
-    """One Ray task per trial (a worker process; max_calls=1 makes it a fresh one)."""
-
-    def __init__(self, num_cpus: float = 1.0) -> None:
-        import ray
-
-        self._task = ray.remote(num_cpus=num_cpus, max_calls=1, max_retries=0)(_run_in_child)
-
-    async def run(self, trial_fn: str, task_dir: Path, config: TrialConfig) -> TrialOutcome:
-        ref = self._task.remote(trial_fn, str(task_dir), config.model_dump_json())
-        out = await asyncio.wrap_future(ref.future())
-        return TrialOutcome.model_validate_json(out)
-
-    def close(self) -> None:
-        pass
-
-
-def make_executor(
-    kind: str, concurrency: int, trial_cpus: float = 0.5, shards: int = 0
-) -> Executor:
-    if kind == "inline":
-        return InlineExecutor()
-    if kind == "shards":
-        return ShardExecutor(shards)
-    if kind == "ray":
-        return RayExecutor(trial_cpus)
-    if kind == "process":
-        return ProcessExecutor(concurrency)
-    raise ValueError(f"unknown executor {kind!r} (process, ray, inline, shards)")
 
 
 class RateLimiter:

@@ -18,7 +18,7 @@ def test_process_executor_close_with_running_trials_exits_promptly(tmp_path):
         f"""
         import asyncio, time
         from pathlib import Path
-        from apexrl.train.generator import ProcessExecutor
+        from apexrl.trial.executors import ProcessExecutor
         from apexrl.trial.config import TrialConfig
 
         async def main():
@@ -57,7 +57,7 @@ def test_process_executor_close_after_trials_finished_is_quick_and_clean(tmp_pat
         f"""
         import asyncio, time
         from pathlib import Path
-        from apexrl.train.generator import ProcessExecutor
+        from apexrl.trial.executors import ProcessExecutor
         from apexrl.trial.config import TrialConfig
 
         async def main():

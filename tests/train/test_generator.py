@@ -11,10 +11,10 @@ import pytest
 from apexrl.train.generator import (
     OUTCOME_POLICY,
     GeneratorSettings,
-    InlineExecutor,
     TrialGenerator,
     pick_endpoint,
 )
+from apexrl.trial.executors import InlineExecutor
 from tests.train.fake_trials import L1, L2, OBS, PROMPT, S1, S2
 
 RUNNER = "tests.train.fake_trials:run_trial"
@@ -160,7 +160,7 @@ def test_concurrency_cap_and_rate_limit(tmp_path):
 def test_each_trial_runs_in_its_own_process(tmp_path):
     import os
 
-    from apexrl.train.generator import ProcessExecutor
+    from apexrl.trial.executors import ProcessExecutor
 
     names = ["p0", "p1", "p2"]
     tasks = make_tasks(tmp_path, {n: {"status": "complete", "reward": 1.0} for n in names})
@@ -178,7 +178,7 @@ def test_each_trial_runs_in_its_own_process(tmp_path):
 def test_sharded_trials_give_the_same_samples_as_one_process_each(tmp_path):
     import os
 
-    from apexrl.train.generator import ProcessExecutor, ShardExecutor
+    from apexrl.trial.executors import ProcessExecutor, ShardExecutor
 
     names = ["complete", "error", "timeout", "ctx", "trailing", "notokens"]
     sc = {n: SCENARIOS[n] for n in names}

@@ -20,7 +20,8 @@ def test_recipe_prompt_files_reach_the_generator(tmp_path):
     g = spec.generator
     assert g.extra_prompt == extra.read_text() and g.system_prompt is None
     assert g.extra_prompt_sha256 == hashlib.sha256(extra.read_bytes()).hexdigest()
-    from apexrl.train.generator import InlineExecutor, TrialGenerator
+    from apexrl.train.generator import TrialGenerator
+    from apexrl.trial.executors import InlineExecutor
 
     gen = TrialGenerator(g, executor=InlineExecutor())
     try:

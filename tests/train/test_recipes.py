@@ -378,7 +378,8 @@ def test_rollout_executor_selects_where_trials_run():
     launcher's explicit choice); an unknown name or a negative count is a recipe error."""
     from pydantic import ValidationError
 
-    from apexrl.train.generator import GeneratorSettings, ShardExecutor, make_executor
+    from apexrl.train.generator import GeneratorSettings
+    from apexrl.trial.executors import ShardExecutor, make_executor
 
     plain = render(load_recipe("smoke-1gpu"), data_train="t.parquet").generator
     assert (plain.executor, plain.shards) == ("ray", 0)
