@@ -56,6 +56,33 @@ def test_doctor_reports_presence_never_values(runner, monkeypatch):
     hf = next(r for r in rows if r["section"] == "credentials" and r["name"] == "hf")
     assert hf["ok"] is True
     assert "hf_SECRETVALUE123456" not in result.stdout + result.stderr
+    cmds = next(r for r in rows if r["section"] == "apexrl" and r["name"] == "commands")
+    assert cmds["ok"] is True and "command groups imported" in cmds["detail"]
+
+
+def test_every_command_group_imports_and_a_broken_one_is_loud(runner, monkeypatch):
+    """A command group whose module fails to import is never dropped in silence: it stays
+    a command that fails with the reason, and doctor reports it (exit 1)."""
+    import typer
+
+    from apexrl.cli import app as root
+
+    assert root.BROKEN_GROUPS == {}
+    shown = runner.invoke(app, ["--help"]).stdout
+    assert all(name in shown for name in root.COMMAND_GROUPS)
+    broken: dict[str, str] = {}
+    monkeypatch.setattr(root, "BROKEN_GROUPS", broken)
+    other = typer.Typer()
+    other.callback()(lambda: None)
+    root.register_group(other, "no_such_group", "app")
+    assert "ModuleNotFoundError" in broken["no_such_group"]
+    res = runner.invoke(other, ["no_such_group"])
+    assert res.exit_code == 1 and "apexrl.cli.no_such_group:app failed to import" in res.stderr
+    res = runner.invoke(app, ["doctor", "--json"])
+    assert res.exit_code == 1 and "no_such_group" in res.stderr
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    cmds = next(r for r in rows if r["name"] == "commands")
+    assert cmds["ok"] is False and "no_such_group" in cmds["detail"]
 
 
 def test_help_does_not_import_heavy_libraries():

@@ -17,10 +17,26 @@ def doctor(
     ),
 ) -> None:
     """Report Python, optional extras, GPUs, tools and which credentials are set."""
+    from apexrl.cli.app import BROKEN_GROUPS, COMMAND_GROUPS
     from apexrl.doctor import collect_checks
 
+    rows = collect_checks(use_cache=not no_cache)
+    rows.insert(
+        1,
+        {
+            "section": "apexrl",
+            "name": "commands",
+            "ok": not BROKEN_GROUPS,
+            "detail": "; ".join(BROKEN_GROUPS.values())
+            or f"{len(COMMAND_GROUPS)} command groups imported",
+        },
+    )
+    for why in BROKEN_GROUPS.values():
+        output.error(why)
     output.emit_records(
-        collect_checks(use_cache=not no_cache),
+        rows,
         json_out=json_out,
         columns=["section", "name", "ok", "detail"],
     )
+    if BROKEN_GROUPS:  # an install defect, not a missing extra
+        raise typer.Exit(1)
