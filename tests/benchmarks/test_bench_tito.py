@@ -10,11 +10,11 @@ bench/results.json key "tito_replay". Target: replay >= 0.5x raw encode throughp
 
 from __future__ import annotations
 
-from apexrl.tito.synthetic import synthetic_trajectory
 from apexrl.tito.template import resolve_template
 from apexrl.tito.tokenizer import load_tokenizer
 from apexrl.tito.verify import load_trajectories, render_trajectory, verify_replay
 from tests.benchmarks.results import RUNS, interleaved, load_average, record, runs, stats
+from tests.tito.synthetic import synthetic_trajectory
 
 N_TRAJ = 200
 TOKENS = 20_000

@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from apexrl.cli.app import app
-from apexrl.tito.synthetic import synthetic_trajectory
 from apexrl.tito.trajectory import TitoTrajectory
 from apexrl.tito.verify import replay_one
+from tests.tito.synthetic import synthetic_trajectory
 
 runner = CliRunner()
 
