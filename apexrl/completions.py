@@ -36,7 +36,6 @@ NOT_PATHS = {
     "--pass-env",
     "--set",
     "--image-profile",
-    "--surface",
     "--apps",
     "--host",
     "--served-name",

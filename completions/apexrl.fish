@@ -330,7 +330,6 @@ complete -c apexrl -n '__apexrl_is "world serve"' -l apps -x -d 'Servers to moun
 complete -c apexrl -n '__apexrl_is "world serve"' -l workdir -r -F -d 'Extract a world zip here (kept) instead of a temp folder.'
 complete -c apexrl -n '__apexrl_is "world serve"' -l world-id -r -F -d 'World id (default: folder/zip name).'
 complete -c apexrl -n '__apexrl_is "world serve"' -l ready-timeout -x -d 'Seconds to wait for readiness.'
-complete -c apexrl -n '__apexrl_is "world serve"' -l surface -x -d 'Tool surface: archipelago (default; archipelagos tool names) or apexrl'
 complete -c apexrl -n '__apexrl_is "world serve"' -l profile -r -F -d 'Image contract to serve: apexrl (port 8080) or mercor (Mercors world i'
 complete -c apexrl -n '__apexrl_is "world serve"' -l task-slug -r -F -d 'The task this world serves (shown on /health).'
 complete -c apexrl -n '__apexrl_is "world serve"' -F
@@ -340,7 +339,6 @@ complete -c apexrl -n '__apexrl_is "world snapshot"' -l out -s o -r -F -d 'Snaps
 complete -c apexrl -n '__apexrl_is "world snapshot"' -F
 complete -c apexrl -n '__apexrl_is "world tools"' -l json -d 'NDJSON even on a terminal.'
 complete -c apexrl -n '__apexrl_is "world tools"' -l help -s h -d 'Show help and exit.'
-complete -c apexrl -n '__apexrl_is "world tools"' -l surface -x -d 'Tool surface: archipelago (default) or apexrl.'
 complete -c apexrl -n '__apexrl_is "world tools"' -l apps -x -d 'Only these apps (as for `world serve`). Default: the worlds.'
 complete -c apexrl -n '__apexrl_is "world tools"' -F
 complete -c apexrl -n '__apexrl_is "world verify"' -l json -d 'NDJSON even on a terminal.'

@@ -40,11 +40,6 @@ def serve(
     ready_timeout: float = typer.Option(
         30.0, "--ready-timeout", help="Seconds to wait for readiness."
     ),
-    surface: str = typer.Option(
-        None,
-        "--surface",
-        help="Tool surface: archipelago (default; archipelago's tool names) or apexrl.",
-    ),
     profile: str = typer.Option(
         "apexrl",
         "--profile",
@@ -70,7 +65,7 @@ def serve(
     port = prof.port if port is None else port
     w = open_world(world, workdir=workdir, apps=apps or None, world_id=world_id)
     try:
-        gw = build_gateway(w, strict=True, surface=surface, snapshot_path=prof.snapshot_endpoint)
+        gw = build_gateway(w, strict=True, snapshot_path=prof.snapshot_endpoint)
         gw.info["profile"] = prof.name
         if task_slug:
             gw.info["task_slug"] = task_slug
@@ -109,9 +104,6 @@ def serve(
 @app.command("tools")
 def tools_cmd(
     world: Path = typer.Argument(..., help="World folder or world zip."),
-    surface: str = typer.Option(
-        None, "--surface", help="Tool surface: archipelago (default) or apexrl."
-    ),
     apps: list[str] = typer.Option(
         None, "--apps", help="Only these apps (as for `world serve`). Default: the world's."
     ),
@@ -126,7 +118,7 @@ def tools_cmd(
 
     w = open_world(world, apps=apps or None)
     try:
-        records, failed = list_tools(w, surface=surface)
+        records, failed = list_tools(w)
     finally:
         w.close()
     output.emit_records(

@@ -7,10 +7,9 @@
     POST /data/snapshot   (with `snapshot_path` set, as Mercor's world images serve it) the
              world's state: a tar.gz of `filesystem/` and `.apps_data/`
 
-Which servers and tools are mounted is a tool surface (`apexrl.worlds.surface`):
-archipelago's names by default (`excel_read_tab`, `code_execution_code_exec`, always
-prefixed with the server's name), or apexrl's earlier ones (`sheets_read_range`;
-unprefixed when only one server is mounted).
+Which servers and tools are mounted is the tool surface (`apexrl.worlds.surface`):
+archipelago's names (`excel_read_tab`, `code_execution_code_exec`, always prefixed with
+the server's name).
 
 Readiness: each server's data is probed before it is mounted (a bad mbox, chat
 JSON or .ics fails loudly, naming the server and file), and `wait_ready` connects
@@ -39,7 +38,7 @@ from apexrl.worlds.world import SERVERS, World
 MCP_PATH = "/mcp/"
 
 
-def tool_name(server: str, base: str, n_servers: int, surface: str | None = "apexrl") -> str:
+def tool_name(server: str, base: str, n_servers: int, surface: str | None = None) -> str:
     """FACTS.md section 2: with several servers, tool names carry the server's name
     (archipelago's surface always prefixes)."""
     return get_surface(surface).tool_name(server, base, n_servers)
@@ -168,7 +167,7 @@ def build_gateway(
     """Probe each server's data and register its tools on one MCP server.
 
     apps: world app names (`files`, `sheets`, ...; default: the world's, else all).
-    surface: a tool surface or its name (default: $APEXRL_TOOL_SURFACE, else archipelago).
+    surface: a tool surface or its name (default: archipelago, the only one).
     strict: raise (naming the servers and why) when any server does not come up;
     otherwise serve the rest and report the failure on /health (503).
     snapshot_path: serve the world's snapshot on POST there (Mercor's `/data/snapshot`).
@@ -204,7 +203,6 @@ def build_gateway(
             for base in spec.tools:
                 tname = surf.tool_name(name, base, len(chosen))
                 fn = fns[base]
-                # archipelago's surface lists clean descriptions; apexrl's as before
                 desc = (inspect.getdoc(fn) or "") if surf.flat_schemas else None
                 _add_tool(gw.mcp, fn, tname, desc, surf.flat_schemas)
                 names.append(tname)

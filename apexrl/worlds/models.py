@@ -75,7 +75,7 @@ class ToolRecord(Record):
 
     name: str  # as the agent calls it (e.g. excel_read_tab)
     server: str  # the server it belongs to (e.g. excel)
-    surface: str  # archipelago | apexrl
+    surface: str  # archipelago (the one surface)
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=dict)  # JSON Schema of the arguments
     args: str = ""  # compact signature for tables: "file_path, tab_index, cell_range?"

@@ -7,28 +7,19 @@ is the tool's base name, `probe(world)` checks the server's data), and the order
 names the gateway registers. A module function not named here is not listed; a name
 here without a function is an error at gateway build time.
 
-Surfaces:
-  archipelago  (default) the server and tool names, arguments and semantics of Mercor's
-               archipelago MCP servers, the action space recipe-trained checkpoints
-               learned: `code_execution_code_exec(code=...)`, `excel_read_tab`,
-               `filesystem_search_files`, `pdfs_read_pdf_pages`, ... Tool names are
-               always prefixed with the server's name.
-  apexrl       apexrl's earlier names (`files_read`, `sheets_read_range`, `code_run`);
-               prefixed only when several servers are mounted.
-
-`APEXRL_TOOL_SURFACE` picks the surface where no caller says (gateways started inside
-sandboxes and images).
+The one surface, `archipelago`, is the server and tool names, arguments and semantics of
+Mercor's archipelago MCP servers, the action space recipe-trained checkpoints learned:
+`code_execution_code_exec(code=...)`, `excel_read_tab`, `filesystem_search_files`,
+`pdfs_read_pdf_pages`, ... Tool names are always prefixed with the server's name.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from apexrl.errors import UsageError
 
 DEFAULT_SURFACE = "archipelago"
-SURFACE_ENV = "APEXRL_TOOL_SURFACE"
 
 
 @dataclass(frozen=True)
@@ -62,7 +53,6 @@ class Surface:
 
 
 _A = "apexrl.worlds.servers.archipelago"
-_L = "apexrl.worlds.apps"
 
 ARCHIPELAGO = Surface(
     name="archipelago",
@@ -190,56 +180,12 @@ ARCHIPELAGO = Surface(
     ),
 )
 
-APEXRL = Surface(
-    name="apexrl",
-    always_prefix=False,
-    description="apexrl's earlier tool names",
-    servers=(
-        ServerSpec("files", "files", f"{_L}.files", ("list", "read", "search", "info", "tree")),
-        ServerSpec(
-            "docs",
-            "docs",
-            f"{_L}.docs",
-            ("overview", "read", "create", "add_text", "edit_text", "delete_text"),
-        ),
-        ServerSpec(
-            "sheets",
-            "sheets",
-            f"{_L}.sheets",
-            ("list_tabs", "read_range", "edit_cells", "add_tab", "create"),
-        ),
-        ServerSpec(
-            "slides",
-            "slides",
-            f"{_L}.slides",
-            ("read_deck", "read_slide", "create_deck", "add_slide"),
-        ),
-        ServerSpec("pdf", "pdf", f"{_L}.pdf", ("read_pages", "search")),
-        ServerSpec(
-            "mail", "mail", f"{_L}.mail", ("list", "read", "search", "send", "reply", "forward")
-        ),
-        ServerSpec(
-            "chat",
-            "chat",
-            f"{_L}.chat",
-            ("list_channels", "history", "thread", "post", "reply", "react"),
-        ),
-        ServerSpec(
-            "calendar",
-            "calendar",
-            f"{_L}.calendar",
-            ("list", "read", "create", "update", "delete"),
-        ),
-        ServerSpec("code", "code", f"{_L}.code", ("run",)),
-    ),
-)
-
-SURFACES: dict[str, Surface] = {s.name: s for s in (ARCHIPELAGO, APEXRL)}
+SURFACES: dict[str, Surface] = {s.name: s for s in (ARCHIPELAGO,)}
 
 
 def get_surface(name: str | None = None) -> Surface:
-    """The surface called `name`; None: $APEXRL_TOOL_SURFACE, else archipelago."""
-    key = (name or os.environ.get(SURFACE_ENV) or DEFAULT_SURFACE).strip().lower()
+    """The surface called `name` (None: archipelago)."""
+    key = (name or DEFAULT_SURFACE).strip().lower()
     try:
         return SURFACES[key]
     except KeyError:

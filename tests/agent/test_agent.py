@@ -91,10 +91,12 @@ def test_tool_calls_ok_error_timeout_and_final_answer(tmp_path, world_zip):
     assert ctx.metadata["apexrl"]["trial_status"] == "complete"
 
 
-def test_truncation_and_single_nudge(tmp_path, world_zip, monkeypatch):
-    # sized for apexrl's smaller tool surface (archipelago's lists ~12.6k prompt tokens)
-    monkeypatch.setenv("APEXRL_TOOL_SURFACE", "apexrl")
-    script = [tool_call_text("files_tree", {}) for _ in range(4)] + ["Final."]
+WINDOW = 20_256  # the example world's prompt (17,265 tokens) + 2,991 left, as before
+
+
+def test_truncation_and_single_nudge(tmp_path, world_zip):
+    # the window leaves ~3k tokens after the ~17k-token prompt (archipelago's 73 tools)
+    script = [tool_call_text("filesystem_get_directory_tree", {}) for _ in range(4)] + ["Final."]
     env = HostEnv(tmp_path, world_zip)
     with ScriptedEngine(script, max_model_len=100_000) as eng:
         agent, _ = run_agent(
@@ -104,8 +106,8 @@ def test_truncation_and_single_nudge(tmp_path, world_zip, monkeypatch):
             endpoint=eng.url,
             budgets={
                 "tool_result_max_chars": 90,
-                "context_window": 9000,
-                "nudge_ratio": 0.3,
+                "context_window": WINDOW,
+                "nudge_ratio": 2700 / WINDOW,
                 "nudge": "once",
             },
         )
@@ -120,11 +122,11 @@ def test_truncation_and_single_nudge(tmp_path, world_zip, monkeypatch):
     assert len(nudges) == 1  # injected once, never repeated
     assert rec.nudge_step is not None and rec.nudge_step < 4
     assert sum(s.nudge for s in rec.step_records) == 1
-    # the nudge came with the first observation that left less than 30% of the window
+    # the nudge came with the first observation that left less than 2,700 tokens
     k = rec.nudge_step
     after = sum(s.completion_tokens + s.observation_tokens for s in rec.step_records[: k + 1])
-    left = 9000 - rec.step_records[0].prompt_tokens - after
-    assert left < 0.3 * 9000
+    left = WINDOW - rec.step_records[0].prompt_tokens - after
+    assert left < 2700
 
 
 def test_repairs_then_give_up(tmp_path, world_zip):

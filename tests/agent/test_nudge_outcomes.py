@@ -12,15 +12,13 @@ from apexrl.tito.trajectory import TitoTrajectory
 from tests.agent.conftest import run_agent
 from tests.agent.hostenv import HostEnv
 
-BAD = '<tool_call>\n{"name": "files_list", "arguments": {"path": \n</tool_call>'
+BAD = '<tool_call>\n{"name": "filesystem_list_files", "arguments": {"path": \n</tool_call>'
 NUDGE = "Wrap up now"
 
 
-@pytest.fixture(autouse=True)
-def _apexrl_surface(monkeypatch):
-    """Budgets here are sized for apexrl's smaller tool surface and its tool names
-    (archipelago's 73 tools take ~12.6k prompt tokens)."""
-    monkeypatch.setenv("APEXRL_TOOL_SURFACE", "apexrl")
+# the window leaves ~3k tokens after the example world's ~17k-token prompt (archipelago's
+# 73 tools); the nudge comes when fewer than 4,500 are left
+WINDOW = 20_256
 
 
 def _stream(logs) -> tuple[str, TitoTrajectory]:
@@ -32,9 +30,9 @@ def _stream(logs) -> tuple[str, TitoTrajectory]:
 
 @pytest.mark.parametrize("mode", ["recipe", "once", "off"])
 def test_nudge_modes_in_the_token_stream(tmp_path, world_zip, mode):
-    script = [tool_call_text("files_tree", {}) for _ in range(5)] + ["Final."]
+    script = [tool_call_text("filesystem_get_directory_tree", {}) for _ in range(5)] + ["Final."]
     env = HostEnv(tmp_path, world_zip)
-    budgets = {"tool_result_max_chars": 90, "context_window": 9000, "nudge_ratio": 0.5}
+    budgets = {"tool_result_max_chars": 90, "context_window": WINDOW, "nudge_ratio": 4500 / WINDOW}
     with ScriptedEngine(script, max_model_len=100_000) as eng:
         agent, _ = run_agent(
             env,
@@ -76,7 +74,7 @@ def test_nudge_modes_in_the_token_stream(tmp_path, world_zip, mode):
 def test_recipe_repairs_per_trajectory_then_the_next_reply_is_final(tmp_path, world_zip):
     env = HostEnv(tmp_path, world_zip)
     # repairs are counted over the trajectory: a good call in between does not reset them
-    script = [BAD, tool_call_text("files_list", {}), BAD, "Revenue was $1.2M " + BAD]
+    script = [BAD, tool_call_text("filesystem_list_files", {}), BAD, "Revenue was $1.2M " + BAD]
     with ScriptedEngine(script) as eng:
         agent, _ = run_agent(env, tmp_path / "agent", "Go.", endpoint=eng.url)
     rec = agent.record
@@ -88,7 +86,7 @@ def test_recipe_repairs_per_trajectory_then_the_next_reply_is_final(tmp_path, wo
 
 def test_strict_repairs_in_a_row_then_error(tmp_path, world_zip):
     env = HostEnv(tmp_path, world_zip)
-    with ScriptedEngine([BAD, tool_call_text("files_list", {}), BAD, BAD, BAD]) as eng:
+    with ScriptedEngine([BAD, tool_call_text("filesystem_list_files", {}), BAD, BAD, BAD]) as eng:
         agent, _ = run_agent(
             env, tmp_path / "agent", "Go.", endpoint=eng.url, budgets={"outcome_policy": "strict"}
         )
@@ -100,7 +98,7 @@ def test_strict_repairs_in_a_row_then_error(tmp_path, world_zip):
 @pytest.mark.parametrize(("policy", "answer"), [("recipe", "Looking at files."), ("strict", None)])
 def test_max_steps_keeps_an_answer_to_grade(tmp_path, world_zip, policy, answer):
     env = HostEnv(tmp_path, world_zip)
-    call = "Looking at files.\n" + tool_call_text("files_list", {})
+    call = "Looking at files.\n" + tool_call_text("filesystem_list_files", {})
     with ScriptedEngine([call] * 3) as eng:
         agent, _ = run_agent(
             env,

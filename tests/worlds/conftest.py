@@ -217,14 +217,13 @@ class Session:
             return [t.name for t in (await c.list_tools()).tools]
 
 
-def _serve(root: Path, surface: str = "apexrl") -> Iterator[tuple[Session, Path]]:
-    """The fixture world's gateway; these modules test apexrl's own tool names (the
-    archipelago surface has its own tests on the example worlds)."""
+def _serve(root: Path) -> Iterator[tuple[Session, Path]]:
+    """The fixture world's gateway (archipelago's tool names)."""
     from apexrl.worlds.gateway import build_gateway, serve_in_thread
     from apexrl.worlds.world import open_world
 
     w = open_world(root)
-    with serve_in_thread(build_gateway(w, surface=surface), host="127.0.0.1", port=0) as r:
+    with serve_in_thread(build_gateway(w), host="127.0.0.1", port=0) as r:
         yield Session(r.url), w.root
 
 

@@ -944,12 +944,10 @@ def test_world_tools_command(example):
     filt = next(x for x in recs if x["name"] == "excel_filter_tab")
     assert "$defs" not in json.dumps(filt["input_schema"])  # flat, as archipelago lists them
     assert "\n    " not in tab["description"]
-    old = CliRunner().invoke(app, ["world", "tools", str(zpath), "--surface", "apexrl", "--json"])
-    assert old.exit_code == 0
-    assert "sheets_read_range" in old.stdout and "excel_read_tab" not in old.stdout
-    bad = CliRunner().invoke(app, ["world", "tools", str(zpath), "--surface", "nope"])
-    assert bad.exit_code == 2 and "archipelago" in bad.output
-    assert set(SURFACES) == {"archipelago", "apexrl"}
+    # one surface: archipelago's (the earlier apexrl names are gone, the option with them)
+    assert set(SURFACES) == {"archipelago"}
+    gone = CliRunner().invoke(app, ["world", "tools", str(zpath), "--surface", "apexrl"])
+    assert gone.exit_code == 2
 
 
 def test_world_tools_names_a_server_that_cannot_come_up(example, tmp_path):

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from apexrl.cli.app import app
+from apexrl.worlds.surface import ARCHIPELAGO
 from tests.worlds.conftest import Session
 
 runner = CliRunner()
@@ -63,8 +64,6 @@ def serving(example, tmp_path_factory):
             "0",
             "--workdir",
             str(workdir),
-            "--surface",
-            "apexrl",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -93,10 +92,11 @@ def test_serve_ready_line_and_health(serving):
     rec, root, world = serving
     assert rec["world_id"] == world["world_id"]
     assert rec["url"].startswith("http://127.0.0.1:") and rec["url"].endswith("/mcp/")
-    assert rec["servers"] == world["apps"]
+    servers = [spec.name for spec in ARCHIPELAGO.for_apps(world["apps"])]
+    assert rec["servers"] == servers
     names = Session(rec["url"]).tools()
     assert rec["n_tools"] == len(names)
-    assert {n.split("_", 1)[0] for n in names} == set(world["apps"])
+    assert {srv for srv in servers if any(n.startswith(f"{srv}_") for n in names)} == set(servers)
     h = httpx.get(rec["health_url"], timeout=5)
     assert h.status_code == 200 and h.json()["status"] == "ok"
 
@@ -108,41 +108,53 @@ def test_example_world_tools_and_exact_diff(serving, tmp_path):
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["n_files"] > 10
 
+    fs = root / "filesystem"
     # read the .xlsx formulas
-    xlsx = next(h["path"] for h in s.json("files_search", pattern="*.xlsx"))
-    cells = s.json("sheets_read_range", path=xlsx)["cells"]
-    formulas = [c for c in cells if "formula" in c]
-    assert formulas and all(c["formula"].startswith("=") for c in formulas)
+    xlsx = "/" + next(fs.rglob("*.xlsx")).relative_to(fs).as_posix()
+    withf = s.text("excel_read_tab", file_path=xlsx, tab_index=0, include_formulas=True)
+    assert "(=" in withf
     # edit a .docx
-    docx_path = next(h["path"] for h in s.json("files_search", pattern="*.docx"))
-    s.text("docs_add_text", path=docx_path, text="Reviewed by the agent.")
-    assert "Reviewed by the agent." in s.text("docs_read", path=docx_path)
+    docx_path = next(fs.rglob("*.docx")).relative_to(fs).as_posix()
+    s.text(
+        "word_add_content_text",
+        file_path=f"/{docx_path}",
+        identifier="body.p.0",
+        text=" Reviewed by the agent.",
+    )
+    read = s.text("word_read_document_content", file_path=f"/{docx_path}")
+    assert "Reviewed by the agent." in read
     # send mail and find it in the mbox
-    sent = s.json("mail_send", to=["client@example.com"], subject="Status", body="All on track.")
+    sent = s.text(
+        "mail_send_mail",
+        from_email="agent@example.com",
+        to_email=["client@example.com"],
+        subject="Status",
+        body="All on track.",
+    )
+    sent_id = sent.split("Mail ID: ")[1].split(",")[0]
     mbox = next((root / ".apps_data" / "mail").glob("*.mbox"))
     box = mailbox.mbox(str(mbox))
-    assert any(m["Message-ID"] == sent["message_id"] for m in box)
+    assert any(m["Message-ID"] == sent_id for m in box)
     box.close()
     # post in chat
-    space = s.json("chat_list_channels")[0]["space_id"]
-    s.json("chat_post", space_id=space, text="Draft is ready for review.")
-    assert (
-        s.json("chat_history", space_id=space)["messages"][-1]["text"]
-        == "Draft is ready for review."
-    )
-    # create a calendar event
-    ev = s.json("calendar_create", summary="Agent check-in", start="2025-10-01T09:00:00Z")
-    assert s.json("calendar_read", uid=ev["uid"])["summary"] == "Agent check-in"
-    # run code with a timeout
-    r = s.json("code_run", command="ls; sleep 20", timeout_s=1)
-    assert r["timed_out"] and r["stdout"]
+    space = json.loads(s.text("chat_list_channels"))["groups"][0]["id"]
+    posted = s.json("chat_post_message", channel_id=space, message="Draft is ready for review.")
+    hist = s.json("chat_get_channel_history", channel_id=space)
+    assert hist["messages"][0]["message_id"] == posted["message_id"]
+    # rename a calendar event
+    first = s.text("calendar_list_events", limit=1).split("Event ID: ")[1].splitlines()[0]
+    s.text("calendar_update_event", event_id=first, summary="Agent check-in")
+    assert "Summary: Agent check-in" in s.text("calendar_read_event", event_id=first)
+    cals = (root / ".apps_data" / "calendar").rglob("*.ics")
+    cal = next(p for p in cals if "Agent check-in" in p.read_text())
+    # run code
+    assert json.loads(s.text("code_execution_code_exec", code="ls"))["success"] is True
 
     r = _run("world", "snapshot", str(root), "-o", str(tmp_path / "after.tar"))
     assert r.exit_code == 0, r.output
     r = _run("world", "diff", str(tmp_path / "before.tar"), str(tmp_path / "after.tar"), "--json")
     assert r.exit_code == 0, r.output
     changes = {(c["change"], c["path"]) for c in map(json.loads, r.stdout.splitlines())}
-    cal = next((root / ".apps_data" / "calendar").glob("*.ics"))
     assert changes == {
         ("modified", f"filesystem/{docx_path}"),
         ("modified", mbox.relative_to(root).as_posix()),

@@ -79,15 +79,15 @@ def test_not_a_world(tmp_path):
 
 
 def test_symlink_in_folder_cannot_escape(world_dir, tmp_path):
-    from apexrl.worlds.apps import files
+    from apexrl.worlds.servers.archipelago import filesystem
 
     (tmp_path / "secret.txt").write_text("top secret")
     (world_dir / "filesystem" / "leak").symlink_to(tmp_path / "secret.txt")
     w = open_world(world_dir)
     with pytest.raises(ApexError, match="outside the world"):
         w.fs_path("leak")
-    tools = {f.__name__: f for f in files.tools(w)}
-    assert "leak" not in json.dumps(tools["search"](pattern="*"))
+    tools = {f.__name__: f for f in filesystem.tools(w)}
+    assert "leak" not in json.dumps(tools["search_files"](pattern="*"))
 
 
 def test_apps_from_descriptions_and_aliases(tmp_path):

@@ -50,6 +50,8 @@ def _preload(serve_once: bool = False) -> None:
     `serve_once` (the fork server) also serve that world once on a loopback port until
     it answers (uvicorn's and the MCP client's lazy imports, the tool templates), so a
     forked gateway only builds and serves its own world."""
+    import importlib
+
     import httpx  # noqa: F401  (wait_ready's client)
     import mcp.client  # noqa: F401
     import mcp.server  # noqa: F401
@@ -57,11 +59,10 @@ def _preload(serve_once: bool = False) -> None:
     import uvicorn  # noqa: F401
 
     import apexrl.worlds.gateway  # noqa: F401
-    from apexrl.worlds.servers import server_module
-    from apexrl.worlds.world import SERVERS
+    from apexrl.worlds.surface import get_surface
 
-    for name in SERVERS:
-        server_module(name)
+    for spec in get_surface().servers:
+        importlib.import_module(spec.module)
     # Warm the probe and registration code paths on an empty world, then drop it.
     import tempfile
     from pathlib import Path

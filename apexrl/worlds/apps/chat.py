@@ -5,18 +5,15 @@
                                           created_date (ISO), text, topic_id, reactions: []}]}
     Users/<user_id>/user_info.json      {"user": {"name", "email"}} (the world's user)
 
-Tools: list channels, history, thread replies, post, reply, react.
+Reading spaces, messages and users, and the readiness check.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from apexrl.artifacts.atomic import write_text_atomic
 from apexrl.errors import ApexError, BadRecordError
 from apexrl.worlds.world import World
 
@@ -60,12 +57,6 @@ def _messages(d: Path) -> list[dict[str, Any]]:
     return msgs
 
 
-def _save(d: Path, msgs: list[dict[str, Any]]) -> None:
-    write_text_atomic(
-        d / "messages.json", json.dumps({"messages": msgs}, indent=2, ensure_ascii=False) + "\n"
-    )
-
-
 def users(world: World) -> list[dict[str, str]]:
     d = _chat_folder(world, "Users")
     out = []
@@ -105,10 +96,6 @@ def _find_me(world: World, owner_address) -> dict[str, str]:
     return {"name": owner or "Me", "email": owner or "me@example.com"}
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _group_name(d: Path) -> str:
     info = d / "group_info.json"
     if info.is_file():
@@ -121,120 +108,6 @@ def _group_name(d: Path) -> str:
 def _emoji(r: dict[str, Any]) -> str:
     e = r.get("emoji")
     return str(e.get("unicode") or e.get("name") or "") if isinstance(e, dict) else str(e or "")
-
-
-def _show(m: dict[str, Any]) -> dict[str, Any]:
-    c = m.get("creator") or {}
-    return {
-        "message_id": m.get("message_id"),
-        "topic_id": m.get("topic_id"),
-        "from": c.get("name") or c.get("email"),
-        "date": m.get("created_date"),
-        "text": m.get("text", ""),
-        "reactions": m.get("reactions") or [],
-    }
-
-
-def tools(world: World) -> list:
-    def list_channels() -> list[dict[str, Any]]:
-        """List chat spaces (channels and direct messages): space_id, name, members and
-        message count."""
-        g = _groups(world)
-        out = []
-        if g.is_dir():
-            for d in sorted(g.iterdir()):
-                if not d.is_dir():
-                    continue
-                info = (
-                    _read_json(d / "group_info.json") if (d / "group_info.json").is_file() else {}
-                )
-                members = info.get("members", []) if isinstance(info, dict) else []
-                msgs = _messages(d)
-                out.append(
-                    {
-                        "space_id": d.name,
-                        "name": _group_name(d),
-                        "members": [
-                            m.get("name") or m.get("email") for m in members if isinstance(m, dict)
-                        ],
-                        "messages": len(msgs),
-                        "last_message": msgs[-1].get("created_date") if msgs else None,
-                    }
-                )
-        return out
-
-    def history(space_id: str, limit: int = 50, offset: int = 0) -> dict[str, Any]:
-        """Messages of a space, oldest first; `offset` counts back from the newest
-        (offset=0 gives the latest `limit` messages)."""
-        d = _space_dir(world, space_id)
-        msgs = _messages(d)
-        end = max(0, len(msgs) - offset)
-        start = max(0, end - max(1, limit))
-        return {
-            "space_id": space_id,
-            "name": _group_name(d),
-            "total": len(msgs),
-            "messages": [_show(m) for m in msgs[start:end]],
-        }
-
-    def thread(space_id: str, topic_id: str) -> dict[str, Any]:
-        """All messages of one thread (topic) in a space, oldest first."""
-        d = _space_dir(world, space_id)
-        msgs = [_show(m) for m in _messages(d) if m.get("topic_id") == topic_id]
-        if not msgs:
-            raise ApexError(f"no thread {topic_id!r} in space {space_id!r}")
-        return {"space_id": space_id, "topic_id": topic_id, "messages": msgs}
-
-    def _add(space_id: str, text: str, topic_id: str | None) -> dict[str, Any]:
-        if not text.strip():
-            raise ApexError("message text is empty")
-        with world.lock:
-            d = _space_dir(world, space_id)
-            msgs = _messages(d)
-            if topic_id is not None and not any(m.get("topic_id") == topic_id for m in msgs):
-                raise ApexError(f"no thread {topic_id!r} in space {space_id!r}")
-            msg = {
-                "message_id": f"{space_id}/{uuid.uuid4().hex[:16]}",
-                "creator": me(world),
-                "created_date": _now(),
-                "text": text,
-                "topic_id": topic_id or uuid.uuid4().hex[:12],
-                "reactions": [],
-            }
-            msgs.append(msg)
-            _save(d, msgs)
-        return _show(msg)
-
-    def post(space_id: str, text: str) -> dict[str, Any]:
-        """Post a new message (starting a new thread) in a space."""
-        return _add(space_id, text, None)
-
-    def reply(space_id: str, topic_id: str, text: str) -> dict[str, Any]:
-        """Reply in an existing thread (topic_id) of a space."""
-        return _add(space_id, text, topic_id)
-
-    def react(space_id: str, message_id: str, emoji: str) -> dict[str, Any]:
-        """Add an emoji reaction (e.g. 'thumbsup' or '👍') from the world's user to a message."""
-        with world.lock:
-            d = _space_dir(world, space_id)
-            msgs = _messages(d)
-            for m in msgs:
-                if m.get("message_id") == message_id:
-                    email = me(world)["email"]
-                    reactions = m.setdefault("reactions", [])
-                    for r in reactions:
-                        if isinstance(r, dict) and _emoji(r) == emoji:
-                            key = "reactor_emails" if "reactor_emails" in r else "users"
-                            if email not in r.setdefault(key, []):
-                                r[key].append(email)
-                            break
-                    else:
-                        reactions.append({"emoji": emoji, "users": [email]})
-                    _save(d, msgs)
-                    return _show(m)
-        raise ApexError(f"no message {message_id!r} in space {space_id!r}")
-
-    return [list_channels, history, thread, post, reply, react]
 
 
 def probe(world: World) -> str:

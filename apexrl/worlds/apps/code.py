@@ -24,12 +24,9 @@ import signal
 import time
 from typing import Any
 
-from apexrl.worlds.servers import cap_text
 from apexrl.worlds.world import World
 
-DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
-OUTPUT_CAP = 20_000
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
 
 
@@ -123,17 +120,17 @@ async def run_command(
     }
 
 
-def tools(world: World) -> list:
-    async def run(command: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
-        """Run a shell command (/bin/sh -c) in the world's files folder.
-        Python 3 is available. Returns exit_code, stdout and stderr (long output is cut in
-        the middle). The command is killed after `timeout_s` seconds (max 600)."""
-        return await run_command(world, command, timeout_s, OUTPUT_CAP)
-
-    return [run]
-
-
 def probe(world: World) -> str:
     if not world.fs_root.is_dir():
         raise NotADirectoryError(str(world.fs_root))
     return "shell ready"
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Keep head 2/3 and tail 1/3 of `text` when it is longer than `limit` chars."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = (limit * 2) // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters omitted ...]\n{text[-tail:] if tail else ''}"

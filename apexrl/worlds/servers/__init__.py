@@ -1,4 +1,5 @@
-"""MCP tool servers over a world. Each module defines:
+"""MCP tool servers over a world (`archipelago/`: one module per app, listed by
+`apexrl.worlds.surface`). Each module defines:
 
 - `tools(world) -> list[callable]`: the tool functions bound to the world; the
   function name is the tool's base name and its docstring the description;
@@ -9,20 +10,10 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import json
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
-
-from apexrl.worlds.world import SERVERS
-
-
-def server_module(name: str) -> ModuleType:
-    if name not in SERVERS:
-        raise KeyError(name)
-    return importlib.import_module(f"apexrl.worlds.apps.{name}")
 
 
 def _tool_error(fn_name: str, e: BaseException) -> Exception:
@@ -93,13 +84,3 @@ def _is_content(x: Any) -> bool:
     from mcp.types import ImageContent, TextContent
 
     return isinstance(x, ImageContent | TextContent)
-
-
-def cap_text(text: str, limit: int) -> str:
-    """Keep head 2/3 and tail 1/3 of `text` when it is longer than `limit` chars."""
-    if limit <= 0 or len(text) <= limit:
-        return text
-    head = (limit * 2) // 3
-    tail = limit - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[... {cut} characters omitted ...]\n{text[-tail:] if tail else ''}"
