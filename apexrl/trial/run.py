@@ -134,6 +134,8 @@ def environment_config(config: TrialConfig, worlds: str | None) -> Any:
     kwargs: dict[str, Any] = {"worlds_dir": worlds, "pass_env": config.pass_env}
     if entry.remote_sandbox:
         kwargs.update(config.sandbox.environment_kwargs())
+    elif config.sandbox.image_profile:  # the local sandbox shows the world as the profile does
+        kwargs["image_profile"] = config.sandbox.image_profile
     return EnvironmentConfig(import_path=entry.import_path, kwargs=kwargs)
 
 

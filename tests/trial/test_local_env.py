@@ -302,3 +302,38 @@ def test_world_copy_of_a_published_shape_task(tmp_path):
         assert rows.get(rel) == "0", (rel, out)
     assert set(rows.values()) == {"0"}, out
     assert f"LINK {secret}" in out and "HOST-ONLY" not in out
+
+
+def test_image_profile_mercor_shows_the_world_where_mercor_images_keep_it(
+    tmp_path, worlds, task_dirs
+):
+    """image_profile="mercor" (eval run --image-profile mercor): the same private world copy
+    is also at /filesystem and /.apps_data, execs start in /filesystem, uploads and
+    downloads take those paths; apexrl's /world stays (the verifier, the oracle)."""
+    task = task_named(task_dirs, "steerco-40fc")
+    env = make_env(task, tmp_path / "trial", worlds, gateway=False, image_profile="mercor")
+    src = tmp_path / "f.txt"
+    src.write_text("payload")
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            await env.upload_file(src, "/filesystem/up/f.txt")
+            r = await env.exec(
+                "pwd; cat /world/filesystem/up/f.txt; echo; echo made > /filesystem/made.txt; "
+                "ls -A /.apps_data | head -3"
+            )
+            await env.download_file("/world/filesystem/made.txt", tmp_path / "made.txt")
+            apps = sorted(os.listdir(env.world_dir / ".apps_data"))[:3]
+            return r, apps
+        finally:
+            await env.stop(delete=True)
+
+    r, apps = asyncio.run(go())
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["/filesystem", "payload"], r.stderr
+    assert sorted(lines[2:]) == apps
+    assert (tmp_path / "made.txt").read_text() == "made\n"
+    assert env.profile is not None and env.profile.name == "mercor"
+    with pytest.raises(Exception, match="unknown image profile"):
+        make_env(task, tmp_path / "trial2", worlds, image_profile="nonsense")

@@ -179,10 +179,16 @@ class LocalEnvironment(BaseEnvironment):
         prewarm: bool | None = None,
         pass_env: list[str] | None = None,
         grading_runtime: str | Path | None = None,
+        image_profile: str | None = None,
         **kwargs: Any,
     ) -> None:
         from apexrl.artifacts.archipelago_runner import RUNTIME_ENV
+        from apexrl.envs.profiles import get_profile
 
+        if image_profile:
+            get_profile(image_profile)  # a usage error before any sandbox work
+        self._image_profile_override = image_profile or None
+        self.profile = None  # apexrl.envs.profiles.ImageProfile, set at start
         self._grading_runtime_path = grading_runtime or os.environ.get(RUNTIME_ENV) or None
         self._grading_runtime = None  # resolved at start (may build the runner)
         self._pass_env = set(pass_env or []) | pass_env_from_environment()
@@ -235,6 +241,7 @@ class LocalEnvironment(BaseEnvironment):
             self._grading_runtime = await asyncio.to_thread(self._resolve_grading_runtime)
         await asyncio.to_thread(sweep_stale, self._work_dir)
         tw = self._task_world = task_world(self.environment_dir.parent)
+        self.profile = await asyncio.to_thread(self._resolve_profile)
         _LIVE.add(self)
         try:
             slot = POOL.take(self._work_dir) if self._gateway_enabled and self._prewarm else None
@@ -329,7 +336,7 @@ class LocalEnvironment(BaseEnvironment):
         cmd, env_fd = sandbox.with_env(["/bin/bash", "-c", command], merged)
         argv = (
             self._bwrap_argv(
-                cwd=cwd or self.task_env_config.workdir or DEFAULT_CWD,
+                cwd=cwd or self.task_env_config.workdir or self._default_cwd(),
                 network=self._network_policy.network_mode != NetworkMode.NO_NETWORK,
             )
             + cmd
@@ -428,7 +435,10 @@ class LocalEnvironment(BaseEnvironment):
         self.world_dir = world
         for _, d in self._mounts_rw():
             d.mkdir(parents=True, exist_ok=True)
+        profile_roots = set(self.profile.roots().values()) if self.profile is not None else set()
         for target, d in self._mounts_rw():  # the sandbox's uid owns its writable folders
+            if target in profile_roots:
+                continue  # the world copy again (chowned as /world, or not at all)
             if target not in ("/tests", "/solution") and not (target == "/world" and owned):
                 chown_tree(d, uid)
         self._world_state = WorldState(
@@ -451,14 +461,36 @@ class LocalEnvironment(BaseEnvironment):
             ("/tmp", self.root / "tmp"),
             ("/root", self.root / "home"),
         ]
+        # an image profile that keeps the world elsewhere (Mercor's: /filesystem and
+        # /.apps_data) sees the same copy there too, as its images would show it
+        if self.profile is not None and self.profile.world_is_split:
+            for top, real in self.profile.roots().items():
+                pairs.append((real, self.root / "world" / top))
         return sorted(pairs, key=lambda t: -len(t[0]))
+
+    def _resolve_profile(self):
+        """The image profile: the flag (image_profile=), else what the task's metadata
+        records (recipe-format tasks: Mercor's images), else apexrl's."""
+        from apexrl.envs.profiles import profile_for_task
+        from apexrl.tasks.meta import find_task_meta
+
+        recorded = None
+        if not self._image_profile_override:
+            meta = find_task_meta(self.environment_dir.parent, require_world=False)
+            recorded = meta.image_profile if meta is not None else None
+        return profile_for_task(self._image_profile_override, recorded)
+
+    def _default_cwd(self) -> str:
+        """Where an exec starts: the world's files, where the image profile keeps them."""
+        return self.profile.filesystem if self.profile is not None else DEFAULT_CWD
 
     def _writable(self, sandbox_path: str) -> Path:
         host = self.host_path(sandbox_path)
         if host is None:
             raise PermissionError(
                 f"{sandbox_path} is not writable in the local sandbox "
-                "(writable: /world, /logs/*, /tests, /solution, /tmp, /root)"
+                "(writable: /world, /logs/*, /tests, /solution, /tmp, /root, and the image "
+                "profile's /filesystem and /.apps_data)"
             )
         return host
 
