@@ -11,6 +11,7 @@ from typer.exceptions import TyperException
 
 from apexrl import __version__
 from apexrl.cli import help_style, output
+from apexrl.cli.groups import COMMAND_GROUPS
 
 help_style.install()
 
@@ -70,29 +71,13 @@ def _register() -> None:
     app.command("schema")(schema.schema)
     app.command("doctor")(doctor.doctor)
     for name, attr in COMMAND_GROUPS.items():
-        register_group(app, name, attr)
-
-
-# The command groups in their own modules: name -> what apexrl.cli.<name> holds ("app": a
-# group of commands, "command": one command).
-COMMAND_GROUPS = {
-    "world": "app",
-    "image": "app",
-    "tito": "app",
-    "engine": "app",
-    "eval": "app",
-    "train": "command",
-    "plan": "app",
-    "publish": "app",
-}
-# groups whose module failed to import: name -> why. Never dropped in silence: the group
-# stays a command that fails with the reason (exit 1), `apexrl doctor` reports it, and
-# tests/test_cli_basics.py requires this to be empty.
-BROKEN_GROUPS: dict[str, str] = {}
+        register_group(app, name, attr)  # a failure is kept in BROKEN_GROUPS (cli/groups.py)
 
 
 def register_group(root: typer.Typer, name: str, attr: str) -> None:
     import importlib
+
+    from apexrl.cli.groups import BROKEN_GROUPS
 
     try:
         obj = getattr(importlib.import_module(f"apexrl.cli.{name}"), attr)

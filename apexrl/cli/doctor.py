@@ -17,7 +17,7 @@ def doctor(
     ),
 ) -> None:
     """Report Python, optional extras, GPUs, tools and which credentials are set."""
-    from apexrl.cli.app import BROKEN_GROUPS, COMMAND_GROUPS
+    from apexrl.cli.groups import BROKEN_GROUPS, COMMAND_GROUPS
     from apexrl.doctor import collect_checks
 
     rows = collect_checks(use_cache=not no_cache)
