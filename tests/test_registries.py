@@ -88,7 +88,8 @@ ONE_MORE = textwrap.dedent(
     AgentSection(environment="fakeenv")
     env = harbor_config(sys.argv[1], cfg).environment
     out["import_path"] = env.import_path
-    from apexrl.eval.preflight import check_engine, check_environment
+    from apexrl.envs.preflight import check_environment
+    from apexrl.eval.preflight import check_engine
     out["preflight"] = [p.what for p in check_environment("fakeenv", {})]
     out["engine_preflight"] = [p.what for p in check_engine("fakeeng")]
     from apexrl import doctor
@@ -104,7 +105,7 @@ ONE_MORE = textwrap.dedent(
 
 FAKE_MOD = textwrap.dedent(
     """
-    from apexrl.eval.preflight import Problem
+    from apexrl.envs.preflight import Problem
 
     class FakeEnv:
         pass

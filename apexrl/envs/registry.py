@@ -2,11 +2,11 @@
 
 Each entry says how Harbor builds it and what it needs, so the CLI choices, recipe
 validation, the trial's Harbor config (apexrl.trial.run), preflight
-(apexrl.eval.preflight) and `apexrl doctor` all derive from this one table. Nothing
+(apexrl.envs.preflight) and `apexrl doctor` all derive from this one table. Nothing
 here imports the environment itself: `import_path` is loaded only when a trial runs.
 
 Adding an environment: a module with a Harbor `BaseEnvironment` subclass, and one
-line below (optionally a preflight check in apexrl/eval/preflight.py).
+line below (optionally a preflight check in apexrl/envs/preflight.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class EnvironmentEntry:
         return self.import_path is None
 
 
-_PREFLIGHT = "apexrl.eval.preflight"
+_PREFLIGHT = "apexrl.envs.preflight"
 
 ENVIRONMENTS: dict[str, EnvironmentEntry] = {
     e.name: e

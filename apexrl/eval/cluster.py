@@ -344,9 +344,9 @@ def _log_loss(path: Path | None, trial_id: str, attempt: int, why: str) -> None:
 
 def preflight_nodes(environment: str, key_names: list[str], endpoints: list[str]) -> list:
     """Problems seen from every alive node: its environment's check, the tasks' env keys
-    it lacks, endpoints it cannot reach (apexrl.eval.preflight.Problem each)."""
+    it lacks, endpoints it cannot reach (apexrl.envs.preflight.Problem each)."""
+    from apexrl.envs.preflight import Problem
     from apexrl.errors import ExitCode
-    from apexrl.eval.preflight import Problem
 
     ray = _ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

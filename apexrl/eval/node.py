@@ -233,12 +233,12 @@ def run_on_node(
 
 
 def probe_node(endpoints: list[str], environment: str, key_names: list[str]) -> dict:
-    """What preflight asks each node: its environment's check (apexrl.eval.preflight),
+    """What preflight asks each node: its environment's check (apexrl.envs.preflight),
     which of the tasks' env keys it lacks (names only), and whether each endpoint
     answers from here."""
     import ray
 
-    from apexrl.eval.preflight import check_environment
+    from apexrl.envs.preflight import check_environment
 
     found = check_environment(environment, dict(os.environ))
     problems = [(p.what, p.fix, int(p.code)) for p in found]

@@ -21,32 +21,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
-import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from apexrl.envs.preflight import (  # the environment checks live with the environments
+    PreflightError,
+    Problem,
+    check_environment,
+)
 from apexrl.errors import ApexError, ExitCode
-
-PROBE_TIMEOUT_S = 15.0
-
-
-@dataclass(frozen=True)
-class Problem:
-    what: str
-    fix: str
-    code: ExitCode = ExitCode.USAGE
-
-
-class PreflightError(ApexError):
-    def __init__(self, problems: list[Problem]) -> None:
-        lines = [f"preflight failed ({len(problems)} problem(s)); no trial was started:"]
-        for p in problems:
-            lines.append(f"  - {p.what}\n    fix: {p.fix}")
-        code = ExitCode.AUTH if all(p.code == ExitCode.AUTH for p in problems) else ExitCode.USAGE
-        super().__init__("\n".join(lines), code=code)
-        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -84,132 +68,6 @@ def run_preflight(req: PreflightRequest) -> None:
     problems += check_task_env_keys(req.tasks, req.env) if req.nodes is None else req.nodes()
     if problems:
         raise PreflightError(problems)
-
-
-# --- environment ---------------------------------------------------------------------
-
-
-def check_environment(environment: str, env: dict[str, str]) -> list[Problem]:
-    """The environment's own check, named by its registry entry (apexrl.envs.registry)."""
-    from apexrl.envs.registry import ENVIRONMENTS, load
-
-    entry = ENVIRONMENTS.get(environment)
-    if entry is None:
-        return [
-            Problem(f"unknown environment {environment!r}", f"use --env {'|'.join(ENVIRONMENTS)}")
-        ]
-    return load(entry.preflight)(environment, env) if entry.preflight else []
-
-
-def _which(tool: str, env: dict[str, str]) -> str | None:
-    return shutil.which(tool, path=env.get("PATH"))
-
-
-def check_local(name: str, env: dict[str, str]) -> list[Problem]:
-    """The local environment: a bubblewrap that works, and a place for trial folders."""
-    return check_bwrap(name, env) + check_scratch(env)
-
-
-def check_scratch(env: dict[str, str]) -> list[Problem]:
-    from apexrl.envs.local.scratch import ScratchError, choose, own_folder
-
-    try:
-        chosen = choose(env)
-        if chosen.kind != "set":  # apexrl's own folder in a shared parent: this user's?
-            own_folder(chosen.path)
-    except ScratchError as e:
-        return [
-            Problem(
-                f"the local environment's trial folders: {e}",
-                "APEXRL_LOCAL_SCRATCH=auto|ram|disk, or APEXRL_LOCAL_WORKDIR=DIR",
-            )
-        ]
-    return []
-
-
-def check_bwrap(name: str, env: dict[str, str]) -> list[Problem]:
-    bwrap = _which("bwrap", env)
-    if bwrap is None:
-        return [
-            Problem(
-                "the local environment needs bubblewrap (bwrap), and it is not on PATH",
-                "install it (`apt-get install bubblewrap`, or `make sysdeps`), "
-                "or run trials elsewhere with --env podman|modal",
-            )
-        ]
-    # A sandbox that cannot be created (user namespaces off, seccomp) fails every trial.
-    argv = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
-    failure = _probe(argv, env)
-    if failure:
-        return [
-            Problem(
-                f"bubblewrap cannot create a sandbox here: {failure}",
-                "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) "
-                "or run as root, or use --env podman|modal",
-            )
-        ]
-    return []
-
-
-def check_container_cli(tool: str, env: dict[str, str]) -> list[Problem]:
-    exe = _which(tool, env)
-    if exe is None:
-        return [
-            Problem(
-                f"--env {tool} needs the `{tool}` command, and it is not on PATH",
-                f"install {tool} (`apt-get install {tool}`) or use --env local",
-            )
-        ]
-    failure = _probe([exe, "info"], env)
-    if failure:
-        return [
-            Problem(
-                f"`{tool} info` fails, so {tool} cannot run containers: {failure}",
-                f"start the {tool} service (or fix its configuration), or use --env local",
-            )
-        ]
-    return []
-
-
-def check_modal(name: str, env: dict[str, str]) -> list[Problem]:
-    problems = []
-    if importlib.util.find_spec("modal") is None:
-        problems.append(
-            Problem("--env modal needs the modal package", "pip install 'apexrl[modal]'")
-        )
-    has_token = env.get("MODAL_TOKEN_ID") and env.get("MODAL_TOKEN_SECRET")
-    config = Path(env.get("MODAL_CONFIG_PATH") or Path.home() / ".modal.toml")
-    if not has_token and not config.is_file():
-        problems.append(
-            Problem(
-                "--env modal needs Modal credentials: MODAL_TOKEN_ID and MODAL_TOKEN_SECRET "
-                "are not set and there is no ~/.modal.toml",
-                "run `modal token new`, or export MODAL_TOKEN_ID and MODAL_TOKEN_SECRET",
-                ExitCode.AUTH,
-            )
-        )
-    return problems
-
-
-def _probe(argv: list[str], env: dict[str, str]) -> str | None:
-    """None when ARGV exits 0 within the timeout, else a one-line reason."""
-    try:
-        p = subprocess.run(
-            argv,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return f"`{' '.join(argv[:2])}` did not answer within {PROBE_TIMEOUT_S:.0f} s"
-    except OSError as e:
-        return str(e)
-    if p.returncode == 0:
-        return None
-    text = (p.stderr or p.stdout).decode("utf-8", "replace").strip().splitlines()
-    return (text[-1] if text else f"exit code {p.returncode}")[:300]
 
 
 # --- worlds, engine, credentials -------------------------------------------------------

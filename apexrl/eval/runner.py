@@ -626,7 +626,7 @@ def _cluster_checks(req: EvalRequest, tasks: list[TaskRef], resolved):
     nodes cannot reach: with a cluster address it is refused (start it where every node
     reaches it and pass --endpoint)."""
     from apexrl.engine.registry import ENGINES
-    from apexrl.eval.preflight import Problem
+    from apexrl.envs.preflight import Problem
 
     def check() -> list[Problem]:
         from apexrl.eval.cluster import preflight_nodes

@@ -203,14 +203,14 @@ def _check_trials(loaded, sources: list[str | None], *, local: bool) -> None:
 
 def _check_local_sandbox(environment: str) -> None:
     """Trials on this machine (a local Ray, or the JAX backend) need a working sandbox
-    here (apexrl.eval.preflight); with --ray-address the workers' machines matter instead."""
+    here (apexrl.envs.preflight); with --ray-address the workers' machines matter instead."""
     from apexrl.envs.registry import get_environment
 
     if not get_environment(environment).world_store:
         return
     import os
 
-    from apexrl.eval.preflight import PreflightError, check_environment
+    from apexrl.envs.preflight import PreflightError, check_environment
 
     problems = check_environment(environment, dict(os.environ))
     if problems:

@@ -16,7 +16,7 @@ import pytest
 
 from apexrl.envs.local import environment as local
 from apexrl.envs.local import scratch
-from apexrl.eval.preflight import check_scratch
+from apexrl.envs.preflight import check_scratch
 
 
 @contextlib.contextmanager
