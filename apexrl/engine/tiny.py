@@ -54,25 +54,55 @@ def make_tiny_checkpoint(
     The defaults are servable by vLLM's CPU build (its attention needs a head size of
     at least 32) and the window (32,768) holds the example tasks' first prompt
     (~6k tokens) with room for several turns."""
-    torch = _torch()
     from tokenizers import Tokenizer as TK
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    from apexrl.artifacts.atomic import atomic_dir
 
     tdir = _tokenizer_dir(tokenizer)
-    vocab = TK.from_file(str(tdir / "tokenizer.json")).get_vocab_size(with_added_tokens=True)
     cfg_json = (
         json.loads((tdir / "tokenizer_config.json").read_text())
         if (tdir / "tokenizer_config.json").is_file()
         else {}
     )
-    tk = TK.from_file(str(tdir / "tokenizer.json"))
     eos = cfg_json.get("eos_token")
     eos = eos.get("content") if isinstance(eos, dict) else eos
-    eos_id = tk.token_to_id(eos) if eos else None
+    eos_id = TK.from_file(str(tdir / "tokenizer.json")).token_to_id(eos) if eos else None
+    model = random_qwen3(
+        tdir,
+        seed=seed,
+        eos_token_id=eos_id,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        intermediate_size=intermediate_size,
+        max_position_embeddings=max_position_embeddings,
+        head_dim=head_dim,
+    )
+    return save_checkpoint(model, tdir, Path(out_dir))
+
+
+def random_qwen3(
+    tokenizer_dir: Path,
+    *,
+    seed: int,
+    eos_token_id: int | None,
+    tie_word_embeddings: bool = True,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    intermediate_size: int = 128,
+    max_position_embeddings: int = 32768,
+    head_dim: int = 32,
+):
+    """A random-weight Qwen3ForCausalLM (float32, eval mode) over the tokenizer's vocabulary;
+    the same arguments give the same weights."""
+    torch = _torch()
+    from tokenizers import Tokenizer as TK
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tk = TK.from_file(str(tokenizer_dir / "tokenizer.json"))
     config = Qwen3Config(
-        vocab_size=vocab,
+        vocab_size=tk.get_vocab_size(with_added_tokens=True),
         hidden_size=hidden_size,
         intermediate_size=intermediate_size,
         num_hidden_layers=num_layers,
@@ -80,19 +110,29 @@ def make_tiny_checkpoint(
         num_key_value_heads=num_kv_heads,
         head_dim=head_dim,
         max_position_embeddings=max_position_embeddings,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_word_embeddings,
         rms_norm_eps=1e-6,
         rope_theta=1_000_000.0,
-        eos_token_id=eos_id,
+        eos_token_id=eos_token_id,
         bos_token_id=None,
         pad_token_id=tk.token_to_id("<|endoftext|>"),
     )
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config).to(torch.float32).eval()
-    out = Path(out_dir)
-    with atomic_dir(out) as tmp:
+    return Qwen3ForCausalLM(config).to(torch.float32).eval()
+
+
+def save_checkpoint(
+    model, tokenizer_dir: Path, out: Path, *, force: bool = False, files: dict | None = None
+) -> Path:
+    """The model (safetensors + config), the tokenizer's files and `files` (name -> bytes)
+    written to `out` at once."""
+    from apexrl.artifacts.atomic import atomic_dir
+
+    with atomic_dir(out, force=force) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         for name in TOKENIZER_FILES:
-            if (tdir / name).is_file():
-                shutil.copyfile(tdir / name, tmp / name)
+            if (tokenizer_dir / name).is_file():
+                shutil.copyfile(tokenizer_dir / name, tmp / name)
+        for name, data in (files or {}).items():
+            (tmp / name).write_bytes(data)
     return out

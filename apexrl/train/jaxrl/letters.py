@@ -140,10 +140,8 @@ def write_prior_model(
     words of `words` then `<|im_end|>` (see the module doc)."""
     import torch
     from tokenizers import Tokenizer
-    from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from apexrl.artifacts.atomic import atomic_dir
-    from apexrl.engine.tiny import TOKENIZER_FILES
+    from apexrl.engine.tiny import random_qwen3, save_checkpoint
     from apexrl.tito.tokenizer import bundled_qwen3_dir
 
     tdir = bundled_qwen3_dir()
@@ -155,40 +153,27 @@ def write_prior_model(
             raise ValueError(f"reply word {w!r} is {len(enc)} tokens; each must be one")
         ids.append(enc[0])
     stop = tk.token_to_id(STOP_TOKEN)
-    config = Qwen3Config(
-        vocab_size=tk.get_vocab_size(with_added_tokens=True),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=max_position_embeddings,
-        tie_word_embeddings=False,
-        rms_norm_eps=1e-6,
-        rope_theta=1_000_000.0,
+    model = random_qwen3(
+        tdir,
+        seed=seed,
         eos_token_id=stop,
-        bos_token_id=None,
-        pad_token_id=tk.token_to_id("<|endoftext|>"),
+        tie_word_embeddings=False,
+        max_position_embeddings=max_position_embeddings,
     )
-    torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config).to(torch.float32).eval()
     with torch.no_grad():
         emb = model.model.embed_tokens.weight
         emb[:, 0] = 1.0  # the constant feature every position carries
         head = model.lm_head.weight
         head[:, 0] = 0.0
         # after the final RMSNorm the constant feature is ~sqrt(hidden) = 8
-        scale = float(config.hidden_size) ** 0.5
+        scale = float(model.config.hidden_size) ** 0.5
         head[ids, 0] = word_logit / scale
         head[stop, 0] = stop_logit / scale
-    out = Path(out)
-    with atomic_dir(out, force=True) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        for name in TOKENIZER_FILES:
-            if (tdir / name).is_file():
-                (tmp / name).write_bytes((tdir / name).read_bytes())
-        (tmp / "apexrl_prior.json").write_text(
-            json.dumps({"words": list(words), "word_ids": ids, "stop_id": stop}, indent=1)
-        )
-    return out
+    prior = {"words": list(words), "word_ids": ids, "stop_id": stop}
+    return save_checkpoint(
+        model,
+        tdir,
+        Path(out),
+        force=True,
+        files={"apexrl_prior.json": json.dumps(prior, indent=1).encode()},
+    )
