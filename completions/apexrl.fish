@@ -238,6 +238,7 @@ complete -c apexrl -n '__apexrl_is "tasks convert"' -l help -s h -d 'Show help a
 complete -c apexrl -n '__apexrl_is "tasks convert"' -l out -s o -r -F -d 'Folder for the Harbor task directories.'
 complete -c apexrl -n '__apexrl_is "tasks convert"' -l images -r -F -d 'images.jsonl from `apexrl image push`.'
 complete -c apexrl -n '__apexrl_is "tasks convert"' -l grader-from -r -F -d 'archipelago checkout whose grading runner each tasks tests/ runs (the '
+complete -c apexrl -n '__apexrl_is "tasks convert"' -l grader-network -r -F -d 'With --grader-from: public (the trial has network, as the recipes sand'
 complete -c apexrl -n '__apexrl_is "tasks convert"' -F
 complete -c apexrl -n '__apexrl_is "tasks example"' -l force -d 'Replace a non-empty -o folder apexrl did not write.'
 complete -c apexrl -n '__apexrl_is "tasks example"' -l help -s h -d 'Show help and exit.'

@@ -56,6 +56,13 @@ def convert(
         help="archipelago checkout whose grading runner each task's tests/ runs "
         "(the recipe's tasks); the judge is named at run time (GRADING_MODEL, ...).",
     ),
+    grader_network: str = typer.Option(
+        "public",
+        "--grader-network",
+        help="With --grader-from: 'public' (the trial has network, as the recipe's "
+        "sandboxes; every environment) or 'verifier' (only grading has it; an "
+        "environment that switches per phase, e.g. local).",
+    ),
 ) -> None:
     """Convert expert task data into Harbor task directories (one record per task)."""
     from apexrl.tasks.apex import load_source
@@ -63,7 +70,11 @@ def convert(
     from apexrl.tasks.grader_from import resolve_grader_source
 
     output.refuse_dash(out, "-o", "a folder of task directories")
-    grader = resolve_grader_source(grader_from) if grader_from is not None else None
+    if grader_from is None and grader_network != "public":
+        from apexrl.errors import UsageError
+
+        raise UsageError("--grader-network is for --grader-from", hint="add --grader-from PATH")
+    grader = resolve_grader_source(grader_from, grader_network) if grader_from else None
     source = load_source(src, strict=strict)
     image_map = load_images(images) if images else {}
     errors = list(source.bad)

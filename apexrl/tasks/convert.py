@@ -200,9 +200,7 @@ def write_task_dir(
     try:
         meta = _metadata(task, world, image, slug)
         (tmp / "instruction.md").write_text(_instruction(task), encoding="utf-8")
-        (tmp / "task.toml").write_text(
-            render_task_toml(meta, grader=grader is not None), encoding="utf-8"
-        )
+        (tmp / "task.toml").write_text(render_task_toml(meta, grader=grader), encoding="utf-8")
         _write_json(tmp / "archipelago.json", archipelago_json(meta))
         _write_environment(src, task, meta, tmp / "environment")
         _write_solution(src, task, tmp / "solution")
@@ -285,25 +283,29 @@ def archipelago_json(meta: TaskMetadata) -> dict:
     return record.model_dump(mode="json")
 
 
-def render_task_toml(meta: TaskMetadata, *, grader: bool = False) -> str:
+def render_task_toml(meta: TaskMetadata, *, grader: GraderSource | None = None) -> str:
     """Render task.toml through Harbor's own TaskConfig, so Harbor can load it.
     `grader`: the task runs archipelago's grading runner (--grader-from): its verifier
-    gets the judge's settings by name and network to reach the judge."""
+    gets the judge's settings by name and network to reach the judge (the whole trial's,
+    as the recipe's sandboxes have, or the verifier phase's only: apexrl.tasks.grader_from)."""
     from harbor.models.task.config import TaskConfig
 
     env = {key: "${" + key + "}" for key in meta.required_env_keys}
     verifier: dict = {"timeout_sec": VERIFIER_TIMEOUT_S, "env": env}
-    if grader:
+    # sandboxed code gets no network unless a task says otherwise (tools come from the
+    # world's gateway, which apexrl reaches from the host side)
+    environment: dict = {"env": dict(env), "network_mode": "no-network"}
+    if grader is not None:
         from apexrl.tasks import grader_from
 
         verifier = {
             "timeout_sec": grader_from.VERIFIER_TIMEOUT_S,
             "env": {**env, **grader_from.VERIFIER_ENV},
-            "network_mode": "public",
         }
-    # sandboxed code gets no network unless a task says otherwise (tools come from the
-    # world's gateway, which apexrl reaches from the host side)
-    environment: dict = {"env": dict(env), "network_mode": "no-network"}
+        if grader.network == "verifier":
+            verifier["network_mode"] = "public"
+        else:
+            environment["network_mode"] = "public"
     if meta.image:
         environment["docker_image"] = image_pin(meta.image, meta.image_digest)
     config = TaskConfig.model_validate(

@@ -15,8 +15,15 @@ checkout at convert time (apexrl ships none of it):
 
 The judge's model, server and key come at run time from the verifier's environment
 (task.toml [verifier.env] names them with ${...}); no value is written into the task.
-The verifier phase has network (`[verifier] network_mode = "public"`) to reach the
-judge; the agent's phase keeps the task's no-network policy.
+
+The in-sandbox grading needs network (the judge; uv when no runtime is bound). Network
+(`--grader-network`):
+  public    the whole trial has it (`[environment] network_mode = "public"`), as the
+            recipe's sandboxes do (its agent pip-installs at setup). Runs on every
+            environment, Modal and docker included, which keep one policy per trial.
+  verifier  only the verifier phase (`[verifier] network_mode = "public"`); the agent's
+            code stays offline. Needs an environment that switches policy per phase
+            (apexrl's local one); Harbor refuses it on one that cannot.
 """
 
 from __future__ import annotations
@@ -56,13 +63,17 @@ class GraderSource:
     root: Path
     commit: str | None
     key: str  # sha256 over grading/'s files
+    network: str = "public"  # or "verifier" (see the module doc)
 
     @property
     def grading(self) -> Path:
         return self.root / "grading"
 
 
-def resolve_grader_source(path: Path) -> GraderSource:
+NETWORKS = ("public", "verifier")
+
+
+def resolve_grader_source(path: Path, network: str = "public") -> GraderSource:
     """The checkout at `path`, or UsageError (exit 2) naming the fix."""
     from apexrl.artifacts.archipelago_runner import content_key
     from apexrl.artifacts.checkout import checkout_commit
@@ -87,7 +98,15 @@ def resolve_grader_source(path: Path) -> GraderSource:
             f"(missing {', '.join(missing)})",
             hint=hint,
         )
-    return GraderSource(root=root, commit=checkout_commit(root), key=content_key(root / "grading"))
+    if network not in NETWORKS:
+        raise UsageError(
+            f"--grader-network {network!r} is not one of {', '.join(NETWORKS)}",
+            hint="public: the whole trial has network (the recipe's way); verifier: only "
+            "the grading (an environment that switches policy per phase)",
+        )
+    return GraderSource(
+        root=root, commit=checkout_commit(root), key=content_key(root / "grading"), network=network
+    )
 
 
 def _skip(name: str) -> bool:
@@ -131,6 +150,7 @@ def write_grader_tests(
             "commit": grader.commit,
             "content_key": grader.key,
             "initial_snapshot": initial is not None,
+            "network": grader.network,
         },
     }
     for name, obj in files.items():

@@ -59,9 +59,9 @@ def expert_data(root: Path) -> Path:
     return src
 
 
-def convert(runner, src: Path, out: Path, checkout) -> list[dict]:
+def convert(runner, src: Path, out: Path, checkout, *more: str) -> list[dict]:
     res = runner.invoke(
-        app, ["tasks", "convert", str(src), "-o", str(out), "--grader-from", str(checkout)]
+        app, ["tasks", "convert", str(src), "-o", str(out), "--grader-from", str(checkout), *more]
     )
     assert res.exit_code == 0, res.output
     return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
@@ -107,8 +107,9 @@ def test_grader_from_layout(runner, tmp_path):
         assert all(v["eval_config_id"] == "ec_output_llm" for v in ver)
         assert ver[0]["verifier_values"]["is_primary_objective"] is True
         cfg = tomllib.loads((task / "task.toml").read_text())
-        assert cfg["verifier"]["network_mode"] == "public"
-        assert cfg["environment"]["network_mode"] == "no-network"
+        # the recipe's way by default: one policy for the trial (Modal, docker keep one)
+        assert cfg["environment"]["network_mode"] == "public"
+        assert "network_mode" not in cfg["verifier"]
         assert cfg["verifier"]["env"]["GRADING_API_KEY"] == "${GRADING_API_KEY:-}"
         assert SECRET.encode() not in all_bytes(task)
     # the initial snapshot only where a criterion reads files: the world and task files
@@ -121,13 +122,22 @@ def test_grader_from_layout(runner, tmp_path):
         assert z.read("filesystem/readme.txt") == b"world law-alpha-llp\n"
     src_json = json.loads((files / "tests" / "archipelago" / "source.json").read_text())
     assert src_json["initial_snapshot"] is True and len(src_json["content_key"]) == 64
+    # only the grading gets network: for environments that switch policy per phase
+    recs = convert(runner, src, tmp_path / "split", checkout, "--grader-network", "verifier")
+    cfg = tomllib.loads((tmp_path / "split" / recs[0]["path"] / "task.toml").read_text())
+    assert cfg["environment"]["network_mode"] == "no-network"
+    assert cfg["verifier"]["network_mode"] == "public"
 
 
-@pytest.mark.parametrize("kind", ["missing", "file", "no_grading", "parent"])
+@pytest.mark.parametrize("kind", ["missing", "file", "no_grading", "parent", "network"])
 def test_bad_grader_from_path_exits_2_naming_the_fix(runner, tmp_path, kind):
     src = write_apex(tmp_path / "apex", [make_task(1, "world_a", "law")])
     path = tmp_path / "where"
-    if kind == "file":
+    more = []
+    if kind == "network":
+        stand_in_checkout(path)
+        more = ["--grader-network", "sometimes"]
+    elif kind == "file":
         path.write_text("x")
     elif kind == "no_grading":
         path.mkdir()
@@ -135,19 +145,29 @@ def test_bad_grader_from_path_exits_2_naming_the_fix(runner, tmp_path, kind):
         stand_in_checkout(path / "archipelago")
     out = tmp_path / "tasks"
     res = runner.invoke(
-        app, ["tasks", "convert", str(src), "-o", str(out), "--grader-from", str(path)]
+        app, ["tasks", "convert", str(src), "-o", str(out), "--grader-from", str(path), *more]
     )
     assert res.exit_code == 2, res.output
-    assert "--grader-from" in res.output and "hint:" in res.output
+    assert ("--grader-network" if kind == "network" else "--grader-from") in res.output
+    assert "hint:" in res.output
     if kind == "parent":
         assert f"did you mean {path / 'archipelago'}" in res.output
     assert not out.exists()  # nothing written
 
 
+def test_grader_network_needs_grader_from(runner, tmp_path):
+    src = write_apex(tmp_path / "apex", [make_task(1, "world_a", "law")])
+    args = ["tasks", "convert", str(src), "-o", str(tmp_path / "t"), "--grader-network", "verifier"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "--grader-from" in res.output
+
+
 # --- the peer: archipelago's runner inside apexrl's local sandbox -------------------------
 
 
-def harbor_trial(task: Path, worlds: Path, logs: Path, checkout: str, answer: str | None):
+def harbor_trial(
+    task: Path, worlds: Path, logs: Path, checkout: str, answer: str | None, commands=()
+):
     """A Harbor trial through apexrl's local environment with Harbor's own verifier
     (tests/test.sh in the sandbox); the oracle, or a scripted agent's answer."""
     from harbor.models.trial.config import AgentConfig, VerifierConfig
@@ -161,7 +181,8 @@ def harbor_trial(task: Path, worlds: Path, logs: Path, checkout: str, answer: st
     hc.environment.kwargs["grading_runtime"] = checkout
     if answer is not None:
         hc.agent = AgentConfig(
-            import_path="tests.trial.agents:ScriptAgent", kwargs={"answer": answer}
+            import_path="tests.trial.agents:ScriptAgent",
+            kwargs={"answer": answer, "commands": list(commands)},
         )
 
     async def go():
@@ -214,6 +235,26 @@ def test_recipe_dataset_grades_with_the_peer_runner_in_the_local_sandbox(
                 assert rt["version"].startswith("3.13") and rt["same_lock"] is True, rt
                 assert SECRET.encode() not in all_bytes(logs)
         asked = list(judge.chat_requests)
+        # --grader-network verifier: the agent's code cannot reach the judge, the grading can
+        split = tmp_path / "split"
+        recs = convert(runner, src, split, archipelago_checkout, "--grader-network", "verifier")
+        one = split / next(r["path"] for r in recs if r["task_name"] == "Task number 1")
+        port = judge.url.rsplit(":", 1)[1].split("/")[0]
+        probe = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached"
+        logs = tmp_path / "trials" / "split"
+        hr = harbor_trial(
+            one,
+            src / "world_files_zipped",
+            logs,
+            archipelago_checkout,
+            "The cap is MK-GF-ANS-41.",
+            commands=[probe],
+        )
+        assert hr.exception_info is None, hr.exception_info
+        ran = json.loads((logs / "agent" / "exec.json").read_text())
+        assert ran[0]["rc"] != 0 and "reached" not in ran[0]["out"], ran
+        assert hr.verifier_result.rewards["reward"] == 1.0
+        assert len(judge.chat_requests) == len(asked) + 1
     finally:
         judge.stop()
 
