@@ -5,7 +5,8 @@ fresh copies of one world it disagrees with itself on ctime/inode values, new
 Message-IDs and "now" timestamps), so both replies pass through the same
 normalisation before they are compared: those fields become placeholders. Files are
 compared by content: office files (zip packages) member by member with their
-volatile metadata parts left out, everything else byte for byte.
+volatile metadata parts left out, PDFs by their pages' sizes and words (every writer
+stamps its own creation date, producer and file id), everything else byte for byte.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def file_content(path: Path) -> str:
             return _docx_content(path)
         if ext == ".pptx":
             return _pptx_content(path)
+        if ext == ".pdf":
+            return _pdf_content(path)
     except Exception as e:  # unreadable: compare the reader's complaint
         return f"<unreadable {type(e).__name__}>"
     if ext in _TEXT_DATA or path.name == "mbox":
@@ -147,6 +150,17 @@ def _pptx_content(path: Path) -> str:
         for shape in slide.shapes:
             if shape.has_text_frame:
                 lines.append(shape.text_frame.text)
+    return "\n".join(lines)
+
+
+def _pdf_content(path: Path) -> str:
+    import pypdf
+
+    lines = []
+    for i, page in enumerate(pypdf.PdfReader(path).pages):
+        box = page.mediabox
+        lines.append(f"[page {i} {round(float(box.width))}x{round(float(box.height))}]")
+        lines.append(" ".join((page.extract_text() or "").split()))
     return "\n".join(lines)
 
 

@@ -199,4 +199,4 @@ def test_fresh_gateway_imports_nothing_from_the_world(tmp_path, worlds, task_dir
 
     text, shadowed, made = asyncio.run(go())
     assert not shadowed, text
-    assert made and "PDF created" in text, text
+    assert made and text == "PDF memo.pdf created at /outputs/memo.pdf", text

@@ -34,7 +34,9 @@ def _env(world: World) -> dict[str, str]:
     env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env["HOME"] = str(world.fs_root)
-    env["PWD"] = str(world.fs_root)
+    # the real folder, as `pwd` prints it: where the world's files are a link (an image
+    # whose /world/filesystem points at /filesystem), the folder they live in
+    env["PWD"] = str(world.fs_root.resolve())
     return env
 
 
@@ -72,7 +74,7 @@ async def run_command(
     argv = command_argv(command, network=os.environ.get("APEXRL_CODE_NO_NETWORK") != "1")
     proc = await asyncio.create_subprocess_exec(
         *argv,
-        cwd=str(world.fs_root),
+        cwd=str(world.fs_root.resolve()),
         env=_env(world),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,

@@ -16,6 +16,19 @@ from collections.abc import Callable
 from typing import Any
 
 
+class CallFailed(Exception):
+    """A failed call that the model sees in archipelago's words: an error result whose text
+    is `Internal error: Error calling tool '<base name>': <message>` (what archipelago's
+    servers answer when one of their tools raises), not the gateway's own prefix."""
+
+
+def failed_call(tool: str, message: str) -> Any:
+    """The error result a `CallFailed` raised by `tool` becomes."""
+    from apexrl.worlds.servers.archipelago import failed
+
+    return failed(tool, message, kind="Internal error")
+
+
 def _tool_error(fn_name: str, e: BaseException) -> Exception:
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -43,6 +56,8 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
                 return as_text(await fn(*args, **kwargs))
             except (ToolError, MCPError):
                 raise
+            except CallFailed as e:
+                return failed_call(fn.__name__, str(e))
             except _EXPECTED as e:
                 raise _tool_error(fn.__name__, e) from e
 
@@ -54,6 +69,8 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             return as_text(fn(*args, **kwargs))
         except (ToolError, MCPError):
             raise
+        except CallFailed as e:
+            return failed_call(fn.__name__, str(e))
         except _EXPECTED as e:
             raise _tool_error(fn.__name__, e) from e
 

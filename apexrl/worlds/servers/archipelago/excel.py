@@ -493,32 +493,38 @@ def tools(world: World) -> list:
         compact: bool = False,
     ) -> str:
         """Read a CSV file: header and data rows (at most row_limit data rows)."""
-        p = file_arg(world, file_path, (".csv", ".tsv", ".txt"))
+        if not file_path.startswith("/"):
+            return "File path must start with /"
+        if not file_path.lower().endswith(".csv"):
+            return "File path must end with .csv"
+        p = world.fs_path(file_path)
+        if not p.is_file():
+            return f"File not found: {file_path}"
         delim = "\t" if delimiter in ("\\t", "tab") else delimiter
-        if len(delim) != 1:
-            raise ApexError("delimiter must be one character")
+        blob = p.read_bytes()
         try:
-            text = p.read_bytes().decode(encoding)
-        except LookupError:
-            raise ApexError(f"unknown encoding {encoding!r}") from None
+            text = blob.decode(encoding)
+            rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=delim))
         except UnicodeDecodeError as e:
-            raise ApexError(f"cannot decode {file_path} as {encoding}: {e.reason}") from None
-        rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=delim))
+            return f"Failed to decode file with encoding '{encoding}': {e!r}."
+        except Exception as e:
+            return f"Unexpected error reading CSV: {e!r}"
+        if not rows:
+            return f"File: {file_path}\nTable: (empty)"
         header = rows[0] if (has_header and rows) else None
         data = rows[1:] if header is not None else rows
         total = len(data)
         if row_limit is not None:
             data = data[: max(0, row_limit)]
+        if compact:  # the rows as CSV, nothing else
+            buf = io.StringIO()
+            csv.writer(buf).writerows(([header] if header else []) + data)
+            return buf.getvalue().removesuffix("\r\n")
         width = max((len(r) for r in ([header] if header else []) + data), default=0)
         out = [f"File: {file_path}"]
         if len(data) < total:
             out.append(f"\n[truncated to {len(data)} of {total} rows]\n")
         out.append(f"Rows: {len(data)}, Columns: {width}")
-        if compact:
-            buf = io.StringIO()
-            csv.writer(buf).writerows(([header] if header else []) + data)
-            out.append(buf.getvalue().rstrip("\r\n"))
-            return "\n".join(out)
         from openpyxl.utils.cell import get_column_letter
 
         out.append("Table:")

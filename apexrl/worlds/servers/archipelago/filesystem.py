@@ -14,6 +14,7 @@ from pydantic import Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import files as _files
+from apexrl.worlds.servers import CallFailed
 from apexrl.worlds.servers.archipelago import vpath
 from apexrl.worlds.world import World
 
@@ -22,7 +23,6 @@ TEXT_EXTENSIONS = frozenset(
         "txt",
         "json",
         "csv",
-        "tsv",
         "py",
         "md",
         "xml",
@@ -72,8 +72,6 @@ TEXT_EXTENSIONS = frozenset(
         "rst",
         "tex",
         "bib",
-        "eml",
-        "ics",
     ]  # noqa: SIM905
 )
 IMAGE_FORMATS = {
@@ -82,14 +80,6 @@ IMAGE_FORMATS = {
     "jpeg": "image/jpeg",
     "gif": "image/gif",
     "webp": "image/webp",
-}
-# Where a non-text file is read instead (archipelago's servers for those formats).
-_READ_WITH = {
-    "docx": "word_read_document_content",
-    "xlsx": "excel_read_tab",
-    "xlsm": "excel_read_tab",
-    "pptx": "powerpoint_read_slides",
-    "pdf": "pdfs_read_pdf_pages",
 }
 MAX_TREE_ENTRIES = 500
 
@@ -105,6 +95,33 @@ def _ext(name: str) -> str:
     if base.startswith(".") and "." not in base[1:]:
         return base[1:].lower()
     return base.rsplit(".", 1)[-1].lower() if "." in base else ""
+
+
+def _file(world: World, file_path: str, label: str = "File path") -> None:
+    """archipelago's checks of a path argument, in its order and words."""
+    if not isinstance(file_path, str) or not file_path:
+        raise CallFailed(f"{label} is required and must be a string")
+    if not file_path.startswith("/"):
+        raise CallFailed(f"{label} must start with /")
+
+
+def _resolve(world: World, file_path: str) -> Path:
+    """The file a world path names; outside the world: archipelago's 'Access denied'."""
+    try:
+        p = world.fs_path(file_path)
+    except ApexError:
+        raise CallFailed(f"Access denied: {file_path}") from None
+    if not p.exists():
+        raise CallFailed(f"File not found: {file_path}")
+    return p
+
+
+def _where(world: World, path: str) -> Path | None:
+    """The world path's file or folder; None when it leads outside the world."""
+    try:
+        return world.fs_path(path)
+    except ApexError:
+        return None
 
 
 def _inside(world: World, p) -> bool:
@@ -137,7 +154,9 @@ def tools(world: World) -> list:
     def list_files(path: PathArg = "/") -> str:
         """List files and folders directly inside a directory: one line per entry,
         "'name' (folder)" or "'name' (mime/type file) N bytes"."""
-        p = world.fs_path(path)
+        p = _where(world, path)
+        if p is None:
+            return f"[access denied: {path}]\n"
         if not p.exists():
             return f"[not found: {path}]\n"
         if not p.is_dir():
@@ -165,19 +184,20 @@ def tools(world: World) -> list:
         """Read a whole text file (.txt, .csv, .json, .md, .html, .xml, .yaml, source code,
         ...). Office files and PDFs are not text: read them with the word, excel,
         powerpoint or pdfs tools."""
+        _file(world, file_path)
         ext = _ext(file_path)
         if ext not in TEXT_EXTENSIONS:
-            hint = f"; read it with {_READ_WITH[ext]}" if ext in _READ_WITH else ""
-            raise ApexError(f"Unsupported file type: '{ext}'{hint}")
-        p = world.fs_path(file_path, must_exist=True)
+            known = ", ".join(sorted(TEXT_EXTENSIONS))
+            raise CallFailed(f"Unsupported file type: '{ext}'. Supported extensions: {known}")
+        p = _resolve(world, file_path)
         if not p.is_file():
-            raise ApexError(f"Not a file: {file_path}")
+            raise CallFailed(f"Not a file: {file_path}")
         try:
             return p.read_bytes().decode(encoding)
-        except LookupError:
-            raise ApexError(f"unknown encoding {encoding!r}") from None
+        except LookupError as e:
+            raise CallFailed(f"Failed to read text file: {e!r}") from None
         except UnicodeDecodeError as e:
-            raise ApexError(f"cannot decode {file_path} as {encoding}: {e.reason}") from None
+            raise CallFailed(f"Failed to decode file with encoding '{encoding}': {e}") from None
 
     def read_image_file(file_path: PathArg):
         """Read an image file (png, jpg, jpeg, gif, webp) and return it as an image."""
@@ -185,14 +205,15 @@ def tools(world: World) -> list:
 
         from mcp.types import ImageContent
 
-        ext = _ext(file_path)
+        _file(world, file_path)
+        ext = file_path.lower().rsplit(".", 1)[-1]
         if ext not in IMAGE_FORMATS:
-            raise ApexError(
+            raise CallFailed(
                 f"Unsupported image format: {ext}. Supported formats: png, jpg, jpeg, gif, webp"
             )
-        p = world.fs_path(file_path, must_exist=True)
+        p = _resolve(world, file_path)
         if not p.is_file():
-            raise ApexError(f"Not a file: {file_path}")
+            raise CallFailed(f"Not a file: {file_path}")
         data = base64.b64encode(p.read_bytes()).decode("ascii")
         return ImageContent(type="image", data=data, mimeType=IMAGE_FORMATS[ext])
 
@@ -205,8 +226,11 @@ def tools(world: World) -> list:
         """Find files whose name matches a glob pattern (* any characters, ? one character)
         under a directory. Returns the matching paths, one per line."""
         if not pattern:
-            raise ApexError("Pattern is required and must be a string")
-        base = world.fs_path(path)
+            raise CallFailed("Pattern is required and must be a string")
+        _file(world, path, "Path")
+        base = _where(world, path)
+        if base is None:
+            return f"[access denied: {path}]"
         if not base.exists():
             return f"[not found: {path}]"
         if not base.is_dir():
@@ -235,7 +259,10 @@ def tools(world: World) -> list:
 
     def get_file_metadata(file_path: PathArg) -> str:
         """Metadata of a file or directory: type, MIME type, size, permissions, times."""
-        p = world.fs_path(file_path)
+        _file(world, file_path)
+        p = _where(world, file_path)
+        if p is None:
+            return f"[access denied: {file_path}]"
         if not p.exists():
             return f"[not found: {file_path}]"
         st = p.stat()
@@ -260,7 +287,10 @@ def tools(world: World) -> list:
         show_size: Annotated[bool, Field(description="Show file sizes in bytes.")] = False,
     ) -> str:
         """The directory tree under a path, drawn with box characters (folders end in '/')."""
-        base = world.fs_path(path)
+        _file(world, path, "Path")
+        base = _where(world, path)
+        if base is None:
+            return f"[access denied: {path}]"
         if not base.exists():
             return f"[not found: {path}]"
         if not base.is_dir():

@@ -6,13 +6,13 @@ from __future__ import annotations
 import base64
 import io
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import pdf as _pdf
-from apexrl.worlds.servers.archipelago import file_arg, new_file, vpath
+from apexrl.worlds.servers.archipelago import file_arg, vpath
 from apexrl.worlds.world import World
 
 RENDER_DPI = 144
@@ -46,6 +46,38 @@ def _page_text(page) -> str:
     return page.extract_text() or ""
 
 
+def _pdf_path_problem(world: World, file_path: str, escape: str) -> str | None:
+    """What archipelago says is wrong with a PDF path argument (None: a PDF that exists)."""
+    if not isinstance(file_path, str) or not file_path.startswith("/"):
+        return "File path must start with /"
+    if not file_path.lower().endswith(".pdf"):
+        return "File path must end with .pdf"
+    try:
+        p = world.fs_path(file_path)
+    except ApexError:
+        return escape
+    if not p.is_file():
+        return f"File not found: {file_path}"
+    return None
+
+
+def _text_lines(path) -> list[list[str]]:
+    """Each page's text as the runs of text on it (a table's cells apart, a wrapped
+    paragraph's lines apart), stripped, empty runs left out: the lines search reports."""
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(path))
+    try:
+        pages = []
+        for page in doc:
+            tp = page.get_textpage()
+            runs = (tp.get_text_bounded(*tp.get_rect(i)) for i in range(tp.count_rects()))
+            pages.append([r.strip() for r in runs if r.strip()])
+        return pages
+    finally:
+        doc.close()
+
+
 def _layout_text(page) -> str:
     """A page's text with its spatial layout kept (columns and tables stay aligned), as
     archipelago extracts it; plain extraction when layout mode fails."""
@@ -64,11 +96,10 @@ def tools(world: World) -> list:
     ) -> str:
         """Read the text of PDF pages (all pages, or the 1-based `pages` listed). Embedded
         images are listed with an annotation key (page{N}_img{M}) for read_image."""
-        if isinstance(file_path, str) and file_path.startswith("/"):
-            target = world.fs_path(file_path)
-            if not target.exists():
-                return f"File not found: {file_path}"
-        r = _pdf._reader(file_arg(world, file_path, (".pdf",)))
+        failed = _pdf_path_problem(world, file_path, f"Invalid path: {file_path}")
+        if failed:
+            return failed
+        r = _pdf._reader(world.fs_path(file_path))
         n = len(r.pages)
         # pages outside the document are left out, as archipelago leaves them
         want = [p for p in pages if isinstance(p, int) and 1 <= p <= n] if pages else None
@@ -100,39 +131,49 @@ def tools(world: World) -> list:
         whole_word: bool = False,
         max_results: int = 100,
         context_chars: int = 50,
-    ) -> dict[str, Any]:
-        """Find every occurrence of `query` in a PDF: page number, position and the text
-        around it."""
-        if not query:
-            raise ApexError("query must not be empty")
-        if max_results < 1:
-            raise ApexError("max_results must be a positive integer")
-        r = _pdf._reader(file_arg(world, file_path, (".pdf",)))
+    ) -> str:
+        """Find every occurrence of `query` in a PDF: page, line and character span of
+        each, with the text around it."""
+        escape = "Path traversal detected: path cannot escape PDF root"
+        failed = _pdf_path_problem(world, file_path, escape) or (
+            None if query else "Search query is required"
+        )
+        if failed:
+            return f"Search failed: {failed}"
+        p = world.fs_path(file_path)
+        max_results = max_results if max_results and max_results > 0 else 100
+        context_chars = 50 if context_chars is None or context_chars < 0 else context_chars
         pat = re.escape(query)
         if whole_word:
             pat = rf"\b{pat}\b"
         rx = re.compile(pat, 0 if case_sensitive else re.IGNORECASE)
-        matches: list[dict[str, Any]] = []
-        for i, page in enumerate(r.pages, start=1):
-            text = _page_text(page)
-            for m in rx.finditer(text):
-                lo, hi = max(0, m.start() - context_chars), m.end() + context_chars
-                matches.append(
-                    {
-                        "page": i,
-                        "position": m.start(),
-                        "match": m.group(0),
-                        "context": text[lo:hi].replace("\n", " "),
-                    }
-                )
-                if len(matches) >= max_results:
-                    return {
-                        "query": query,
-                        "total_matches": len(matches),
-                        "matches": matches,
-                        "truncated": True,
-                    }
-        return {"query": query, "total_matches": len(matches), "matches": matches}
+        found: list[str] = []
+        for page_no, lines in enumerate(_text_lines(p), start=1):
+            text = "\n".join(lines)
+            start = 0  # where each line begins in the page's text
+            for line_no, line in enumerate(lines, start=1):
+                for m in rx.finditer(line):
+                    at = start + m.start()
+                    lo, hi = (
+                        max(0, at - context_chars),
+                        min(len(text), at + len(m.group(0)) + context_chars),
+                    )
+                    around = text[lo:hi].replace("\n", " ").strip()
+                    around = ("..." if lo > 0 else "") + around + ("..." if hi < len(text) else "")
+                    found.append(
+                        f"{len(found) + 1}. [Page {page_no}, Line {line_no}, "
+                        f"Chars {m.start()}-{m.end()}]: {around}"
+                    )
+                    if len(found) >= max_results:
+                        break
+                start += len(line) + 1
+                if len(found) >= max_results:
+                    break
+            if len(found) >= max_results:
+                break
+        if not found:
+            return f'No matches found for "{query}"'
+        return f'Found {len(found)} match(es) for "{query}":\n\n' + "\n".join(found)
 
     def read_page_as_image(
         file_path: PdfPath,
@@ -149,7 +190,10 @@ def tools(world: World) -> list:
                 hint="read the page's text with read_pdf_pages",
             ) from None
 
-        p = file_arg(world, file_path, (".pdf",))
+        failed = _pdf_path_problem(world, file_path, f"Invalid path: {file_path}")
+        if failed:
+            return failed
+        p = world.fs_path(file_path)
         try:
             doc = pdfium.PdfDocument(str(p))
         except Exception as e:
@@ -157,7 +201,7 @@ def tools(world: World) -> list:
         try:
             n = len(doc)
             if not 1 <= page_number <= n:
-                raise ApexError(f"page_number {page_number} out of range: the PDF has {n} pages")
+                return f"Page {page_number} is out of range (PDF has {n} page(s))"
             img = doc[page_number - 1].render(scale=RENDER_DPI / 72).to_pil().convert("RGB")
         finally:
             doc.close()
@@ -198,20 +242,19 @@ def tools(world: World) -> list:
         file_name: Annotated[str, Field(description="File name ending with .pdf (no '/').")],
         content: Annotated[list[PdfContentBlock], Field(description="Content blocks, in order.")],
         metadata: PdfMetadataInput | None = None,
-        page_size: Annotated[str, Field(description="'letter' or 'a4'.")] = "letter",
+        page_size: Annotated[str | None, Field(description="'letter' or 'a4'.")] = "letter",
     ) -> str:
         """Create a PDF from content blocks: paragraph (text, bold, italic), heading (text,
         level 1-4), bullet_list / numbered_list (items), table (rows, header), page_break,
         spacer (height)."""
         from fpdf import FPDF
 
-        if not content:
-            raise ApexError("content must contain at least one block")
-        if page_size.lower() not in ("letter", "a4"):
-            raise ApexError("page_size must be 'letter' or 'a4'")
+        failed = _create_problem(world, directory, file_name, content, page_size)
+        if failed:
+            return failed
         with world.lock:
-            p = new_file(world, directory, file_name, ".pdf")
-            doc = FPDF(format=page_size.lower())
+            p = world.fs_path(f"{directory.rstrip('/')}/{file_name}")
+            doc = FPDF(format=(page_size or "letter").lower())
             doc.set_auto_page_break(True, margin=15)
             doc.add_page()
             if metadata:
@@ -226,7 +269,7 @@ def tools(world: World) -> list:
                 doc.set_font("Helvetica", style, size)
                 doc.multi_cell(0, size * 0.5 + 2, _latin1(text), new_x="LMARGIN", new_y="NEXT")
 
-            for i, b in enumerate(content):
+            for b in content:
                 t = b.type
                 if t == "paragraph":
                     line(b.text or "", ("B" if b.bold else "") + ("I" if b.italic else ""))
@@ -249,13 +292,38 @@ def tools(world: World) -> list:
                     doc.add_page()
                 elif t == "spacer":
                     doc.ln(b.height or 12)
-                else:
-                    raise ApexError(f"content[{i}]: unknown block type {t!r}")
             p.parent.mkdir(parents=True, exist_ok=True)
             doc.output(str(p))
-        return f"PDF created: {vpath(world, p)} ({doc.pages_count} pages)"
+        return f"PDF {file_name} created at {vpath(world, p)}"
 
     return [create_pdf, read_image, read_page_as_image, read_pdf_pages, search_pdf]
+
+
+_BLOCKS = ("paragraph", "heading", "bullet_list", "numbered_list", "table", "page_break", "spacer")
+
+
+def _create_problem(
+    world: World, directory: str, file_name: str, content: list, page_size: str
+) -> str | None:
+    """What archipelago says is wrong with create_pdf's arguments (None: nothing)."""
+    if not directory or not directory.startswith("/"):
+        return "Directory must start with /"
+    if not file_name or not file_name.lower().endswith(".pdf"):
+        return "File name must end with .pdf"
+    if "/" in file_name:
+        return "File name cannot contain /"
+    if not content:
+        return "Content must be a non-empty list"
+    for b in content:
+        if b.type not in _BLOCKS:
+            return f"Unknown block type: {b.type}"
+    if (page_size or "letter").lower() not in ("letter", "a4"):
+        return f"Invalid page size: {page_size}. Must be 'letter' or 'a4'"
+    try:
+        world.fs_path(f"{directory.rstrip('/')}/{file_name}")
+    except ApexError:
+        return "Path traversal detected: directory cannot escape PDF root"
+    return None
 
 
 def _heading_style(style: str):
