@@ -219,6 +219,8 @@ class LocalEngine:
         previous adapter is replaced, not stacked. `served_model_name` renames the
         served model at the same moment (a request naming the old name gets 404), so a
         client naming the new version can only be answered by the new weights."""
+        from apexrl.engine.lora import read_lora_deltas
+
         deltas = read_lora_deltas(adapter)
         params = dict(self.model.named_parameters())
         unknown = sorted(k for k in deltas if k not in params)
@@ -244,54 +246,6 @@ class LocalEngine:
             self.adapter = str(adapter)
             if served_model_name:
                 self.name = served_model_name
-
-
-def read_lora_deltas(adapter: str | Path) -> dict:
-    """{model parameter name: (alpha / r) * B @ A} from a PEFT LoRA adapter (tar.gz or
-    folder). Archives are read with tarfile's "data" filter (no links out, no devices)."""
-    import tarfile
-    import tempfile
-
-    import torch
-    from safetensors.torch import load_file
-
-    src = Path(adapter)
-    with tempfile.TemporaryDirectory(prefix="apexrl-adapter-") as tmp:
-        if src.is_file():
-            with tarfile.open(src, "r:*") as tar:
-                tar.extractall(tmp, filter="data")
-            folder = Path(tmp)
-        elif src.is_dir():
-            folder = src
-        else:
-            raise UsageError(f"adapter {adapter}: no such file or folder")
-        cfg_path, w_path = folder / "adapter_config.json", folder / "adapter_model.safetensors"
-        if not cfg_path.is_file() or not w_path.is_file():
-            raise UsageError(
-                f"adapter {adapter}: needs adapter_config.json and adapter_model.safetensors"
-            )
-        cfg = json.loads(cfg_path.read_text("utf-8"))
-        r, alpha = int(cfg.get("r") or 0), float(cfg.get("lora_alpha") or 0)
-        if r <= 0:
-            raise UsageError(f"adapter {adapter}: adapter_config.json has no rank r")
-        tensors = load_file(str(w_path))
-    scaling = alpha / r
-    out: dict = {}
-    for key, a in tensors.items():
-        if ".lora_A." not in key:
-            continue
-        b = tensors.get(key.replace(".lora_A.", ".lora_B."))
-        if b is None:
-            raise UsageError(f"adapter {adapter}: {key} has no lora_B")
-        module = key.split(".lora_A.")[0].removeprefix("base_model.model.")
-        a32, b32 = a.to(torch.float32), b.to(torch.float32)
-        # embeddings: A (vocab, r) gathered, then B (r, dim); linear layers (PEFT layout):
-        # A (r, in), B (out, r)
-        embed = module.endswith("embed_tokens")
-        delta = scaling * (a32 @ b32) if embed else scaling * (b32 @ a32)
-        name = module + ".weight"
-        out[name] = out[name] + delta if name in out else delta
-    return out
 
 
 class _BadRequest(Exception):

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_smoke_cpu_two_steps_end_to_end(tmp_path, monkeypatch):
-    from apexrl.engine.cpu import read_lora_deltas
+    from apexrl.engine.lora import read_lora_deltas
     from apexrl.train.jaxrl.grpo import run_jax
     from apexrl.train.recipe import load_recipe
 
