@@ -41,19 +41,10 @@ def make_tiny_checkpoint(
     *,
     tokenizer: str = "qwen3",
     seed: int = 0,
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    num_kv_heads: int = 2,
-    intermediate_size: int = 128,
-    max_position_embeddings: int = 32768,
-    head_dim: int = 32,
+    **shape: int,
 ) -> Path:
-    """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files).
-
-    The defaults are servable by vLLM's CPU build (its attention needs a head size of
-    at least 32) and the window (32,768) holds the example tasks' first prompt
-    (~6k tokens) with room for several turns."""
+    """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files);
+    `shape` as random_qwen3 takes it (hidden_size, num_layers, max_position_embeddings...)."""
     from tokenizers import Tokenizer as TK
 
     tdir = _tokenizer_dir(tokenizer)
@@ -65,18 +56,7 @@ def make_tiny_checkpoint(
     eos = cfg_json.get("eos_token")
     eos = eos.get("content") if isinstance(eos, dict) else eos
     eos_id = TK.from_file(str(tdir / "tokenizer.json")).token_to_id(eos) if eos else None
-    model = random_qwen3(
-        tdir,
-        seed=seed,
-        eos_token_id=eos_id,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        num_kv_heads=num_kv_heads,
-        intermediate_size=intermediate_size,
-        max_position_embeddings=max_position_embeddings,
-        head_dim=head_dim,
-    )
+    model = random_qwen3(tdir, seed=seed, eos_token_id=eos_id, **shape)
     return save_checkpoint(model, tdir, Path(out_dir))
 
 
@@ -95,7 +75,9 @@ def random_qwen3(
     head_dim: int = 32,
 ):
     """A random-weight Qwen3ForCausalLM (float32, eval mode) over the tokenizer's vocabulary;
-    the same arguments give the same weights."""
+    the same arguments give the same weights. The defaults are servable by vLLM's CPU build
+    (its attention needs a head size of at least 32) and the window (32,768) holds the
+    example tasks' first prompt (~6k tokens) with room for several turns."""
     torch = _torch()
     from tokenizers import Tokenizer as TK
     from transformers import Qwen3Config, Qwen3ForCausalLM
