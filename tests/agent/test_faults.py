@@ -204,7 +204,7 @@ def test_secrets_never_reach_trajectories_or_logs(tmp_path, world_zip, monkeypat
 
     def plant(body):  # the world holds a file with the secret; the agent reads it
         (env.world.fs_root / "keys.txt").write_text(f"api key: {secret}\n")
-        return tool_call_text("filesystem_read_text_file", {"file_path": "keys.txt"})
+        return tool_call_text("filesystem_read_text_file", {"file_path": "/keys.txt"})
 
     with ScriptedEngine([plant, f"The key was {secret}."]) as eng:
         agent, ctx = run_agent(

@@ -1,6 +1,9 @@
 """Parity with archipelago: `world verify` on the example worlds and on a world in the
 published shape; cases and identical ones, by server, into bench/results.json
-(`peer_parity`). Not a timed test; the figure is a measurement, never asserted."""
+(`peer_parity`). Not a timed test; the figure is a measurement, never asserted.
+The figure it replaces stays beside it under `_before` (cases, identical, by server,
+when recorded), so one entry shows before/after; an existing `_before` is carried over
+(the baseline is the figure before the parity work, not the previous rerun)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import time
 
 import pytest
 
-from tests.benchmarks.results import load_average, record
+from tests.benchmarks.results import RESULTS, load_average, record
 
 pytestmark = [pytest.mark.peer, pytest.mark.integration, pytest.mark.timeout(3600)]
 
@@ -57,6 +60,7 @@ def test_bench_peer_parity(worlds):
             if not r.same
         ]
     key = next(iter(rts.values())).root.parent.name
+    before = _before()
     cases = sum(v["cases"] for v in by_server.values())
     same = sum(v["identical"] for v in by_server.values())
     record(
@@ -72,7 +76,20 @@ def test_bench_peer_parity(worlds):
             "not_identical": diffs,
             "verify_seconds": round(time.monotonic() - t1, 1),
             "runtimes_ready_seconds": round(build_s, 1),
+            **({"_before": before} if before else {}),
         },
         load_at_start=load0,
     )
     print(json.dumps({"cases": cases, "identical": same, "by_server": by_server}))
+
+
+def _before() -> dict | None:
+    """The figure this run replaces (or the one it carried), to keep beside the new one."""
+    try:
+        prev = json.loads(RESULTS.read_text()).get("peer_parity") or {}
+    except (OSError, ValueError):
+        return None
+    if prev.get("_before"):
+        return prev["_before"]
+    keep = ("cases", "identical", "identical_fraction", "by_server", "worlds", "recorded_at")
+    return {k: prev[k] for k in keep if k in prev} or None

@@ -38,12 +38,18 @@ def test_health(served):
 def test_files_confined(served):
     s, _ = served
     assert "Quarterly close" in s.text("filesystem_read_text_file", file_path="/notes.txt")
-    for bad in ("../../etc/passwd.txt", "/../secret.txt", "Reports/../../x.txt"):
-        assert "outside the world" in s.error("filesystem_read_text_file", file_path=bad)
+    # refused in archipelago's words: a path outside the world is denied, a relative one
+    # is refused before it resolves anywhere
+    for bad in ("/../secret.txt", "/Reports/../../x.txt", "/../../etc/passwd.txt"):
+        err = s.error("filesystem_read_text_file", file_path=bad)
+        assert err.endswith(f"'read_text_file': Access denied: {bad}")
+    for bad in ("../../etc/passwd.txt", "Reports/../../x.txt"):
+        err = s.error("filesystem_read_text_file", file_path=bad)
+        assert err.endswith("'read_text_file': File path must start with /")
     assert not any(n.startswith("filesystem_") and "write" in n for n in s.tools())
 
 
-def test_code_runner_time_limit_and_output_cap(world_dir):
+def test_code_runner_time_limit_and_output_cap(world_dir, monkeypatch):
     """The runner under code_exec: a command past its time limit is killed (its output so
     far kept), a long output keeps its head and tail."""
     import asyncio
@@ -56,6 +62,18 @@ def test_code_runner_time_limit_and_output_cap(world_dir):
         str((world_dir / "filesystem").resolve()),
         "42",
     ]
+    # where the world's files are also shown at archipelago's folder (a Mercor-profile
+    # image or environment), commands start there and pwd says so
+    import apexrl.worlds.apps.code as code
+
+    shown = world_dir.parent / "shown-as-filesystem"
+    shown.symlink_to(world_dir / "filesystem")
+    monkeypatch.setattr(code, "MERCOR_FOLDER", str(shown))
+    r = asyncio.run(run_command(w, "pwd; ls", 10, 20_000))
+    assert r["stdout"].splitlines()[0] == str(shown) and "notes.txt" in r["stdout"]
+    monkeypatch.setattr(code, "MERCOR_FOLDER", str(world_dir))  # another folder: not used
+    r = asyncio.run(run_command(w, "pwd", 10, 20_000))
+    assert r["stdout"].strip() == str((world_dir / "filesystem").resolve())
     t0 = time.monotonic()
     r = asyncio.run(run_command(w, "echo started; sleep 30; echo never", 1, 20_000))
     assert r["timed_out"] is True and r["exit_code"] is None

@@ -34,10 +34,24 @@ def _env(world: World) -> dict[str, str]:
     env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env["HOME"] = str(world.fs_root)
-    # the real folder, as `pwd` prints it: where the world's files are a link (an image
-    # whose /world/filesystem points at /filesystem), the folder they live in
-    env["PWD"] = str(world.fs_root.resolve())
+    env["PWD"] = folder(world)
     return env
+
+
+# where archipelago's images keep the world's files (and its code runs)
+MERCOR_FOLDER = "/filesystem"
+
+
+def folder(world: World) -> str:
+    """The folder a command starts in, as `pwd` prints it: `/filesystem` where that is the
+    world's files folder (a Mercor-profile image or environment shows the world there
+    too), else the real folder of the world's files (a link, such as an image's
+    /world/filesystem pointing at /filesystem, resolved)."""
+    real = world.fs_root.resolve()
+    with contextlib.suppress(OSError):
+        if os.path.samefile(MERCOR_FOLDER, real):
+            return MERCOR_FOLDER
+    return str(real)
 
 
 # Run by `unshare` as root of the command's new user namespace: a /proc of its own PID
@@ -74,7 +88,7 @@ async def run_command(
     argv = command_argv(command, network=os.environ.get("APEXRL_CODE_NO_NETWORK") != "1")
     proc = await asyncio.create_subprocess_exec(
         *argv,
-        cwd=str(world.fs_root.resolve()),
+        cwd=folder(world),
         env=_env(world),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
