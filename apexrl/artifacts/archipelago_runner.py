@@ -11,28 +11,27 @@ built on first use under a lock; `make peer-grader` builds the project's own.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.artifacts.checkout import checkout_commit
-from apexrl.artifacts.toolchain import (  # noqa: F401  (PEER_DIR_ENV re-exported)
+from apexrl.artifacts.dirlock import file_lock
+from apexrl.artifacts.toolchain import (  # noqa: F401  (PEER_DIR_ENV, BUILD_TIMEOUT_S re-exported)
+    BUILD_TIMEOUT_S,
     PEER_DIR_ENV,
     find_python313,
     find_uv,
     peer_dir,
+    uv_sync,
 )
-from apexrl.errors import ApexError, UsageError
+from apexrl.errors import UsageError
 
 DEFAULT_CHECKOUT_ENV = "APEXRL_ARCHIPELAGO"
 PYTHON313_ENV = "APEXRL_PYTHON313"
-BUILD_TIMEOUT_S = 900.0
 SKIP_NAMES = {".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".git"}
 EVAL_CONFIG_ID = "ec_output_llm"
 
@@ -110,7 +109,7 @@ def runner_dir(checkout: Checkout, *, build: bool = True, log=None) -> Path:
             hint="run `make peer-grader` (or any --grader archipelago command builds it)",
         )
     base.mkdir(parents=True, exist_ok=True)
-    with _lock(base / f".grading-{checkout.key[:16]}.lock"):
+    with file_lock(base / f".grading-{checkout.key[:16]}.lock"):
         if (target / ".built").is_file():
             return target
         if log:
@@ -121,42 +120,14 @@ def runner_dir(checkout: Checkout, *, build: bool = True, log=None) -> Path:
         shutil.copytree(
             checkout.grading, target, symlinks=True, ignore=shutil.ignore_patterns(*SKIP_NAMES)
         )
-        env = {
-            **os.environ,
-            "UV_PYTHON": python313(),
-            "UV_PROJECT_ENVIRONMENT": str(target / ".venv"),
-        }
-        env.pop("VIRTUAL_ENV", None)
-        try:
-            r = subprocess.run(
-                [uv_binary(), "sync", "--frozen", "--no-dev", "--quiet"],
-                cwd=target,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            raise ApexError(
-                f"uv sync of {checkout.grading} took over {BUILD_TIMEOUT_S:.0f} s"
-            ) from None
-        if r.returncode != 0:
-            raise ApexError(
-                f"uv sync of archipelago's grading project failed: {r.stderr.strip()[-800:]}",
-                hint="check that PyPI is reachable and the checkout's uv.lock is intact",
-            )
+        uv_sync(
+            target,
+            python=python313(),
+            uv=uv_binary(),
+            what=f"uv sync of archipelago's grading project ({checkout.grading})",
+        )
         (target / ".built").write_text(json.dumps({"key": checkout.key, "commit": checkout.commit}))
     return target
-
-
-@contextlib.contextmanager
-def _lock(path: Path):
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 # --- the runner's runtime inside a sandbox ------------------------------------------------

@@ -1,16 +1,19 @@
 """What builds archipelago's uv projects (its MCP servers: apexrl.peer.runtime; its grading
-runner: apexrl.artifacts.archipelago_runner): a Python 3.13, uv, and the folder builds go to."""
+runner: apexrl.artifacts.archipelago_runner): a Python 3.13, uv, the folder builds go to,
+and `uv sync` of a project copy."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-from apexrl.errors import UsageError
+from apexrl.errors import ApexError, ExitCode, UsageError
 
 PEER_DIR_ENV = "APEXRL_PEER_DIR"
+BUILD_TIMEOUT_S = 900
 
 
 def peer_dir() -> Path:
@@ -51,3 +54,41 @@ def find_uv(needed_by: str) -> str:
             f"{needed_by} needs uv, and it is not installed",
             hint="pip install uv (apexrl's dev extra has it)",
         ) from None
+
+
+def run_build(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> None:
+    """One build step; ApexError (exit code REMOTE: it fetches packages) with the end of
+    its output when it fails or runs past BUILD_TIMEOUT_S."""
+    try:
+        r = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ApexError(
+            f"{what}: did not finish in {BUILD_TIMEOUT_S} s", code=ExitCode.REMOTE
+        ) from None
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-8:]
+        raise ApexError(
+            f"{what} failed (exit {r.returncode}):\n  " + "\n  ".join(tail),
+            hint="check the network to PyPI and the checkout's uv.lock",
+            code=ExitCode.REMOTE,
+        )
+
+
+def uv_sync(
+    project: Path, *, python: str, uv: str, what: str, sync_args: tuple[str, ...] = ("--no-dev",)
+) -> None:
+    """`uv sync --frozen` of the uv project in PROJECT into PROJECT/.venv with PYTHON
+    (whatever venv runs apexrl left out of it)."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["UV_PROJECT_ENVIRONMENT"] = str(project / ".venv")
+    env.setdefault("UV_LINK_MODE", "hardlink")
+    argv = [uv, "sync", "--frozen", *sync_args, "--quiet", "--python", python]
+    run_build(argv, project, what, env)

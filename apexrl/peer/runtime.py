@@ -19,13 +19,10 @@ venvs share most of their disk.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -33,8 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.artifacts import toolchain
-from apexrl.artifacts.toolchain import PEER_DIR_ENV, find_python313, peer_dir
-from apexrl.errors import ApexError, ExitCode, UsageError
+from apexrl.artifacts.dirlock import file_lock
+from apexrl.artifacts.toolchain import (
+    PEER_DIR_ENV,
+    find_python313,
+    peer_dir,
+    run_build,
+    uv_sync,
+)
+from apexrl.errors import ApexError, UsageError
 
 PEER_ENV = "APEXRL_ARCHIPELAGO"
 HOME_ENV = PEER_DIR_ENV
@@ -42,7 +46,6 @@ PYTHON_ENV = "APEXRL_PEER_PYTHON"
 DEFAULT_CHECKOUT = "../shared/peers/archipelago"
 PUBLIC_REPO = "https://github.com/Mercor-Intelligence/archipelago"
 PINNED_COMMIT = "1c3dcd4"
-BUILD_TIMEOUT_S = 900
 
 
 @dataclass(frozen=True)
@@ -147,41 +150,6 @@ class Runtime:
         return (self.root / ".built").is_file()
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _run(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> None:
-    try:
-        r = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise ApexError(
-            f"{what}: did not finish in {BUILD_TIMEOUT_S} s", code=ExitCode.REMOTE
-        ) from None
-    if r.returncode != 0:
-        tail = (r.stderr or r.stdout).strip().splitlines()[-8:]
-        raise ApexError(
-            f"{what} failed (exit {r.returncode}):\n  " + "\n  ".join(tail),
-            hint="check the network to PyPI and the checkout's uv.lock",
-            code=ExitCode.REMOTE,
-        )
-
-
 def _build_one(
     checkout: Path, server: PeerServer, dest: Path, python: str, uv: str
 ) -> dict[str, float]:
@@ -192,21 +160,13 @@ def _build_one(
         shutil.rmtree(dest)  # a build that stopped half way
     t0 = time.monotonic()
     shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*_SKIP))
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    env["UV_PROJECT_ENVIRONMENT"] = str(dest / ".venv")
-    env.setdefault("UV_LINK_MODE", "hardlink")
-    _run(
-        [uv, "sync", "--frozen", "--no-dev", "--quiet", "--python", python],
-        dest,
-        f"uv sync for archipelago's {server.folder} server",
-        env,
-    )
+    uv_sync(dest, python=python, uv=uv, what=f"uv sync for archipelago's {server.folder} server")
     shim = list((dest / "mcp_servers").glob("*/sandbox_fs.c"))
     if shim:
         cc = shutil.which("gcc") or shutil.which("cc")
         if not cc:
             raise UsageError("the code server's sandbox shim needs a C compiler (gcc)")
-        _run(
+        run_build(
             [cc, "-shared", "-fPIC", "-O2", "-o", str(dest / "sandbox_fs.so"), str(shim[0])]
             + ["-ldl", "-lpthread"],
             dest,
@@ -242,7 +202,7 @@ def runtimes(
         )
     if todo:
         python, uv = find_python(), find_uv()
-        with _locked(base.with_suffix(".lock")):
+        with file_lock(base.with_suffix(".lock")):
             for i, s in enumerate(todo, 1):
                 if Runtime(s, base / s.folder).built:  # another process built it meanwhile
                     continue
@@ -309,7 +269,7 @@ def project_runtime(
             hint="run `make peer`",
         )
     python, uv = find_python(), find_uv()
-    with _locked(dest.with_suffix(".lock")):
+    with file_lock(dest.with_suffix(".lock")):
         if (dest / ".built").is_file():
             return dest
         (on_progress or (lambda _m: None))(f"building archipelago's {proj.folder} in {dest}")
@@ -317,14 +277,12 @@ def project_runtime(
             shutil.rmtree(dest)  # a build that stopped half way
         t0 = time.monotonic()
         shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*_SKIP))
-        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-        env["UV_PROJECT_ENVIRONMENT"] = str(dest / ".venv")
-        env.setdefault("UV_LINK_MODE", "hardlink")
-        _run(
-            [uv, "sync", "--frozen", *proj.sync_args, "--quiet", "--python", python],
+        uv_sync(
             dest,
-            f"uv sync for archipelago's {proj.folder}",
-            env,
+            python=python,
+            uv=uv,
+            what=f"uv sync for archipelago's {proj.folder}",
+            sync_args=proj.sync_args,
         )
         rec = {"project": proj.folder, "seconds": round(time.monotonic() - t0, 2)}
         (dest / ".built").write_text(json.dumps(rec) + "\n")
