@@ -75,12 +75,11 @@ def _register() -> None:
 
 
 def register_group(root: typer.Typer, name: str, attr: str) -> None:
-    import importlib
-
     from apexrl.cli.groups import BROKEN_GROUPS
+    from apexrl.importpath import load
 
     try:
-        obj = getattr(importlib.import_module(f"apexrl.cli.{name}"), attr)
+        obj = load(f"apexrl.cli.{name}:{attr}")
     except Exception as e:  # any failure: kept, reported, never dropped
         why = f"apexrl.cli.{name}:{attr} failed to import: {type(e).__name__}: {e}"
         BROKEN_GROUPS[name] = why

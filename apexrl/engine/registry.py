@@ -79,7 +79,7 @@ def get_engine(name: str) -> EngineEntry:
 
 
 def load(import_path: str):
-    import importlib
+    """The object a "module:attr" path names (imported now): apexrl.importpath.load."""
+    from apexrl.importpath import load as load_path
 
-    module, _, attr = import_path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return load_path(import_path)

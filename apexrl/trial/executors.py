@@ -17,19 +17,18 @@ runs go through apexrl.eval.cluster, which ships tasks and worlds to the nodes).
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from apexrl.importpath import load
 from apexrl.trial.config import TrialConfig, TrialOutcome
 
 DEFAULT_TRIAL_FN = "apexrl.trial.run:run_trial"
 
 
 def resolve_trial_fn(spec: str) -> Callable[[Path, TrialConfig], TrialOutcome]:
-    mod, _, fn = spec.partition(":")
-    return getattr(importlib.import_module(mod), fn)
+    return load(spec)
 
 
 def _run_in_child(trial_fn: str, task_dir: str, config_json: str) -> str:

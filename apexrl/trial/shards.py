@@ -20,13 +20,14 @@ process that holds threads and sockets).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import itertools
 import multiprocessing as mp
 import os
 import threading
 from typing import Any
+
+from apexrl.importpath import load
 
 
 class ShardWorkerDied(RuntimeError):
@@ -38,10 +39,7 @@ class ShardCallError(RuntimeError):
 
 
 def _resolve(spec: str):
-    mod, _, fn = spec.partition(":")
-    if not mod or not fn:
-        raise ValueError(f"{spec!r} is not 'module:function'")
-    return getattr(importlib.import_module(mod), fn)
+    return load(spec)
 
 
 def _shard_main(conn) -> None:
