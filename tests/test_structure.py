@@ -2,6 +2,9 @@
 
 - Nothing below `apexrl.cli` imports from it (only the entry points `apexrl.__main__`
   and the completion generator `apexrl.completions` sit above the CLI).
+- A "module:attr" string naming apexrl code (a registry's import path, a trial function,
+  loaded by apexrl.importpath) counts as an import of that module between packages: it
+  may not point up any more than an import statement may.
 - No import cycle between apexrl's packages (e.g. worlds <-> registry, envs <-> grading
   before `apexrl.images` and `apexrl.worlds.store`), and none between its modules (e.g.
   cli/world.py <-> cli/world_pack.py), lazy imports inside functions included.
@@ -10,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "apexrl"
@@ -39,6 +43,17 @@ def dynamic_import(node: ast.AST) -> str | None:
     return None
 
 
+IMPORT_PATH = re.compile(r"^(apexrl(?:\.\w+)*):\w+$")
+
+
+def string_import(node: ast.AST) -> str | None:
+    """The module of a "apexrl.module:attr" string (loaded by apexrl.importpath.load)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        m = IMPORT_PATH.match(node.value)
+        return m.group(1) if m else None
+    return None
+
+
 def imported(path: Path) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
@@ -46,7 +61,7 @@ def imported(path: Path) -> set[str]:
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-        elif dyn := dynamic_import(node):
+        elif dyn := dynamic_import(node) or string_import(node):
             names.add(dyn)
     return {n for n in names if n == "apexrl" or n.startswith("apexrl.")}
 
@@ -116,8 +131,8 @@ def module_graph() -> dict[str, set[str]]:
                 ]
             elif dyn := dynamic_import(node):
                 names = [dyn]
-            else:
-                continue
+            else:  # a registry's strings name its modules, which may read the registry:
+                continue  # "module:attr" strings count between packages only
             for name in names:
                 while name not in mods and "." in name:
                     name = name.rsplit(".", 1)[0]
@@ -144,3 +159,14 @@ def test_the_walker_sees_a_cycle():
     assert cycles_of(graph) == {frozenset({"a", "b"}), frozenset({"b", "c"}), frozenset({"a", "c"})}
     assert cycles_of({"a": {"b"}, "b": {"c"}}) == set()
     assert package_of("apexrl.cli.app") == "cli" and package_of("apexrl") == "apexrl"
+
+
+def test_module_attr_strings_are_read_as_imports():
+    """The registries' "module:attr" strings are edges: an agent registry in trial/ naming
+    "apexrl.agent:ApexAgent" would be trial -> agent (and a cycle, agent reading its
+    settings from below); the walker sees such strings."""
+    tree = ast.parse('X = "apexrl.agent:ApexAgent"\nY = "not:apexrl.x"\nZ = "apexrl.a.b"')
+    assert [string_import(n) for n in ast.walk(tree) if string_import(n)] == ["apexrl.agent"]
+    graph = package_graph()
+    assert "eval" not in graph["envs"] and "agent" in graph["trial"]
+    assert "trial" not in reachable(graph, "agent")

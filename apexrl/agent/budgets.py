@@ -1,7 +1,7 @@
 """The agent's budgets, one line each: type, default, and where they can be set.
 
 This table is the one place a budget is defined. From it come the pydantic models
-(apexrl.trial.config.AgentLimits / AgentBudgets), the recipe's [agent] keys
+(apexrl.agent.settings.AgentLimits / AgentBudgets), the recipe's [agent] keys
 (apexrl.train.recipe.AgentSection takes the `recipe` ones, named `recipe_key`), eval's defaults
 (`eval_default`) and the `apexrl eval run` options (`flag`). It imports nothing heavy:
 the CLI builds its options from it while `apexrl --help` stays fast.
@@ -91,7 +91,7 @@ BUDGETS: tuple[Budget, ...] = (
         "--nudge",
         eval_default="off",
     ),
-    # apexrl.trial.outcomes: recipe (the training default) | strict
+    # apexrl.agent.outcomes: recipe (the training default) | strict
     Budget("outcome_policy", Literal["recipe", "strict"], "recipe", "Outcome policy."),
 )
 

@@ -5,8 +5,8 @@ Harbor constructs it with the trial's logs dir and the agent kwargs:
   model          served model name (default: Harbor's model name, else the engine's first)
   tokenizer      tokenizer dir / tokenizer.json / "qwen3" / HF id (default: the model)
   chat_template  file or built-in name (default: the tokenizer's)
-  budgets        dict of apexrl.trial.config.AgentBudgets
-  sampling       dict of apexrl.trial.config.Sampling
+  budgets        dict of apexrl.agent.settings.AgentBudgets
+  sampling       dict of apexrl.agent.settings.Sampling
   system_prompt  the system prompt text (default: apexrl.agent.loop.DEFAULT_SYSTEM_PROMPT)
   extra_prompt   text appended to the task instruction (the recipe's tool guidance)
   engine_retries, retry_base_delay_s, gateway_ready_timeout_s,
@@ -48,9 +48,9 @@ from apexrl.agent.records import (
     TITO_FILE,
     AgentRunRecord,
 )
+from apexrl.agent.settings import AgentBudgets, Sampling
 from apexrl.engine.probe import probe_endpoint
 from apexrl.errors import ApexError, UsageError
-from apexrl.trial.config import AgentBudgets, Sampling
 
 ENV_ANSWER_PATH = "/logs/agent/answer.txt"
 DEFAULT_CONTEXT_WINDOW = 32768

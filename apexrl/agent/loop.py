@@ -4,7 +4,7 @@ One `AgentLoop` is one rollout. It renders the prompt once, then only appends
 tokens: sampled ids (mask 1, logprobs) from `/v1/completions` and observation ids
 (mask 0) from fixed-base tokenization of tool results. No text goes to the engine.
 
-Budgets (apexrl.trial.config.AgentBudgets): max steps, agent timeout, per-tool and
+Budgets (apexrl.agent.settings.AgentBudgets): max steps, agent timeout, per-tool and
 per-LLM timeouts, the context window; tool results are cut to a head (2/3) and a
 tail (1/3) with a marker; an unparsed tool call is answered with a repair request
 at most `max_tool_call_repairs` times (outcome policy `recipe`: counted over the
@@ -35,11 +35,11 @@ from collections.abc import Callable
 from apexrl.agent.mcp_tools import ToolBox, ToolOutcome
 from apexrl.agent.records import AgentRunRecord, StepRecord, ToolCallRecord
 from apexrl.agent.runtime import tune_gc_once
+from apexrl.agent.settings import AgentBudgets, Sampling
 from apexrl.errors import AuthError
 from apexrl.tito.client import EngineClient, EngineError
 from apexrl.tito.parsing import ToolCall
 from apexrl.tito.session import TitoSession
-from apexrl.trial.config import AgentBudgets, Sampling
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an expert professional working inside a company's workspace. Use the tools "
@@ -116,7 +116,7 @@ class AgentLoop:
         self.reconnect_timeout_s = reconnect_timeout_s
         self.record = AgentRunRecord(model=session.model, context_window=context_window)
         self._nudged = False
-        from apexrl.trial.outcomes import outcome_policy
+        from apexrl.agent.outcomes import outcome_policy
 
         self.policy = outcome_policy(budgets.outcome_policy)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import typer
 
+from apexrl.agent.registry import agent_names
 from apexrl.cli import output
 from apexrl.cli.options import budget_options
 from apexrl.engine.registry import engine_choices
 from apexrl.envs.registry import environment_names
 from apexrl.tito import sampling
-from apexrl.trial.agents import agent_names
 
 app = typer.Typer(
     help="Evaluate a model on a task dataset (Pass@1, Pass@k, Pass^k) and report runs.",
@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 
-# choices from the registries (apexrl.envs.registry, apexrl.trial.agents, apexrl.engine.registry)
+# choices from the registries (apexrl.envs.registry, apexrl.agent.registry, apexrl.engine.registry)
 Env = StrEnum("Env", {n: n for n in environment_names()})
 Agent = StrEnum("Agent", {n: n for n in agent_names()})
 Engine = StrEnum("Engine", {n: n for n in engine_choices()})

@@ -1,4 +1,4 @@
-"""CLI options built from the budget table (apexrl.trial.budgets.BUDGETS).
+"""CLI options built from the budget table (apexrl.agent.budgets.BUDGETS).
 
     @budget_options
     def run(..., budgets: dict) -> None: ...
@@ -21,7 +21,7 @@ from typing import Any
 
 import typer
 
-from apexrl.trial.budgets import BUDGETS
+from apexrl.agent.budgets import BUDGETS
 
 
 def _cli_type(annotation: Any, name: str) -> Any:

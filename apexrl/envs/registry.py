@@ -34,7 +34,6 @@ class EnvironmentEntry:
         return self.import_path is None
 
 
-_PREFLIGHT = "apexrl.envs.preflight"
 
 ENVIRONMENTS: dict[str, EnvironmentEntry] = {
     e.name: e
@@ -44,7 +43,7 @@ ENVIRONMENTS: dict[str, EnvironmentEntry] = {
             "bubblewrap over a private copy of the world, on this host",
             import_path="apexrl.envs.local:LocalEnvironment",
             world_store=True,
-            preflight=f"{_PREFLIGHT}:check_local",
+            preflight="apexrl.envs.preflight:check_local",
             tools=("bwrap",),
         ),
         EnvironmentEntry(
@@ -52,20 +51,20 @@ ENVIRONMENTS: dict[str, EnvironmentEntry] = {
             "Modal sandboxes from the world's image",
             import_path="apexrl.envs.modal:ModalEnvironment",
             remote_sandbox=True,
-            preflight=f"{_PREFLIGHT}:check_modal",
+            preflight="apexrl.envs.preflight:check_modal",
             credentials=("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),
             packages=("modal",),
         ),
         EnvironmentEntry(
             "podman",
             "Harbor's podman environment running the world image",
-            preflight=f"{_PREFLIGHT}:check_container_cli",
+            preflight="apexrl.envs.preflight:check_container_cli",
             tools=("podman",),
         ),
         EnvironmentEntry(
             "docker",
             "Harbor's docker environment running the world image",
-            preflight=f"{_PREFLIGHT}:check_container_cli",
+            preflight="apexrl.envs.preflight:check_container_cli",
             tools=("docker",),
         ),
     )

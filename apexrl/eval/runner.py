@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field
 
 from apexrl import __version__
 from apexrl.agent.prompts import PromptInfo
+from apexrl.agent.settings import AgentBudgets, eval_budgets
 from apexrl.artifacts.models import SAFE_ID, TrialResult
 from apexrl.errors import ApexError, UsageError
 from apexrl.eval import resume
@@ -33,13 +34,7 @@ from apexrl.eval.models import (
     EvalRunConfig,
     EvalSummary,
 )
-from apexrl.trial.config import (
-    AgentBudgets,
-    TrialConfig,
-    TrialOutcome,
-    TrialSpec,
-    eval_budgets,
-)
+from apexrl.trial.config import TrialConfig, TrialOutcome, TrialSpec
 
 TrialFn = Callable[[Path, TrialConfig], TrialOutcome]
 COMPACT_EVERY_S = 10.0

@@ -19,7 +19,7 @@ event loop carries more than concurrency/shards agent loops. A semaphore caps th
 trials in flight (`concurrency`, set by the KV-cache planner) and an optional
 rate limit spaces trial starts.
 
-FAILURE SEMANTICS: the outcome policy table in `apexrl.trial.outcomes` (one table,
+FAILURE SEMANTICS: the outcome policy table in `apexrl.agent.outcomes` (one table,
 policies `recipe` -- the training default, the public recipe's semantics -- and
 `strict`), chosen by `budgets.outcome_policy`. Per trajectory it gives the reward
 (the verifier's, or 0), whether the loss mask is kept, and the stop reason:
@@ -58,11 +58,11 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from apexrl.trial.budgets import budget
+from apexrl.agent.budgets import budget
+from apexrl.agent.outcomes import OUTCOME_POLICIES, group_masked
+from apexrl.agent.outcomes import outcome_policy as get_policy
 from apexrl.trial.config import TrialConfig, TrialOutcome, TrialSpec
 from apexrl.trial.executors import DEFAULT_TRIAL_FN, Executor, make_executor
-from apexrl.trial.outcomes import OUTCOME_POLICIES, group_masked
-from apexrl.trial.outcomes import outcome_policy as get_policy
 
 PLACEHOLDER_TOKEN = 0
 

@@ -24,10 +24,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from apexrl.agent.budgets import RENAMED_RECIPE_KEYS, budget
+from apexrl.agent.settings import AgentLimits
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.tito import sampling
-from apexrl.trial.budgets import RENAMED_RECIPE_KEYS, budget
-from apexrl.trial.config import AgentLimits, AgentName, EnvironmentName
+from apexrl.trial.config import AgentName, EnvironmentName
 
 
 def _recipes_dir() -> Path:
@@ -179,7 +180,7 @@ class AsyncSection(_S):
 
 class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
     """The trial settings of a recipe. The budgets (max_steps, timeouts, nudge, ...) are
-    AgentLimits' fields, from the one budget table apexrl.trial.budgets.BUDGETS."""
+    AgentLimits' fields, from the one budget table apexrl.agent.budgets.BUDGETS."""
 
     agent: AgentName = "apexrl"
     environment: EnvironmentName = "local"
@@ -422,7 +423,7 @@ def deep_merge(base: dict, top: dict) -> dict:
 
 
 def _rename_old_keys(tree: dict, where: str, notes: list[str]) -> dict:
-    """[agent] keys read under their old name (apexrl.trial.budgets.RENAMED_RECIPE_KEYS):
+    """[agent] keys read under their old name (apexrl.agent.budgets.RENAMED_RECIPE_KEYS):
     renamed in the tree (so the recipe's hash does not depend on the spelling), with a
     note; both spellings at once is an error."""
     agent = tree.get("agent")

@@ -152,7 +152,7 @@ def trial_spec_from_recipe(r: Recipe) -> TrialSpec:
     backends (this render for SkyRL on Ray, apexrl.train.jaxrl.grpo for JAX): agent,
     environment, judge, reward, budgets (context window: batch.max_seq_len), sampling
     (algorithm.temperature) and the sandbox (agent.sandbox_*)."""
-    from apexrl.trial.budgets import budgets_from_recipe
+    from apexrl.agent.budgets import budgets_from_recipe
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
     ag = r.agent

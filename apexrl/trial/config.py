@@ -11,57 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field
 
+from apexrl.agent.registry import agent_names
+
+# the agent's settings, defined with the agent that reads them (apexrl.agent.settings)
+from apexrl.agent.settings import AgentBudgets, Sampling
 from apexrl.artifacts.models import TrialResult
 from apexrl.envs.registry import environment_names
-from apexrl.tito import sampling as defaults
-from apexrl.trial.agents import agent_names
-from apexrl.trial.budgets import BUDGETS, eval_defaults
 
-# the names the registries hold (apexrl.trial.agents.AGENTS, apexrl.envs.registry.ENVIRONMENTS)
+# the names the registries hold (apexrl.agent.registry.AGENTS, apexrl.envs.registry.ENVIRONMENTS)
 AgentName = Literal[agent_names()]  # type: ignore[valid-type]
 EnvironmentName = Literal[environment_names()]  # type: ignore[valid-type]
-
-
-def _budget_model(name: str, doc: str, recipe_only: bool) -> type[BaseModel]:
-    fields = {
-        (b.recipe_key if recipe_only else b.name): (b.type, b.default)
-        for b in BUDGETS
-        if b.recipe or not recipe_only
-    }
-    return create_model(  # type: ignore[call-overload]
-        name, __config__=ConfigDict(extra="forbid"), __doc__=doc, __module__=__name__, **fields
-    )
-
-
-# Both built from the one budget table, apexrl.trial.budgets.BUDGETS (a new budget is a
-# line there): AgentBudgets holds all of them, AgentLimits those a recipe's [agent] sets,
-# under their recipe keys (apexrl.trial.budgets.budgets_from_recipe maps them back).
-AgentBudgets = _budget_model(
-    "AgentBudgets", "Recipe defaults worth keeping (FACTS.md section 5).", recipe_only=False
-)
-AgentLimits = _budget_model(
-    "AgentLimits", "The budgets a recipe's [agent] table sets.", recipe_only=True
-)
-
-
-def eval_budgets() -> AgentBudgets:  # type: ignore[valid-type]
-    """The recipe's eval defaults: 250 steps, no wrap-up nudge (training: 100, nudge on)."""
-    return AgentBudgets(**eval_defaults())
-
-
-class Sampling(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    temperature: float = defaults.TEMPERATURE
-    top_p: float = defaults.TOP_P
-    # sent on every request, as the recipe does: -1 and 0 turn both off, so an engine
-    # started without `--generation-config vllm` cannot apply a checkpoint's defaults
-    # (Qwen's top_k 20) to the policy's samples
-    top_k: int = defaults.TOP_K
-    min_p: float = defaults.MIN_P
-    max_tokens: int | None = None  # per turn; None: what the context has left
-    seed: int | None = None
 
 
 class SandboxSettings(BaseModel):

@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from apexrl.agent.registry import AGENTS
 from apexrl.artifacts.models import TrialResult
 from apexrl.envs.registry import get_environment
-from apexrl.trial.agents import AGENTS
 from apexrl.trial.config import TrialConfig, TrialOutcome
 
 VERIFIER = "apexrl.grading.verifier:ApexVerifier"
@@ -270,7 +270,7 @@ def outcome_from(
 
 
 def _graded_at_max_steps(hr: Any, config: TrialConfig) -> bool:
-    from apexrl.trial.outcomes import outcome_policy
+    from apexrl.agent.outcomes import outcome_policy
 
     vr = hr.verifier_result
     has_reward = vr is not None and bool(vr.rewards) and "reward" in vr.rewards

@@ -3,9 +3,9 @@ before any trial, with the fix."""
 
 from __future__ import annotations
 
+from apexrl.agent.settings import Sampling, eval_budgets
 from apexrl.cli.app import app
 from apexrl.engine.scripted import ScriptedEngine
-from apexrl.trial.config import Sampling, eval_budgets
 
 
 def test_eval_defaults_are_the_recipes():

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from apexrl.agent.outcomes import OUTCOME_POLICIES, group_masked, outcome_policy
 from apexrl.trial.config import AgentBudgets, TrialConfig
-from apexrl.trial.outcomes import OUTCOME_POLICIES, group_masked, outcome_policy
 from tests.train.fake_trials import L1, L2, OBS, S1, S2
 from tests.train.test_generator import generator, make_tasks
 
