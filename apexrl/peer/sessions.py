@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from apexrl.peer.launch import bwrap_argv, server_env
+from apexrl.peer.launch import bwrap_argv, bwrap_path, server_env
 from apexrl.peer.runtime import Runtime
 
 START_TIMEOUT_S = 120.0
@@ -109,8 +109,6 @@ def _protocol_error(e: BaseException) -> str:
 async def peer_session(rt: Runtime, world: Path) -> AsyncIterator[ToolClient]:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
-
-    from apexrl.envs.local.sandbox import bwrap_path
 
     argv = bwrap_argv(bwrap_path(), rt, world)
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(rt))
