@@ -33,6 +33,11 @@ class Grader(StrEnum):
     archipelago = "archipelago"
 
 
+class Runtime(StrEnum):
+    apexrl = "apexrl"
+    archipelago = "archipelago"
+
+
 class Reward(StrEnum):
     pass_ = "pass"
     score = "score"
@@ -106,7 +111,14 @@ def run(
     archipelago: Path = typer.Option(
         None,
         "--archipelago",
-        help="archipelago checkout for --grader archipelago (default: $APEXRL_ARCHIPELAGO).",
+        help="archipelago checkout for --grader archipelago and --runtime archipelago "
+        "(default: $APEXRL_ARCHIPELAGO).",
+    ),
+    runtime: Runtime = typer.Option(
+        Runtime.apexrl,
+        "--runtime",
+        help="Whose MCP servers serve the worlds: apexrl's own, or archipelago's own from "
+        "the checkout (--env local; built by `make peer`, else on first use).",
     ),
     grader_option: list[str] = typer.Option(
         None,
@@ -196,7 +208,7 @@ def run(
         selection = read_lines(sys.stdin)
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
-    checkout = _grader_checkout(grader, archipelago, judge)
+    checkout = _grader_checkout(grader, archipelago, judge, runtime)
     sys_p = read_prompt(system_prompt, "--system-prompt") if system_prompt else None
     extra_p = read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None
     if prompts:
@@ -238,6 +250,7 @@ def run(
         reward=reward.value,
         grader=grader.value,
         archipelago=checkout,
+        runtime=runtime.value,
         grader_options=options,
         sampling=Sampling(
             temperature=temperature,
@@ -344,13 +357,20 @@ def _grader_options(names: list[str] | None) -> list[str]:
         raise UsageError(str(e)) from None
 
 
-def _grader_checkout(grader: Grader, archipelago: Path | None, judge: str | None) -> str | None:
-    """--grader archipelago: the checkout (checked, its runner built now, not per trial)."""
+def _grader_checkout(
+    grader: Grader, archipelago: Path | None, judge: str | None, runtime: Runtime
+) -> str | None:
+    """--grader archipelago: the checkout (checked, its runner built now, not per trial);
+    --runtime archipelago: the checkout (checked now; its servers built before the trials)."""
     from apexrl.errors import UsageError
 
     if grader is not Grader.archipelago:
+        if runtime is Runtime.archipelago:
+            from apexrl.peer.runtime import find_checkout
+
+            return str(find_checkout(archipelago))
         if archipelago is not None:
-            raise UsageError("--archipelago is for --grader archipelago")
+            raise UsageError("--archipelago is for --grader archipelago or --runtime archipelago")
         return None
     if not judge:
         raise UsageError(

@@ -49,6 +49,18 @@ def serve(
     task_slug: str = typer.Option(
         None, "--task-slug", help="The task this world serves (shown on /health)."
     ),
+    runtime: str = typer.Option(
+        "apexrl",
+        "--runtime",
+        help="Whose servers: apexrl (its own) or archipelago (the checkout's own servers, "
+        "each in bubblewrap over the world at /filesystem and /.apps_data).",
+    ),
+    peer: Path = typer.Option(
+        None,
+        "--peer",
+        help="The archipelago checkout for --runtime archipelago (default: "
+        "$APEXRL_ARCHIPELAGO). Its runtimes are built on first use.",
+    ),
 ) -> None:
     """Serve the world's MCP tools over streamable HTTP at /mcp/ (with /health).
 
@@ -57,18 +69,30 @@ def serve(
     import asyncio
 
     from apexrl.envs.profiles import get_profile
+    from apexrl.errors import UsageError
+    from apexrl.peer.gateway import check_runtime
     from apexrl.worlds.gateway import build_gateway, serve_forever
     from apexrl.worlds.models import ServeRecord
     from apexrl.worlds.world import open_world
 
     prof = get_profile(profile)
     port = prof.port if port is None else port
+    runtime = check_runtime(runtime)
+    if runtime != "archipelago" and peer is not None:
+        raise UsageError("--peer names the checkout for --runtime archipelago")
     w = open_world(world, workdir=workdir, apps=apps or None, world_id=world_id)
     try:
-        gw = build_gateway(w, strict=True, snapshot_path=prof.snapshot_endpoint)
-        gw.info["profile"] = prof.name
-        if task_slug:
-            gw.info["task_slug"] = task_slug
+        info = {"profile": prof.name, **({"task_slug": task_slug} if task_slug else {})}
+        plan = None
+        if runtime == "archipelago":
+            from apexrl.peer.gateway import plan_for
+
+            plan = plan_for(w.apps or None, peer, on_progress=output.info)
+            servers = [name for name, _ in plan.servers]
+        else:
+            gw = build_gateway(w, strict=True, snapshot_path=prof.snapshot_endpoint)
+            gw.info.update(info)
+            servers = gw.servers
 
         def on_ready(r) -> None:
             rec = ServeRecord(
@@ -78,7 +102,7 @@ def serve(
                 host=r.host,
                 port=r.port,
                 world_dir=str(w.root),
-                servers=gw.servers,
+                servers=servers,
                 n_tools=r.n_tools,
                 snapshot_url=(
                     r.health_url.removesuffix("/health") + prof.snapshot_endpoint
@@ -90,11 +114,37 @@ def serve(
             output.info(f"serving {w.world_id} at {r.url} ({r.n_tools} tools); Ctrl-C to stop")
 
         try:
-            asyncio.run(
-                serve_forever(
-                    gw, host=host, port=port, on_ready=on_ready, ready_timeout_s=ready_timeout
+            if plan is not None:
+                import tempfile
+
+                from apexrl.peer.gateway import serve_peer
+
+                log = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed below)
+                    "a", prefix="apexrl-peer-", suffix=".log", delete=False
                 )
-            )
+                with log as errlog:
+                    output.info(f"archipelago's servers log to {errlog.name}")
+                    asyncio.run(
+                        serve_peer(
+                            w,
+                            plan,
+                            mode="bwrap",
+                            network=False,
+                            host=host,
+                            port=port,
+                            on_ready=on_ready,
+                            ready_timeout_s=ready_timeout,
+                            errlog=errlog,
+                            snapshot_path=prof.snapshot_endpoint,
+                            info=info,
+                        )
+                    )
+            else:
+                asyncio.run(
+                    serve_forever(
+                        gw, host=host, port=port, on_ready=on_ready, ready_timeout_s=ready_timeout
+                    )
+                )
         except KeyboardInterrupt:
             output.info("stopped")
     finally:

@@ -78,6 +78,10 @@ class EvalRunConfig(Record, TrialSpec):
     trials_planned: int | None = None  # attempts x selected tasks of the latest invocation
     command: str | None = None  # the command line that ran it: rerun it to resume
     regraded_from: str | None = None  # `eval regrade`: the run whose trials were graded again
+    # runtime = "archipelago": the checkout's commit (None: not a git checkout) and the
+    # content key its servers' runtimes were built under
+    runtime_commit: str | None = None
+    runtime_key: str | None = None
 
     def identity(self) -> dict:
         return {
@@ -94,6 +98,11 @@ class EvalRunConfig(Record, TrialSpec):
             "dataset_digest": self.dataset.digest,
             # only when set, so run dirs made before these options keep their identity
             **({"grader": self.grader} if self.grader != "apexrl" else {}),
+            **(
+                {"runtime": self.runtime, "runtime_key": self.runtime_key}
+                if self.runtime != "apexrl"
+                else {}
+            ),
             **({"grader_options": sorted(self.grader_options)} if self.grader_options else {}),
             **({"system_prompt_sha256": self.system_prompt.sha256} if self.system_prompt else {}),
             **({"extra_prompt_sha256": self.extra_prompt.sha256} if self.extra_prompt else {}),

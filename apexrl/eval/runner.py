@@ -439,8 +439,15 @@ def build_run_config(
         worlds_dir=Path(spec.worlds_dir).resolve() if spec.worlds_dir else None,
         pass_env=sorted(set(spec.pass_env)),  # names only, never values
     )
+    runtime: dict = {}
+    if spec.runtime == "archipelago":  # the checkout whose servers serve the worlds
+        from apexrl.peer.gateway import checkout_record
+
+        root, runtime["runtime_commit"], runtime["runtime_key"] = checkout_record(spec.archipelago)
+        trial["archipelago"] = str(root)
     return EvalRunConfig(
         **trial,
+        **runtime,
         apexrl_version=__version__,
         created_at=now_iso(),
         model=resolved.model,
@@ -540,6 +547,10 @@ def run_eval(
         run.trials_planned = run.attempts * len(tasks)
         if trial_fn is None:  # apexrl's own trials: check their environment up front
             preflight(req, tasks, resolved)
+            if req.runtime == "archipelago":  # the servers' runtimes built once, not per trial
+                from apexrl.peer.gateway import prepare_runtime
+
+                prepare_runtime(run.archipelago, req.environment, on_progress=on_info)
         old = resume.load_config(run_dir)
         if old is not None and old.fingerprint() == run.fingerprint():
             run.created_at = old.created_at

@@ -106,6 +106,39 @@ class PeerPlan:
         return out
 
 
+def checkout_record(checkout: str | Path | None) -> tuple[Path, str | None, str]:
+    """(the checkout's folder, its git commit or None, its content key) for run.json."""
+    from apexrl.artifacts.checkout import checkout_commit
+    from apexrl.peer.runtime import find_checkout
+
+    root = find_checkout(checkout)
+    return root, checkout_commit(root), _key(root)
+
+
+_KEYS: dict[str, str] = {}
+
+
+def _key(root: Path) -> str:
+    """The checkout's content key, hashed once per process."""
+    from apexrl.peer.runtime import checkout_key
+
+    if str(root) not in _KEYS:
+        _KEYS[str(root)] = checkout_key(root)
+    return _KEYS[str(root)]
+
+
+def prepare_runtime(checkout: str | Path | None, environment: str, on_progress=None) -> None:
+    """Before any trial: archipelago's servers run in the local environment only, and
+    every server's runtime is built (once, shown as it goes)."""
+    if environment != "local":
+        raise UsageError(
+            f"--runtime archipelago runs archipelago's servers in the local sandbox, "
+            f"not in --env {environment}",
+            hint="use --env local, or --runtime apexrl",
+        )
+    plan_for(None, checkout, on_progress=on_progress)
+
+
 def plan_for(
     apps: list[str] | None,
     checkout: str | Path | None = None,
@@ -115,12 +148,11 @@ def plan_for(
 ) -> PeerPlan:
     """The servers serving `apps` (world app names; None: all) from `checkout` (else
     $APEXRL_ARCHIPELAGO, else the default), built first when missing (`build`)."""
-    from apexrl.artifacts.checkout import checkout_commit
-    from apexrl.peer.runtime import checkout_key, find_checkout, runtimes
+    from apexrl.peer.runtime import runtimes
     from apexrl.worlds.surface import ARCHIPELAGO
     from apexrl.worlds.world import SERVERS
 
-    root = find_checkout(checkout)
+    root, commit, key = checkout_record(checkout)
     specs = ARCHIPELAGO.for_apps(list(apps or SERVERS))
     names = [s.name for s in specs if s.name in BY_NAME]
     if not names:
@@ -129,8 +161,8 @@ def plan_for(
     return PeerPlan(
         servers=tuple((n, str(rts[n].root)) for n in names),
         checkout=str(root),
-        key=checkout_key(root),
-        commit=checkout_commit(root),
+        key=key,
+        commit=commit,
     )
 
 
@@ -357,8 +389,12 @@ async def serve_peer(
     token: str | None = None,
     ready_timeout_s: float = 30.0,
     errlog: Any = None,
+    snapshot_path: str | None = None,
+    info: dict[str, Any] | None = None,
 ) -> None:
-    """Start the servers, then serve them until cancelled (`serve_forever`'s contract)."""
+    """Start the servers, then serve them until cancelled (`serve_forever`'s contract).
+    `snapshot_path`, `info`: as for apexrl's gateway (an image profile's snapshot
+    endpoint, more facts for /health)."""
     from apexrl.worlds.gateway import serve_forever
 
     world_root = Path(world.root) if mode == "bwrap" else None
@@ -367,6 +403,8 @@ async def serve_peer(
     ) as backends:
         gw = build_peer_gateway(world, plan, backends)
         gw.token = token
+        gw.snapshot_path = snapshot_path
+        gw.info.update(info or {})
         await serve_forever(
             gw, host=host, port=port, on_ready=on_ready, ready_timeout_s=ready_timeout_s
         )

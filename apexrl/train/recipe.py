@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from apexrl.agent.budgets import RENAMED_RECIPE_KEYS, budget
 from apexrl.agent.settings import AgentLimits
@@ -190,6 +190,8 @@ class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
     judge_api_base: str | None = None  # OpenAI-compatible server for openai/<name>
     grader: Literal["apexrl", "archipelago"] = "apexrl"  # archipelago: its own grading runner
     archipelago: str | None = None  # the archipelago checkout (default: $APEXRL_ARCHIPELAGO)
+    # whose MCP servers serve the worlds: apexrl's, or the checkout's own (local env only)
+    runtime: Literal["apexrl", "archipelago"] = "apexrl"
     grader_options: list[str] = []  # apexrl.grading.grader.GRADER_OPTIONS names
     reward: Literal["score", "pass"] = "score"  # the recipe trains on the fraction met
     eval_nudge: Literal["recipe", "once", "off"] = "off"  # the recipe's eval: off
@@ -204,6 +206,15 @@ class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
     # "recipe:PATH": both prompts read from a checkout of the recipe (its training extra
     # prompt; its eval one in an eval recipe), apexrl.agent.recipe_prompts
     prompts: str | None = None
+
+    @model_validator(mode="after")
+    def _runtime_runs_locally(self) -> AgentSection:
+        if self.runtime == "archipelago" and self.environment != "local":
+            raise ValueError(
+                "runtime = \"archipelago\" runs archipelago's servers in the local "
+                f"sandbox; environment = {self.environment!r} cannot (use \"local\")"
+            )
+        return self
 
 
 class RolloutSection(_S):

@@ -167,6 +167,7 @@ def trial_spec_from_recipe(r: Recipe) -> TrialSpec:
         reward=ag.reward,
         grader=ag.grader,
         archipelago=ag.archipelago,
+        runtime=ag.runtime,
         grader_options=list(ag.grader_options),
         budgets=AgentBudgets(
             **budgets_from_recipe(ag),

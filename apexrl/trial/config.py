@@ -65,6 +65,9 @@ class TrialSpec(BaseModel):
     # who grades: apexrl's grader, or archipelago's own grading runner from a checkout
     grader: Literal["apexrl", "archipelago"] = "apexrl"
     archipelago: str | None = None  # that checkout (default: $APEXRL_ARCHIPELAGO)
+    # whose MCP servers serve the world: apexrl's own, or archipelago's own from the
+    # checkout above (the local environment only; apexrl.peer.gateway)
+    runtime: Literal["apexrl", "archipelago"] = "apexrl"
     grader_options: list[str] = Field(default_factory=list)  # apexrl.grading.grader.GRADER_OPTIONS
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
     sampling: Sampling = Field(default_factory=Sampling)

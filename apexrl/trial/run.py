@@ -132,6 +132,8 @@ def environment_config(config: TrialConfig, worlds: str | None) -> Any:
     if entry.harbor_owned:  # Harbor's own podman/docker: keep the world image (shared)
         return EnvironmentConfig(type=entry.name, delete=False)
     kwargs: dict[str, Any] = {"worlds_dir": worlds, "pass_env": config.pass_env}
+    if config.runtime != "apexrl":  # archipelago's own servers (the local environment)
+        kwargs.update(runtime=config.runtime, archipelago=config.archipelago)
     if entry.remote_sandbox:
         kwargs.update(config.sandbox.environment_kwargs())
     elif config.sandbox.image_profile:  # the local sandbox shows the world as the profile does
