@@ -45,10 +45,10 @@ ENVELOPES = ("input", "request")
 RUNTIMES = ("apexrl", "archipelago")
 
 # Run by `unshare` as root of the server's new user namespace: a /proc of its own PID
-# namespace (or an empty one where the kernel refuses it), then no capability left.
+# namespace where the kernel allows one (else the sandbox's own /proc, the one apexrl's
+# gateway sees: the servers read /proc/cpuinfo and /proc/self), then no capability left.
 _STAGE = (
-    "mount -t proc -o nosuid,nodev,noexec proc /proc 2>/dev/null"
-    " || mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k,mode=555 none /proc || exit 126; "
+    "mount -t proc -o nosuid,nodev,noexec proc /proc 2>/dev/null; "
     'exec setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- "$@"'
 )
 
@@ -166,6 +166,33 @@ def plan_for(
     )
 
 
+_PLANS: dict[str, PeerPlan] = {}
+
+
+def cached_plan(checkout: str | Path | None) -> PeerPlan:
+    """Every server of `checkout` (built when missing), once per process: a sandbox shows
+    them all; its gateway starts those its world's apps need (`for_apps`)."""
+    k = str(checkout or "")
+    if k not in _PLANS:
+        _PLANS[k] = plan_for(None, checkout)
+    return _PLANS[k]
+
+
+def for_apps(plan: PeerPlan, apps: list[str] | None) -> PeerPlan:
+    """`plan` narrowed to the servers of `apps` (world app names; None or empty: all)."""
+    from apexrl.worlds.surface import ARCHIPELAGO
+
+    if not apps:
+        return plan
+    wanted = {s.name for s in ARCHIPELAGO.for_apps(list(apps))}
+    return PeerPlan(
+        servers=tuple(s for s in plan.servers if s[0] in wanted),
+        checkout=plan.checkout,
+        key=plan.key,
+        commit=plan.commit,
+    )
+
+
 def nested_argv(rt: Runtime, *, network: bool) -> list[str]:
     """Start `rt`'s server in namespaces of its own inside the sandbox (module doc)."""
     ns = ["--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount"]
@@ -254,6 +281,13 @@ def _proxy_class():
     return PeerProxy
 
 
+def _leaves(e: BaseException) -> str:
+    """An exception group's innermost exceptions, as one line."""
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(_leaves(x) for x in e.exceptions)
+    return f"{type(e).__name__}: {e}"
+
+
 async def _hold(
     name: str,
     params: Any,
@@ -275,7 +309,8 @@ async def _hold(
             await stop.wait()
     except BaseException as e:
         if not ready.done():
-            ready.set_exception(e if isinstance(e, Exception) else RuntimeError(repr(e)))
+            err = RuntimeError(f"{name}: {_leaves(e)}")
+            ready.set_exception(err)
         if not isinstance(e, Exception):
             raise
 
@@ -328,7 +363,7 @@ async def start_servers(
             ) from None
         except Exception as e:
             raise ApexError(
-                f"an archipelago server did not start: {type(e).__name__}: {e}",
+                f"an archipelago server did not start: {_leaves(e)}",
                 hint="see the gateway log; `make peer` builds the servers' runtimes",
                 code=ExitCode.REMOTE,
             ) from e

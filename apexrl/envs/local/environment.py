@@ -73,6 +73,7 @@ from apexrl.envs.local.pool import (  # noqa: F401  (the warm pool's names, re-e
     _proc_start,
     _tail,
     new_slot,
+    peer_binds,
     prewarm_count,
 )
 from apexrl.envs.local.sandbox import (
@@ -96,6 +97,8 @@ from apexrl.worlds.store import (
 
 ENV_TYPE = "apexrl-local"
 DEFAULT_CWD = "/world/filesystem"
+PEER_CWD = "/filesystem"
+PEER_START_S = 180.0  # archipelago's servers: ~3-10 s each, started at once, on a busy host
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -180,6 +183,8 @@ class LocalEnvironment(BaseEnvironment):
         pass_env: list[str] | None = None,
         grading_runtime: str | Path | None = None,
         image_profile: str | None = None,
+        runtime: str = "apexrl",
+        archipelago: str | None = None,
         **kwargs: Any,
     ) -> None:
         from apexrl.artifacts.archipelago_runner import RUNTIME_ENV
@@ -192,6 +197,14 @@ class LocalEnvironment(BaseEnvironment):
         self._grading_runtime_path = grading_runtime or os.environ.get(RUNTIME_ENV) or None
         self._grading_runtime = None  # resolved at start (may build the runner)
         self._pass_env = set(pass_env or []) | pass_env_from_environment()
+        # runtime "archipelago": the world is served by a checkout's own servers
+        # (apexrl.peer.gateway), inside this same sandbox; None: apexrl's own
+        self._peer: Any = None
+        if runtime != "apexrl":
+            from apexrl.peer.gateway import cached_plan, check_runtime
+
+            check_runtime(runtime)
+            self._peer = cached_plan(archipelago)
         self._worlds_dir = Path(worlds_dir) if worlds_dir else None
         self._cache_dir = Path(cache_dir) if cache_dir else None
         self._work_dir = Path(work_dir) if work_dir else default_work_dir()
@@ -244,11 +257,18 @@ class LocalEnvironment(BaseEnvironment):
         self.profile = await asyncio.to_thread(self._resolve_profile)
         _LIVE.add(self)
         try:
-            slot = POOL.take(self._work_dir) if self._gateway_enabled and self._prewarm else None
+            # warm slots run apexrl's gateway: archipelago's servers start with their world
+            warm_ok = self._gateway_enabled and self._prewarm and self._peer is None
+            slot = POOL.take(self._work_dir) if warm_ok else None
             if slot is None:
+                peer_ro = tuple(self._peer.read_only_paths()) if self._peer else ()
                 slot = await asyncio.wrap_future(
                     SPAWNER.submit(
-                        new_slot, self._work_dir, self._gateway_timeout, self._gateway_enabled
+                        new_slot,
+                        self._work_dir,
+                        self._gateway_timeout,
+                        self._gateway_enabled,
+                        peer_ro,
                     )
                 )
             self._slot = slot
@@ -256,7 +276,7 @@ class LocalEnvironment(BaseEnvironment):
             await asyncio.to_thread(self._make_world, tw)
             if self._gateway_enabled:
                 await self._start_gateway(tw)
-                if self._prewarm:  # the next trials' sandboxes warm up while this one runs
+                if warm_ok:  # the next trials' sandboxes warm up while this one runs
                     POOL.refill(self._work_dir, self._gateway_timeout, self._prewarm)
         except BaseException:
             await self.stop(delete=True)
@@ -393,6 +413,10 @@ class LocalEnvironment(BaseEnvironment):
 
     # --- apexrl's additions -------------------------------------------------------------
 
+    @property
+    def runtime(self) -> str:
+        return "archipelago" if self._peer is not None else "apexrl"
+
     def host_path(self, sandbox_path: str) -> Path | None:
         """The host path behind a sandbox path, or None when it is not a mounted folder
         (or names '..'). Links inside are the caller's to refuse (they may point out)."""
@@ -466,6 +490,9 @@ class LocalEnvironment(BaseEnvironment):
         if self.profile is not None and self.profile.world_is_split:
             for top, real in self.profile.roots().items():
                 pairs.append((real, self.root / "world" / top))
+        if self._peer is not None:  # the world where archipelago's servers see it
+            have = {t for t, _ in pairs}
+            pairs += [(t, d) for t, d in peer_binds(self.root) if t not in have]
         return sorted(pairs, key=lambda t: -len(t[0]))
 
     def _resolve_profile(self):
@@ -481,7 +508,10 @@ class LocalEnvironment(BaseEnvironment):
         return profile_for_task(self._image_profile_override, recorded)
 
     def _default_cwd(self) -> str:
-        """Where an exec starts: the world's files, where the image profile keeps them."""
+        """Where an exec starts: the world's files, where the image profile keeps them
+        (at /filesystem, where archipelago's servers see them, with runtime archipelago)."""
+        if self._peer is not None:
+            return PEER_CWD
         return self.profile.filesystem if self.profile is not None else DEFAULT_CWD
 
     def _writable(self, sandbox_path: str) -> Path:
@@ -546,9 +576,13 @@ class LocalEnvironment(BaseEnvironment):
             no_net = self._network_policy.network_mode == NetworkMode.NO_NETWORK
             rec = await asyncio.wait_for(
                 asyncio.to_thread(
-                    slot.handshake, tw.world_id, token=token, code_network=not no_net
+                    slot.handshake,
+                    tw.world_id,
+                    token=token,
+                    code_network=not no_net,
+                    peer=self._peer.as_json() if self._peer is not None else None,
                 ),
-                timeout=self._gateway_timeout + 5,
+                timeout=self._gateway_timeout + 5 + (PEER_START_S if self._peer else 0),
             )
         except TimeoutError:
             raise SandboxError(

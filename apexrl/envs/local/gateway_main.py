@@ -122,6 +122,40 @@ def serve(world_dir: str, world_id: str, timeout: float, token: str | None = Non
     asyncio.run(run())
 
 
+def serve_peer(
+    world_dir: str, world_id: str, timeout: float, token: str | None, told: dict
+) -> None:
+    """Serve the world with archipelago's servers (apexrl.peer.gateway), each started in
+    namespaces of its own inside this sandbox, with no network when the task has none."""
+    from apexrl.peer.gateway import for_apps, told_plan
+    from apexrl.peer.gateway import serve_peer as serve_servers
+    from apexrl.worlds.world import open_world
+
+    world = open_world(world_dir, world_id=world_id)
+    plan = for_apps(told_plan(told), world.apps)
+
+    def on_ready(r) -> None:
+        _say({"url": r.url, "health_url": r.health_url, "port": r.port, "n_tools": r.n_tools})
+
+    async def run() -> None:
+        task = asyncio.current_task()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await serve_servers(
+                world,
+                plan,
+                mode="nested",
+                network=told.get("code_network") is not False,
+                host="127.0.0.1",
+                port=0,
+                on_ready=on_ready,
+                token=token,
+                ready_timeout_s=timeout,
+            )
+
+    asyncio.run(run())
+
+
 def wait_and_serve(world_dir: str, timeout: float) -> int:
     """Say {"warm": true}, read the trial's world id, token and code network from stdin,
     serve. The imports are done (`_preload`, or the fork server's)."""
@@ -132,6 +166,10 @@ def wait_and_serve(world_dir: str, timeout: float) -> int:
     told = json.loads(line)
     world_id, token = told["world_id"], told.get("token")
     import os
+
+    if told.get("peer"):  # runtime archipelago: the checkout's own servers
+        serve_peer(world_dir, world_id, timeout, token, told)
+        return 0
 
     os.environ["APEXRL_CODE_SANDBOX"] = "1"  # each code command a sandbox of its own
     if told.get("code_network") is False:  # the code tool runs with no network

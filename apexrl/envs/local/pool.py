@@ -75,7 +75,14 @@ class Slot:
         self.group = group  # the trial's memory cgroup (None: the host gives none)
         self.started = False  # told which world to serve
 
-    def go(self, world_id: str, *, token: str | None = None, code_network: bool = True) -> None:
+    def go(
+        self,
+        world_id: str,
+        *,
+        token: str | None = None,
+        code_network: bool = True,
+        peer: dict | None = None,
+    ) -> None:
         assert self.proc is not None and self.proc.stdin is not None
         ready = self.read_json()
         if not ready or not ready.get("warm"):
@@ -86,16 +93,23 @@ class Slot:
                 kind="gateway",
             )
         told = {"world_id": world_id, "token": token, "code_network": code_network}
+        if peer is not None:  # archipelago's servers instead of apexrl's (runtime archipelago)
+            told["peer"] = peer
         self.proc.stdin.write((json.dumps(told) + "\n").encode())
         self.proc.stdin.flush()
         self.started = True
 
     def handshake(
-        self, world_id: str, *, token: str | None = None, code_network: bool = True
+        self,
+        world_id: str,
+        *,
+        token: str | None = None,
+        code_network: bool = True,
+        peer: dict | None = None,
     ) -> dict | None:
         """Tell the waiting gateway its world (and its per-trial token, the code tool's
-        network); its ready line (None if it died)."""
-        self.go(world_id, token=token, code_network=code_network)
+        network, archipelago's servers to run); its ready line (None if it died)."""
+        self.go(world_id, token=token, code_network=code_network, peer=peer)
         return self.read_json()
 
     def read_json(self) -> dict | None:
@@ -140,8 +154,12 @@ class Slot:
                     f.close()
 
 
-def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Slot:
-    """A fresh trial folder and, with `gateway`, its gateway sandbox waiting for a world."""
+def new_slot(
+    work_dir: Path, ready_timeout_s: float, gateway: bool = True, peer_ro: tuple[str, ...] = ()
+) -> Slot:
+    """A fresh trial folder and, with `gateway`, its gateway sandbox waiting for a world.
+    `peer_ro`: archipelago's runtimes (runtime archipelago): the gateway is then a fresh
+    sandbox that shows them read-only and the world also at /filesystem and /.apps_data."""
     work_dir.mkdir(parents=True, exist_ok=True)
     # the owner's pid is in the name, so a crash between mkdtemp and the owner file
     # still leaves a folder the next sweep can attribute
@@ -158,7 +176,7 @@ def new_slot(work_dir: Path, ready_timeout_s: float, gateway: bool = True) -> Sl
         )
         uid = sandbox.new_sandbox_uid()
         group = memcg.group_for(root.name, limits.trial_memory_bytes)
-        return _fill_slot(root, uid, work_dir, ready_timeout_s, gateway, group)
+        return _fill_slot(root, uid, work_dir, ready_timeout_s, gateway, group, peer_ro)
     except BaseException:
         if group is not None:
             group.remove()
@@ -177,6 +195,14 @@ def _in_ram(work_dir: Path) -> bool:
     return _RAM[key]
 
 
+def peer_binds(root: Path) -> list[tuple[str, Path]]:
+    """Where archipelago's servers find the world: the trial's world copy, again."""
+    return [
+        ("/filesystem", root / "world" / "filesystem"),
+        ("/.apps_data", root / "world" / ".apps_data"),
+    ]
+
+
 def _fill_slot(
     root: Path,
     uid: int | None,
@@ -184,14 +210,20 @@ def _fill_slot(
     ready_timeout_s: float,
     gateway: bool,
     group: memcg.TrialGroup | None = None,
+    peer_ro: tuple[str, ...] = (),
 ) -> Slot:
     for name in ("tmp", "home", "tests", "solution", "world"):
         (root / name).mkdir()
         if name in ("tmp", "home", "world"):
             chown_tree(root / name, uid)
+    if peer_ro:  # bound before the world is copied in (the copy merges into them)
+        for _, d in peer_binds(root):
+            d.mkdir()
+            chown_tree(d, uid)
     if not gateway:
         return Slot(root, None, uid, group)
-    srv = warm.server_for(work_dir, ready_timeout_s) if uid is not None and warm.enabled() else None
+    forked = uid is not None and warm.enabled() and not peer_ro
+    srv = warm.server_for(work_dir, ready_timeout_s) if forked else None
     if srv is not None:
         for _staged, target in sandbox.zygote_rebinds():  # mount points, as bwrap makes them
             top, _, rest = target.lstrip("/").partition("/")
@@ -204,11 +236,14 @@ def _fill_slot(
         except warm.ForkServerError:
             pass  # a fresh gateway sandbox below
     rw = [("/world", root / "world"), ("/tmp", root / "tmp"), ("/root", root / "home")]
+    if peer_ro:
+        rw += peer_binds(root)
     # isolated (-I: no PYTHON* variables, no user site, and -P: not even the working
     # folder on sys.path) and started in /: a module the trial writes into /world never
     # shadows one the gateway imports (issue 29, finding 3)
     cmd = [sys.executable, *ISOLATED, "apexrl.envs.local.gateway_main", "--wait", "/world"]
-    argv = sandbox.bwrap_argv(rw, cwd="/", network=True, uid=uid) + cmd + [str(ready_timeout_s)]
+    argv = sandbox.bwrap_argv(rw, cwd="/", network=True, uid=uid, ro=peer_ro)
+    argv += cmd + [str(ready_timeout_s)]
     if group is not None:
         argv = group.join_argv(argv)
     with open(root / GATEWAY_LOG, "ab") as log:
