@@ -121,7 +121,8 @@ complete -c apexrl -n '__apexrl_is "eval run"' -l domain -x -d 'Only this domain
 complete -c apexrl -n '__apexrl_is "eval run"' -l judge -x -d 'LiteLLM judge model for free-text criteria (gemini/..., openai/...).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l judge-api-base -x -d 'OpenAI-compatible URL serving the judge (openai/<name>).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l grader -x -a 'apexrl archipelago' -d 'Who grades: apexrl, or archipelagos own grading runner.'
-complete -c apexrl -n '__apexrl_is "eval run"' -l archipelago -r -F -d 'archipelago checkout for --grader archipelago (default: $APEXRL_ARCHIP'
+complete -c apexrl -n '__apexrl_is "eval run"' -l archipelago -r -F -d 'archipelago checkout for --grader archipelago and --runtime archipelag'
+complete -c apexrl -n '__apexrl_is "eval run"' -l runtime -x -a 'apexrl archipelago' -d 'Whose MCP servers serve the worlds: apexrls own, or archipelagos own f'
 complete -c apexrl -n '__apexrl_is "eval run"' -l grader-option -r -F -d 'One of apexrls grading choices archipelago does not make (repeatable):'
 complete -c apexrl -n '__apexrl_is "eval run"' -l tokenizer -r -F -d 'Tokenizer (default: MODELs).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l chat-template -r -F -d 'Template file or name.'
@@ -333,6 +334,8 @@ complete -c apexrl -n '__apexrl_is "world serve"' -l world-id -r -F -d 'World id
 complete -c apexrl -n '__apexrl_is "world serve"' -l ready-timeout -x -d 'Seconds to wait for readiness.'
 complete -c apexrl -n '__apexrl_is "world serve"' -l profile -r -F -d 'Image contract to serve: apexrl (port 8080) or mercor (Mercors world i'
 complete -c apexrl -n '__apexrl_is "world serve"' -l task-slug -r -F -d 'The task this world serves (shown on /health).'
+complete -c apexrl -n '__apexrl_is "world serve"' -l runtime -r -F -d 'Whose servers: apexrl (its own) or archipelago (the checkouts own serv'
+complete -c apexrl -n '__apexrl_is "world serve"' -l peer -r -F -d 'The archipelago checkout for --runtime archipelago (default: $APEXRL_A'
 complete -c apexrl -n '__apexrl_is "world serve"' -F
 complete -c apexrl -n '__apexrl_is "world snapshot"' -l files -d 'Include the per-file list in the record.'
 complete -c apexrl -n '__apexrl_is "world snapshot"' -l help -s h -d 'Show help and exit.'

@@ -208,6 +208,12 @@ def run(
         selection = read_lines(sys.stdin)
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
+    if runtime is Runtime.archipelago and env.value != "local":
+        raise UsageError(
+            f"--runtime archipelago runs archipelago's servers in the local sandbox, "
+            f"not in --env {env.value}",
+            hint="use --env local, or --runtime apexrl",
+        )
     checkout = _grader_checkout(grader, archipelago, judge, runtime)
     sys_p = read_prompt(system_prompt, "--system-prompt") if system_prompt else None
     extra_p = read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None

@@ -433,6 +433,13 @@ async def serve_peer(
     from apexrl.worlds.gateway import serve_forever
 
     world_root = Path(world.root) if mode == "bwrap" else None
+    names = ", ".join(BY_NAME[n].folder for n, _ in plan.servers)
+    print(
+        f"apexrl: archipelago's servers ({names}) from {plan.checkout} "
+        f"(commit {plan.commit or 'unknown'}, key {plan.key})",
+        file=errlog or sys.stderr,
+        flush=True,
+    )
     async with start_servers(
         plan, mode=mode, network=network, world=world_root, errlog=errlog
     ) as backends:

@@ -211,8 +211,8 @@ class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
     def _runtime_runs_locally(self) -> AgentSection:
         if self.runtime == "archipelago" and self.environment != "local":
             raise ValueError(
-                "runtime = \"archipelago\" runs archipelago's servers in the local "
-                f"sandbox; environment = {self.environment!r} cannot (use \"local\")"
+                'runtime = "archipelago" runs archipelago\'s servers in the local '
+                f'sandbox; environment = {self.environment!r} cannot (use "local")'
             )
         return self
 

@@ -148,3 +148,15 @@ def test_html_report_is_self_contained_and_renders_in_chromium(runner, two_runs,
     assert img.shape[0] >= 1000 and img.shape[1] >= 800
     # not a blank page: the plots put plenty of non-white pixels on it
     assert (img[..., :3].mean(axis=2) < 0.9).mean() > 0.02
+
+
+def test_runtime_archipelago_needs_the_local_environment(runner, tmp_path):
+    from apexrl.cli.app import app
+
+    res = runner.invoke(
+        app,
+        ["eval", "run", "--agent", "oracle", "--tasks", str(tmp_path), "-o", str(tmp_path / "r")]
+        + ["--env", "modal", "--runtime", "archipelago"],
+    )
+    assert res.exit_code == 2 and "local sandbox" in res.output, res.output
+    assert not (tmp_path / "r").exists()

@@ -433,3 +433,13 @@ def test_agent_max_steps_is_read_as_max_turns_with_a_warning(tmp_path, runner):
     res = runner.invoke(app, ["train", str(old), "--dry-run", "--set", 'agent.judge="none"'])
     assert res.exit_code == 0, res.output
     assert "warning      " in res.stderr and "rename it `agent.max_turns`" in res.stderr
+
+
+def test_runtime_archipelago_runs_in_the_local_environment_only():
+    from pydantic import ValidationError
+
+    from apexrl.train.recipe import AgentSection
+
+    assert AgentSection(runtime="archipelago").runtime == "archipelago"
+    with pytest.raises(ValidationError, match="local"):
+        AgentSection(runtime="archipelago", environment="modal")

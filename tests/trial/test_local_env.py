@@ -16,7 +16,7 @@ import pytest
 
 from apexrl.envs.local.environment import LocalEnvironment, SandboxError, sweep_stale
 from apexrl.worlds.store import WorldStore, task_world
-from tests.trial.conftest import task_named
+from tests.trial.conftest import RUNTIMES, alive, peer_processes, task_named
 
 pytestmark = pytest.mark.integration
 
@@ -51,9 +51,11 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def test_sandbox_isolation_and_paths(tmp_path, trial_data, worlds, task_dirs):
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_sandbox_isolation_and_paths(tmp_path, trial_data, worlds, task_dirs, runtime):
     task = task_named(task_dirs, "update-fy2025e-revenue")  # has a task input file
-    env = make_env(task, tmp_path / "trial", worlds)
+    env = make_env(task, tmp_path / "trial", worlds, runtime=runtime)
+    peer = runtime == "archipelago"  # archipelago's servers see the world at /filesystem
 
     async def go():
         await env.start(force_build=False)
@@ -67,17 +69,21 @@ def test_sandbox_isolation_and_paths(tmp_path, trial_data, worlds, task_dirs):
                 "home": "ls -A /root; echo HOME=$HOME",
                 "write": "echo hi > /world/filesystem/new.txt && echo ok",
                 "bg": "sleep 987 & echo started",
+                "peer_view": "ls /filesystem/new.txt /.apps_data",
             }.items():
                 r[name] = await env.exec(cmd, timeout_sec=20)
             async with httpx.AsyncClient() as c:
                 health = (await c.get(env.gateway_health_url)).json()
+            if peer:  # the servers run while the trial does, and see its world
+                r["servers"] = peer_processes(env.gateway_pid)
+                r["listed"] = await _call(env, "filesystem_list_files", {"path": "/"})
             return r, health
         finally:
             await env.stop(delete=True)
 
     assert env.gateway_url is None
     r, health = asyncio.run(go())
-    assert r["whoami"].stdout.splitlines()[0] == "/world/filesystem"
+    assert r["whoami"].stdout.splitlines()[0] == ("/filesystem" if peer else "/world/filesystem")
     assert "management_case_v2.csv" in r["whoami"].stdout  # the task's input file overlay
     assert r["project"].return_code != 0  # the project folder is not visible
     assert r["usr"].return_code != 0  # the system is read-only
@@ -87,6 +93,14 @@ def test_sandbox_isolation_and_paths(tmp_path, trial_data, worlds, task_dirs):
     assert r["write"].stdout.strip() == "ok"
     assert r["bg"].stdout.strip() == "started"
     assert health["status"] == "ok" and health["n_tools"] > 10
+    if peer:
+        assert r["peer_view"].return_code == 0, r["peer_view"]
+        assert health["runtime"] == "archipelago" and health["n_tools"] == 73, health
+        assert len(r["servers"]) >= 9, r["servers"]
+        assert "'new.txt' (text/plain file) 3 bytes" in r["listed"], r["listed"]
+        assert alive(r["servers"]) == []  # gone with the trial
+    else:  # apexrl's own runtime adds no mount
+        assert r["peer_view"].return_code != 0
     # a background process dies with its exec (own PID namespace)
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd(p) == "sleep 987"]
     assert left == []
@@ -95,6 +109,17 @@ def test_sandbox_isolation_and_paths(tmp_path, trial_data, worlds, task_dirs):
     assert not (pristine / "filesystem" / "new.txt").exists()
     assert env.root is not None and not env.root.exists()
     assert not pid_alive(env.gateway_pid)
+
+
+async def _call(env: LocalEnvironment, name: str, args: dict) -> str:
+    from apexrl.agent.mcp_tools import ToolBox
+
+    box = ToolBox(env.gateway_url)
+    await box.connect()
+    try:
+        return (await box.call(name, args, timeout_s=60)).text
+    finally:
+        await box.close()
 
 
 def _cmd(p: Path) -> str:

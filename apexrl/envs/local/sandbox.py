@@ -329,6 +329,9 @@ def system_binds() -> list[str]:
             argv += ["--symlink", os.readlink(p), p]
         elif os.path.isdir(p):
             argv += ["--ro-bind", p, p]
+    # /etc readable by the sandbox's uid (bwrap would make it 0700, owned by its own root:
+    # then no sandbox process could read a file bound below it)
+    argv += ["--perms", "0755", "--dir", "/etc"]
     for p in ETC_FILES:
         if os.path.exists(p):
             argv += ["--ro-bind", p, p]
