@@ -31,8 +31,10 @@ TORCH_INDEX ?=
 
 # The archipelago peer (Mercor's servers and grading runner, run beside apexrl's in the
 # parity tiers): a checkout from $(APEXRL_ARCHIPELAGO), built with uv for Python 3.13 into
-# $(PEER_DIR): the servers into $(PEER_DIR)/<content key>/ (make peer-servers), the grading
-# runner into $(PEER_DIR)/grading-<content key> (make peer-grader; ~15 s warm, ~700 MB).
+# $(PEER_DIR): the servers into $(PEER_DIR)/<content key>/ and its environment gateway and
+# agent runner into $(PEER_DIR)/environment-<key>, agents-<key> (make peer-servers; the two
+# ~2 s each warm, 480 + 360 MB hardlinked from uv's cache), the grading runner into
+# $(PEER_DIR)/grading-<content key> (make peer-grader; ~15 s warm, ~700 MB).
 APEXRL_ARCHIPELAGO ?= ../shared/peers/archipelago
 PEER_DIR ?= .peer
 # libreoffice-calc: the peer's spreadsheets server recalculates with soffice after each write
@@ -108,7 +110,8 @@ builddeps:
 	$(call apt_install_missing,$(BUILD_APT_PACKAGES))
 
 # The archipelago peer's nine server runtimes, one venv each (their locks pin different
-# versions of 22 shared packages), built idempotently from the checkout with uv.
+# versions of 22 shared packages), its environment gateway and its agent runner (the
+# Mercor image contract tests), built idempotently from the checkout with uv.
 peer-servers: install
 	@test "$(PEER_FOUND)" = yes || { echo "no archipelago checkout at $(APEXRL_ARCHIPELAGO) (set APEXRL_ARCHIPELAGO)"; exit 2; }
 	$(call apt_install_missing,$(PEER_APT_PACKAGES))
