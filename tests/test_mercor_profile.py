@@ -272,3 +272,87 @@ def test_packed_mercor_image_starts_by_its_contract(tmp_path):
 
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_compose_overlay_starts_the_world_by_its_profile(tmp_path):
+    """Harbor's podman/docker get a Compose overlay for Mercor-profile tasks (the task's
+    recorded profile or --image-profile), none for apexrl's own images."""
+    from apexrl.envs.profiles import compose_override
+    from apexrl.trial.run import harbor_config
+    from tests.test_tasks_recipe_format import recipe_task
+
+    assert compose_override(get_profile("apexrl"), SLUG) is None
+    main = compose_override(MERCOR, SLUG)["services"]["main"]
+    assert main["command"] == ["/app/tools/start.sh", SLUG]
+    assert main["working_dir"] == "/filesystem"
+    task = recipe_task(tmp_path / "tasks", "investment-banking-world-219", 1)
+    hc = harbor_config(task, TrialConfig(environment="podman", logs_dir=tmp_path / "t" / "a"))
+    (overlay,) = hc.environment.extra_docker_compose
+    slug = json.loads((task / "archipelago.json").read_text())["task_slug"]
+    assert json.loads(Path(overlay).read_text())["services"]["main"]["command"][-1] == slug
+    forced = TrialConfig(
+        environment="podman",
+        sandbox=SandboxSettings(image_profile="apexrl"),
+        logs_dir=tmp_path / "t" / "b",
+    )
+    assert harbor_config(task, forced).environment.extra_docker_compose == []
+
+
+@pytest.mark.integration
+def test_podman_environment_starts_a_mercor_image_by_its_profile(tmp_path):
+    """Harbor's own podman environment, with the overlay apexrl gives it, starts a
+    Mercor-style image by `/app/tools/start.sh <task_slug>` (its gateway keeps the
+    container up), execs start in /filesystem and find the world at /world too."""
+    import os
+    import re
+
+    from harbor.environments.factory import EnvironmentFactory
+    from harbor.models.task.task import Task
+    from harbor.models.trial.paths import TrialPaths
+
+    from apexrl.trial.run import harbor_config
+    from tests.test_tasks_recipe_format import recipe_task
+
+    env_vars = build_image(tmp_path, REF)
+    os.environ["CONTAINERS_CONF"] = env_vars["CONTAINERS_CONF"]
+    os.environ["PATH"] = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # podman-compose
+    task = recipe_task(tmp_path / "tasks", "investment-banking-world-219", 1)
+    toml = (task / "task.toml").read_text()
+    toml = re.sub(r"(?m)^\[environment\]$", f'[environment]\ndocker_image = "{REF}"', toml)
+    (task / "task.toml").write_text(toml)
+    slug = json.loads((task / "archipelago.json").read_text())["task_slug"]
+    logs = tmp_path / "trial"
+    hc = harbor_config(task, TrialConfig(environment="podman", logs_dir=logs))
+    t = Task(task)
+    paths = TrialPaths(logs)
+    paths.mkdir()
+    env = EnvironmentFactory.create_environment_from_config(
+        hc.environment,
+        environment_dir=t.paths.environment_dir,
+        environment_name=t.name,
+        session_id=f"mercor-{uuid.uuid4().hex[:8]}",
+        trial_paths=paths,
+        task_env_config=t.config.environment,
+    )
+    probe = (
+        "import json, time, urllib.request\n"
+        "for _ in range(100):\n"
+        "    try:\n"
+        "        print(json.load(urllib.request.urlopen('http://127.0.0.1:8000/health'))"
+        "['task_slug']); break\n"
+        "    except OSError: time.sleep(0.2)\n"
+    )
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            return (
+                await env.exec("pwd; ls /world/filesystem/Documents"),
+                await env.exec(f'python3 -c "{probe}"'),
+            )
+        finally:
+            await env.stop(delete=True)
+
+    where, health = asyncio.run(go())
+    assert where.stdout.split() == ["/filesystem", "figures.csv"], where
+    assert health.stdout.strip() == slug, health

@@ -194,6 +194,29 @@ def check_snapshot(data: bytes) -> list[str]:
     return names
 
 
+def compose_override(profile: ImageProfile, task_slug: str | None) -> dict | None:
+    """A Compose overlay for Harbor's podman/docker environments (their `main` service)
+    that starts the world as `profile` says, in place of Harbor's keep-alive command: the
+    start command (Mercor's: `/app/tools/start.sh <task_slug>`, whose gateway keeps the
+    container up), after linking /world to the image's data roots (agents, oracles and
+    graders address /world), in the data's folder. None for apexrl's own images: their
+    entrypoint already serves the world beside Harbor's command."""
+    if profile.name == "apexrl":
+        return None
+    start = profile.start_argv(task_slug)
+    script = 'mkdir -p /world && ln -sfn "$1" /world/filesystem && ln -sfn "$2" /world/.apps_data'
+    script += '; shift 2; exec "$@"'
+    main: dict = {
+        "entrypoint": ["sh", "-c", script, "sh", profile.filesystem, profile.apps_data],
+        "command": start,
+        "working_dir": profile.filesystem,
+    }
+    env = profile.start_env()
+    if env:
+        main["environment"] = env
+    return {"services": {"main": main}}
+
+
 def podman_run_argv(
     profile: ImageProfile,
     image: str,

@@ -101,6 +101,8 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
         )
     worlds = str(Path(config.worlds_dir).resolve()) if config.worlds_dir else None
     env = environment_config(config, worlds)
+    if get_environment(config.environment).harbor_owned:
+        env.extra_docker_compose = profile_overlays(Path(task_dir), config, logs)
     verifier = VerifierConfig(
         import_path=VERIFIER,
         kwargs={
@@ -139,6 +141,31 @@ def environment_config(config: TrialConfig, worlds: str | None) -> Any:
     elif config.sandbox.image_profile:  # the local sandbox shows the world as the profile does
         kwargs["image_profile"] = config.sandbox.image_profile
     return EnvironmentConfig(import_path=entry.import_path, kwargs=kwargs)
+
+
+def profile_overlays(task_dir: Path, config: TrialConfig, logs: Path) -> list[Path]:
+    """Harbor's podman/docker environments start the world image as its profile says
+    (apexrl.envs.profiles): a Compose overlay written into the trial folder, or none."""
+    from apexrl.envs.profiles import compose_override, profile_for_task
+    from apexrl.tasks.meta import find_task_meta
+
+    meta = find_task_meta(task_dir, require_world=False)
+    profile = profile_for_task(config.sandbox.image_profile, meta.image_profile if meta else None)
+    overlay = compose_override(profile, meta.task_slug if meta else None)
+    if overlay is None:
+        return []
+    import hashlib
+
+    from apexrl.artifacts.atomic import write_text_atomic
+
+    text = json.dumps(overlay, indent=2) + "\n"  # JSON is YAML
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    # beside the trial folder (Harbor makes that one itself), named by its content
+    path = logs.parent / ".apexrl-compose" / f"{profile.name}-{digest}.yaml"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    return [path]
 
 
 def agent_meta(hr: Any) -> dict:
