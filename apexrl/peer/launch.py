@@ -47,6 +47,11 @@ def server_env(rt: Runtime) -> dict[str, str]:
 
 def bwrap_argv(bwrap: str, rt: Runtime, world: Path) -> list[str]:
     """bwrap ... -- python main.py, with `world` (holding filesystem/, .apps_data/)."""
+    return sandbox_argv(bwrap, world, str(rt.main_dir), [str(rt.python), "main.py"])
+
+
+def sandbox_argv(bwrap: str, world: Path, chdir: str, command: list[str]) -> list[str]:
+    """bwrap ... -- command, in the layout archipelago's servers run in (see above)."""
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid"]
     argv += ["--unshare-ipc", "--unshare-uts", "--tmpfs", "/", "--dev", "/dev", "--proc", "/proc"]
     argv += ["--tmpfs", "/tmp"]
@@ -61,5 +66,5 @@ def bwrap_argv(bwrap: str, rt: Runtime, world: Path) -> list[str]:
     for sub, target in (("filesystem", "/filesystem"), (".apps_data", "/.apps_data")):
         (world / sub).mkdir(exist_ok=True)
         argv += ["--bind", str((world / sub).resolve()), target]
-    argv += ["--chdir", str(rt.main_dir), "--", str(rt.python), "main.py"]
+    argv += ["--chdir", chdir, "--", *command]
     return argv

@@ -126,8 +126,18 @@ async def peer_session(rt: Runtime, world: Path) -> AsyncIterator[ToolClient]:
             await client.__aexit__(None, None, None)
 
 
+# apexrl's servers whose replies depend on where the world is (code_exec's folder and
+# the paths its commands see): verify runs them in the peer's own sandbox layout, world
+# at /filesystem and /.apps_data, so both sides' code runs in the same place
+IN_SANDBOX = {"code_execution"}
+
+
 @contextlib.asynccontextmanager
 async def apexrl_session(server: str, world: Path) -> AsyncIterator[ToolClient]:
+    if server in IN_SANDBOX:
+        async with _sandboxed_apexrl(server, world) as tc:
+            yield tc
+        return
     from mcp import Client
 
     from apexrl.worlds.gateway import build_gateway
@@ -144,3 +154,40 @@ async def apexrl_session(server: str, world: Path) -> AsyncIterator[ToolClient]:
             yield tc
     finally:
         w.close()
+
+
+@contextlib.asynccontextmanager
+async def _sandboxed_apexrl(server: str, world: Path) -> AsyncIterator[ToolClient]:
+    """apexrl's gateway for `server` over stdio, in the sandbox `peer_session` uses."""
+    import os
+    import sys
+
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from apexrl.envs.local.sandbox import bwrap_path
+    from apexrl.peer.launch import sandbox_argv
+
+    command = [sys.executable, "-m", "apexrl.peer.stdio_gateway", server]
+    argv = sandbox_argv(bwrap_path(), world, "/", command)
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **{k: os.environ[k] for k in ("PYTHONPATH", "VIRTUAL_ENV") if k in os.environ},
+    }
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+    with open(world.parent / f".apexrl-{server}.log", "a") as errlog:
+        async with asyncio.timeout(START_TIMEOUT_S):
+            client = Client(
+                stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S
+            )
+            await client.__aenter__()
+        try:
+            tc = ToolClient(client, server, envelopes=False)
+            await tc.load()
+            yield tc
+        finally:
+            await client.__aexit__(None, None, None)

@@ -94,11 +94,11 @@ MATCHED = {
 }
 # known differences inside those (README): archipelago's guidance prose (not copied:
 # search_files' hint on an empty result at the root, code_exec's raw-Python refusal,
-# read_csv's truncation banner), code_exec's working folder, and a page rendered by
-# another engine (pdfium, not MuPDF)
+# read_csv's truncation banner) and a page rendered by another engine (pdfium, not
+# MuPDF)
 KNOWN = [
     lambda r: r["tool"] == "search_files" and r["peer"]["content"][0].startswith("No files"),
-    lambda r: r["tool"] == "code_exec" and r["args"].get("code") in ("pwd", "import os"),
+    lambda r: r["tool"] == "code_exec" and r["args"].get("code") == "import os",
     lambda r: r["tool"] == "read_csv" and "row_limit" in r["args"],  # the truncation banner
     lambda r: r["tool"] == "read_page_as_image",
 ]
