@@ -373,6 +373,23 @@ def mail(root: Path) -> list[Case]:
                 writes=True,
             )
         )
+        c.append(
+            Case(
+                server=s,
+                tool="reply_all_mail",
+                args={"original_mail_id": ids[0], "body": "Thanks, all."},
+                writes=True,
+            )
+        )
+        # the thread the replies made (their X-Thread-ID)
+        c.append(Case(server=s, tool="search_mail", args={"thread_id": ids[0]}))
+    c.append(
+        Case(
+            server=s,
+            tool="reply_mail",
+            args={"original_mail_id": "<missing@example.com>", "body": "x"},
+        )
+    )
     return c
 
 
@@ -427,6 +444,22 @@ def chat(root: Path) -> list[Case]:
                 writes=True,
             )
         )
+    if posts:
+        g, p = posts[0]
+        c.append(
+            Case(
+                server=s,
+                tool="reply_to_thread",
+                args={"channel_id": g, "post_id": p, "message": "Parity reply"},
+                writes=True,
+            )
+        )
+        c.append(
+            Case(server=s, tool="delete_post", args={"channel_id": g, "post_id": p}, writes=True)
+        )
+        c.append(
+            Case(server=s, tool="get_thread_replies", args={"channel_id": g, "post_id": "nope"})
+        )
     return c
 
 
@@ -468,6 +501,19 @@ def calendar(root: Path) -> list[Case]:
             )
         )
         c.append(Case(server=s, tool="delete_event", args={"event_id": ids[-1]}, writes=True))
+    c.append(
+        Case(
+            server=s,
+            tool="create_event",
+            args={
+                "summary": "Offsite",
+                "start": {"date": "2025-11-03"},
+                "end": {"date": "2025-11-04"},
+            },
+            writes=True,
+        )
+    )
+    c.append(Case(server=s, tool="delete_event", args={"event_id": "no-such-event"}))
     return c
 
 
