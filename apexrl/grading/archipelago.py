@@ -352,19 +352,9 @@ def grade_archipelago(
                 judge_model=judge.model,
             )
         )
-    met = sum(v.met for v in verdicts)
-    total = len(verdicts)
-    passed = total > 0 and met == total
-    score = met / total if total else 0.0
     return GradeResult(
         task_id=inputs.task_id,
-        reward=score if reward == "score" else float(passed),
-        reward_mode=reward,  # type: ignore[arg-type]
-        passed=passed,
-        score=score,
-        criteria_met=met,
-        criteria_total=total,
-        verdicts=verdicts,
+        **GradeResult.tally(verdicts, reward),
         changes=inputs.changes,
         answer_chars=len(inputs.final_message()),
         judge_model=judge.model,

@@ -203,22 +203,12 @@ async def grade(
                 prompt_sha256=r.prompt_sha256,
             )
     final = [v for v in verdicts if v is not None]
-    met = sum(v.met for v in final)
-    total = len(final)
-    passed = total > 0 and met == total
-    score = met / total if total else 0.0
     calls = sum(v.attempts for v in final if v.source == "judge") if judge else None
     return GradeResult(
         task_id=task_id,
         judge_calls=calls,
         grader_options=sorted(options),
-        reward=score if reward == "score" else float(passed),
-        reward_mode=reward,  # type: ignore[arg-type]
-        passed=passed,
-        score=score,
-        criteria_met=met,
-        criteria_total=total,
-        verdicts=final,
+        **GradeResult.tally(final, reward),
         changes=changes,
         answer_chars=len(answer),
         judge_model=judge.model if judge else None,

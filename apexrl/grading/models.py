@@ -59,6 +59,25 @@ class GradeResult(Record):
     grader_options: list[str] = Field(default_factory=list)  # GRADER_OPTIONS names in force
     judge_calls: int | None = None  # judge calls made (cached prompts cost none); None: unknown
 
+    @staticmethod
+    def tally(verdicts: list[Verdict], reward: str) -> dict:
+        """The fields the verdicts decide: criteria met and total, passed (every criterion
+        met, none at all is no pass), score (the fraction met) and the reward per `reward`
+        ("score", else pass as 0/1)."""
+        met = sum(v.met for v in verdicts)
+        total = len(verdicts)
+        passed = total > 0 and met == total
+        score = met / total if total else 0.0
+        return {
+            "reward": score if reward == "score" else float(passed),
+            "reward_mode": reward,
+            "passed": passed,
+            "score": score,
+            "criteria_met": met,
+            "criteria_total": total,
+            "verdicts": verdicts,
+        }
+
     def rewards(self) -> dict[str, float]:
         """Harbor's reward.json: a flat object of numbers."""
         return {
