@@ -9,7 +9,7 @@ the start), PID namespace (the gateway is not in it), mount namespace with its o
 /proc (an empty one where the kernel refuses a new /proc: the gateway's processes are
 never listed), network namespace when the task allows no network, and no_new_privs.
 The `local` gateway also runs non-dumpable under a seccomp filter its commands inherit
-(`apexrl.envs.seccomp`: no ptrace, pidfd_getfd, process_vm_*, kcmp or keyrings).
+(`apexrl.envs.local.seccomp`: no ptrace, pidfd_getfd, process_vm_*, kcmp or keyrings).
 The local gateway sets $APEXRL_CODE_SANDBOX=1; elsewhere (a world image's container,
 whose own isolation applies and which may forbid user namespaces) the command is a
 plain shell, in a new network namespace when the task allows no network.
