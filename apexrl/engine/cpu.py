@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import socket
 import threading
 import time
 import uuid
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from apexrl.engine.protocol import HttpEngine
+from apexrl.engine.httpserver import JsonHandler, ServedModel, ThreadedHttpEngine
 from apexrl.errors import UsageError
 from apexrl.tito import sampling
 
@@ -443,62 +441,24 @@ def _chat_request(engine: LocalEngine, body: dict) -> dict:
     }
 
 
-def _handler(engine: LocalEngine):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def _handler(engine: LocalEngine) -> type[JsonHandler]:
+    class Handler(JsonHandler):
         server_version = "apexrl-local-engine"
-
-        def setup(self) -> None:
-            super().setup()
-            # headers and body are two writes: without NODELAY a keep-alive client
-            # waits ~40 ms per response (Nagle + delayed ACK)
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            return
-
-        def _send(self, status: int, obj: Any) -> None:
-            data = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+        served = ServedModel(lambda: engine.name, lambda: engine.max_model_len)
 
         def _error(self, status: int, message: str) -> None:
             kind = "NotFoundError" if status == 404 else "BadRequestError"
             self._send(status, {"error": {"message": message, "type": kind, "code": status}})
 
-        def do_GET(self) -> None:
-            if self.path == "/health":  # vLLM answers 200 with an empty body
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-            elif self.path == "/v1/models":
-                self._send(
-                    200,
-                    {
-                        "object": "list",
-                        "data": [
-                            {
-                                "id": engine.name,
-                                "object": "model",
-                                "owned_by": "apexrl",
-                                "max_model_len": engine.max_model_len,
-                            }
-                        ],
-                    },
-                )
-            else:
-                self._error(404, f"no route {self.path}")
+        def no_route(self) -> None:
+            self._error(404, f"no route {self.path}")
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            raw = self.read_body()
             routes = {"/v1/completions": _completion_request, "/v1/chat/completions": _chat_request}
             route = routes.get(self.path)
             if route is None:
-                self._error(404, f"no route {self.path}")
+                self.no_route()
                 return
             try:
                 body = json.loads(raw or b"{}")
@@ -523,33 +483,15 @@ def _handler(engine: LocalEngine):
     return Handler
 
 
-class EngineServer(HttpEngine):
-    """The HTTP server around a LocalEngine; start() runs it in a daemon thread."""
+class EngineServer(ThreadedHttpEngine):
+    """The HTTP server around a LocalEngine (apexrl.engine.httpserver's shell); start()
+    runs it in a daemon thread."""
+
+    thread_name = "apexrl-local-engine"
 
     def __init__(self, engine: LocalEngine, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.engine = engine
-        self.httpd = ThreadingHTTPServer((host, port), _handler(engine))
-        self.httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> EngineServer:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def serve_forever(self) -> None:
-        self.httpd.serve_forever()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        self._bind(_handler(engine), host, port)
 
     # apexrl.engine.protocol.Engine
     kind = "local"

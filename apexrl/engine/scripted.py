@@ -19,16 +19,14 @@ It listens on 127.0.0.1; use it as a context manager.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-from apexrl.engine.protocol import HttpEngine
+from apexrl.engine.httpserver import JsonHandler, ServedModel, ThreadedHttpEngine
 
 FIXED_LOGPROB = -0.25
 
@@ -44,7 +42,9 @@ class Fault:
 Step = str | Fault | Callable[[dict], "str | Fault"]
 
 
-class ScriptedEngine(HttpEngine):
+class ScriptedEngine(ThreadedHttpEngine):
+    thread_name = "apexrl-scripted-engine"
+
     def __init__(
         self,
         script: Sequence[Step],
@@ -71,14 +71,7 @@ class ScriptedEngine(HttpEngine):
         self.chat_requests: list[dict] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self.httpd = ThreadingHTTPServer((host, port), self._handler())
-        self.httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        self._bind(self._handler(), host, port)
 
     def push(self, *steps: Step) -> None:
         with self._lock:
@@ -152,54 +145,16 @@ class ScriptedEngine(HttpEngine):
     def _handler(self):
         eng = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                # headers and body go out in two writes: without NODELAY each keep-alive
-                # response waits ~40 ms (Nagle + delayed ACK)
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def _send(self, status: int, obj: Any) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path == "/health":
-                    self._send(200, {"status": "ok"})
-                elif self.path == "/v1/models":
-                    self._send(
-                        200,
-                        {
-                            "object": "list",
-                            "data": [
-                                {
-                                    "id": eng.model,
-                                    "object": "model",
-                                    "max_model_len": eng.max_model_len,
-                                }
-                            ],
-                        },
-                    )
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+        class Handler(JsonHandler):
+            served = ServedModel(lambda: eng.model, lambda: eng.max_model_len)
 
             def do_POST(self) -> None:
-                n = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(n) if n else b""
+                raw = self.read_body()
                 if self.path == "/v1/chat/completions" and eng.chat is not None:
                     self._chat(raw)
                     return
                 if self.path != "/v1/completions":
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    self.no_route()
                     return
                 try:
                     body = json.loads(raw or b"{}")
@@ -242,19 +197,8 @@ class ScriptedEngine(HttpEngine):
 
         return Handler
 
-    def start(self) -> ScriptedEngine:
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, name="apexrl-scripted-engine", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        self._stopping.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+    def _before_stop(self) -> None:
+        self._stopping.set()  # a hanging step returns
 
     # apexrl.engine.protocol.Engine
     kind = "scripted"
