@@ -132,16 +132,6 @@ def _warn_once(message: str) -> None:
         print(f"apexrl: warning: {message}", file=sys.stderr)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(work_dir: Path) -> int:
     """Remove trial folders whose owner process is gone. Returns how many."""
     n = 0
@@ -161,7 +151,7 @@ def sweep_stale(work_dir: Path) -> int:
                         shutil.rmtree(d, ignore_errors=True)
                         n += 1
                 continue
-        if not _pid_alive(pid) or (boot is not None and _proc_start(pid) != boot):
+        if not sandbox.pid_alive(pid) or (boot is not None and _proc_start(pid) != boot):
             sandbox.remove_trial_folder(d)
             n += 1
     return n

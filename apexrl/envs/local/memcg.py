@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from apexrl.envs.local.sandbox import pid_alive
+
 PREFIX = "apexrl-trial-"
 _PARENT: tuple[Path, int] | None | bool = False  # False: not looked up yet
 
@@ -189,7 +191,7 @@ def sweep_stale(base: Path) -> int:
             if not d.name.startswith(PREFIX):
                 continue
             owner = _owner_pid(d.name)
-            if owner is not None and _alive(owner):
+            if owner is not None and pid_alive(owner):
                 continue
             with contextlib.suppress(OSError):
                 d.rmdir()
@@ -204,13 +206,3 @@ def _owner_pid(folder: str) -> int | None:
         if p.isdigit():
             return int(p)
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

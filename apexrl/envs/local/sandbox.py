@@ -603,3 +603,14 @@ def resolve_allowed(env: dict[str, str], allowed: set[str]) -> tuple[dict[str, s
         if not missing:
             out[key] = value
     return out, sorted(set(refused))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
