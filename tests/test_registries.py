@@ -1,4 +1,4 @@
-"""The engine and environment registries are the one place a name is added: with one
+"""The engine, environment and agent registries are the one place a name is added: with one
 more entry (made before apexrl's other modules load, as a line in the registry file
 would), the CLI choices, recipe validation, trial dispatch, preflight and doctor all
 know it, and start_engine starts it."""
@@ -69,6 +69,8 @@ ONE_MORE = textwrap.dedent(
     import json, os, sys
     from apexrl.envs import registry as envs
     from apexrl.engine import registry as engines
+    from apexrl.agent import registry as agents
+    agents.AGENTS["fakeagent"] = agents.AgentEntry("fakeagent", "fake_env_mod:FakeAgent")
     envs.ENVIRONMENTS["fakeenv"] = envs.EnvironmentEntry(
         "fakeenv", "a test environment", import_path="fake_env_mod:FakeEnv",
         preflight="fake_env_mod:check", tools=("fake-tool",), credentials=("FAKE_KEY",))
@@ -84,10 +86,11 @@ ONE_MORE = textwrap.dedent(
     from apexrl.trial.config import TrialConfig
     from apexrl.train.recipe import AgentSection
     from apexrl.trial.run import harbor_config
-    cfg = TrialConfig(environment="fakeenv", logs_dir=sys.argv[1] + "/logs")
-    AgentSection(environment="fakeenv")
-    env = harbor_config(sys.argv[1], cfg).environment
-    out["import_path"] = env.import_path
+    cfg = TrialConfig(environment="fakeenv", agent="fakeagent", logs_dir=sys.argv[1] + "/logs")
+    AgentSection(environment="fakeenv", agent="fakeagent")
+    hc = harbor_config(sys.argv[1], cfg)
+    out["import_path"] = hc.environment.import_path
+    out["agent_path"] = [hc.agent.import_path, sorted(hc.agent.kwargs)[:3]]
     from apexrl.envs.preflight import check_environment
     from apexrl.eval.preflight import check_engine
     out["preflight"] = [p.what for p in check_environment("fakeenv", {})]
@@ -133,7 +136,8 @@ def test_one_registry_entry_reaches_every_consumer(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert "fakeenv" in out["eval_help"] and "fakeeng" in out["eval_help"]
+    assert all(n in out["eval_help"] for n in ("fakeenv", "fakeeng", "fakeagent"))
+    assert out["agent_path"] == ["fake_env_mod:FakeAgent", ["budgets", "chat_template", "endpoint"]]
     assert "fakeeng" in out["serve"]  # the usage error lists the registry's choices
     assert out["import_path"] == "fake_env_mod:FakeEnv"
     assert out["preflight"] == ["fakeenv is checked"]
