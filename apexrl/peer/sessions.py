@@ -165,7 +165,6 @@ async def _sandboxed_apexrl(server: str, world: Path) -> AsyncIterator[ToolClien
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from apexrl.envs.local.sandbox import bwrap_path
     from apexrl.peer.launch import sandbox_argv
 
     command = [sys.executable, "-m", "apexrl.peer.stdio_gateway", server]
