@@ -39,8 +39,17 @@ buf = ctypes.create_string_buffer(8)
 iov = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 8)
 out["process_vm_readv"] = libc.syscall(310, 1, iov, 1, iov, 1, 0) >= 0
 out["keyctl"] = libc.syscall(250, 0, -3, 0, 0, 0) >= 0  # KEYCTL_GET_KEYRING_ID, user
+
+
+def procs():  # none where /proc cannot be listed (archipelago's code server blocks it)
+    try:
+        return [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+
+
 listed = ""
-for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
+for pid in procs() + ["self"]:
     for f in ("tcp", "tcp6"):
         try:
             listed += open(f"/proc/{pid}/net/{f}").read()
@@ -48,7 +57,7 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
             pass
 out["host_port_listed"] = any(f":{p:04X} " in listed for p in (port, gw_port))
 cmds = []
-for p in os.listdir("/proc"):
+for p in procs():
     if p.isdigit():
         try:
             cmds.append(open(f"/proc/{p}/cmdline", "rb").read())
@@ -110,9 +119,17 @@ async def _call(env, name_prefix: str, args: dict) -> str:
     return res.text
 
 
-@pytest.mark.parametrize("forkserver", ["1", "0"])
+@pytest.mark.parametrize(
+    ("forkserver", "runtime"),
+    [
+        ("1", "apexrl"),
+        ("0", "apexrl"),
+        # archipelago's code server, in the same sandbox (a fresh gateway, no fork server)
+        pytest.param("0", "archipelago", marks=pytest.mark.peer, id="0-archipelago"),
+    ],
+)
 def test_code_tool_cannot_reach_the_gateway_or_the_host(
-    tmp_path, worlds, task_dirs, monkeypatch, forkserver
+    tmp_path, worlds, task_dirs, monkeypatch, forkserver, runtime
 ):
     from harbor.models.task.config import NetworkPolicy
 
@@ -121,7 +138,11 @@ def test_code_tool_cannot_reach_the_gateway_or_the_host(
     listener = _Listener()
     task = task_named(task_dirs, "steerco-40fc")
     env = make_env(
-        task, tmp_path / "trial", worlds, network_policy=NetworkPolicy(network_mode="no-network")
+        task,
+        tmp_path / "trial",
+        worlds,
+        network_policy=NetworkPolicy(network_mode="no-network"),
+        runtime=runtime,
     )
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)

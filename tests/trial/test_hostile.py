@@ -12,7 +12,7 @@ import pytest
 
 from apexrl.trial.config import TrialConfig
 from apexrl.trial.run import run_trial
-from tests.trial.conftest import task_named
+from tests.trial.conftest import RUNTIMES, task_named
 
 pytestmark = pytest.mark.integration
 
@@ -101,7 +101,10 @@ def _sleepers() -> list[int]:
     return out
 
 
-def test_hostile_oracle_every_escape_fails(tmp_path, worlds, task_dirs, task_copy, monkeypatch):
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_hostile_oracle_every_escape_fails(
+    tmp_path, worlds, task_dirs, task_copy, monkeypatch, runtime
+):
     monkeypatch.setenv("APEXRL_SANDBOX_NPROC", "300")
     monkeypatch.setenv("APEXRL_SANDBOX_MEMORY_BYTES", str(2 * 1024**3))
     monkeypatch.setenv("HOST_SECRET", "HOST-SECRET-VALUE")
@@ -126,7 +129,11 @@ def test_hostile_oracle_every_escape_fails(tmp_path, worlds, task_dirs, task_cop
         (sol / "solve.sh").chmod(0o755)
         logs = tmp_path / "trial"
         cfg = TrialConfig(
-            agent="oracle", worlds_dir=worlds, logs_dir=logs, pass_env=["ALLOWED_VAR"]
+            agent="oracle",
+            worlds_dir=worlds,
+            logs_dir=logs,
+            pass_env=["ALLOWED_VAR"],
+            runtime=runtime,
         )
         out = run_trial(task, cfg)
     finally:
@@ -164,7 +171,8 @@ def test_hostile_oracle_every_escape_fails(tmp_path, worlds, task_dirs, task_cop
     assert _sleepers() == []
 
 
-def test_gateway_only_for_its_trial_and_code_tool_offline(tmp_path, worlds, task_dirs):
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_gateway_only_for_its_trial_and_code_tool_offline(tmp_path, worlds, task_dirs, runtime):
     """Another trial's sandbox that reaches the gateway's port gets 404 without this
     trial's token; the code tool of a no-network task cannot reach the host either."""
     import asyncio
@@ -180,7 +188,11 @@ def test_gateway_only_for_its_trial_and_code_tool_offline(tmp_path, worlds, task
 
     # what Harbor's trial hands the environment for a task that says no network
     env = make_env(
-        task, tmp_path / "trial", worlds, network_policy=NetworkPolicy(network_mode="no-network")
+        task,
+        tmp_path / "trial",
+        worlds,
+        network_policy=NetworkPolicy(network_mode="no-network"),
+        runtime=runtime,
     )
     connect = f"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 2)"
     probe = f'python3 -c "{connect}" && echo CONNECTED || echo refused'

@@ -362,3 +362,36 @@ def test_image_profile_mercor_shows_the_world_where_mercor_images_keep_it(
     assert env.profile is not None and env.profile.name == "mercor"
     with pytest.raises(Exception, match="unknown image profile"):
         make_env(task, tmp_path / "trial2", worlds, image_profile="nonsense")
+
+
+@pytest.mark.peer
+def test_two_trials_of_one_world_on_archipelagos_servers_stay_apart(tmp_path, worlds, task_dirs):
+    """Two trials of one world at once, each served by archipelago's own servers: what one
+    writes through its tools the other never sees, and one's token opens nothing of the
+    other's gateway."""
+    task = task_named(task_dirs, "update-fy2025e-revenue")
+    a = make_env(task, tmp_path / "a", worlds, runtime="archipelago")
+    b = make_env(task, tmp_path / "b", worlds, runtime="archipelago")
+    write = "echo only-in-a > /filesystem/a_only.txt && ls /filesystem"
+
+    async def go():
+        await asyncio.gather(a.start(force_build=False), b.start(force_build=False))
+        try:
+            r = {"wrote": await _call(a, "code_execution_code_exec", {"code": write})}
+            r["a"] = await _call(a, "filesystem_list_files", {"path": "/"})
+            r["b"] = await _call(b, "filesystem_list_files", {"path": "/"})
+            r["b_exec"] = (await b.exec("ls /filesystem /world/filesystem")).stdout
+            token_a = a.gateway_url.split("/")[3]
+            base_b = "/".join(b.gateway_url.split("/")[:3])
+            async with httpx.AsyncClient() as c:
+                r["cross"] = (await c.get(f"{base_b}/{token_a}/health")).status_code
+            return r
+        finally:
+            await asyncio.gather(a.stop(delete=True), b.stop(delete=True))
+
+    r = asyncio.run(go())
+    assert "a_only.txt" in r["wrote"] and "'a_only.txt' (text/plain file)" in r["a"], r
+    assert "a_only.txt" not in r["b"] and "a_only.txt" not in r["b_exec"], r
+    assert "'README.md'" in r["b"]  # b's own world is there
+    assert r["cross"] == 404
+    assert a.gateway_url != b.gateway_url

@@ -48,8 +48,18 @@ def _write(path: str, mib: int) -> str:
     )
 
 
-@pytest.mark.parametrize("forkserver", ["1", "0"])
-def test_a_trial_cannot_fill_host_memory(tmp_path, worlds, task_dirs, monkeypatch, forkserver):
+@pytest.mark.parametrize(
+    ("forkserver", "runtime"),
+    [
+        ("1", "apexrl"),
+        ("0", "apexrl"),
+        # archipelago's servers: a fresh gateway sandbox (no fork server), its code tool
+        pytest.param("0", "archipelago", marks=pytest.mark.peer, id="0-archipelago"),
+    ],
+)
+def test_a_trial_cannot_fill_host_memory(
+    tmp_path, worlds, task_dirs, monkeypatch, forkserver, runtime
+):
     assert os.geteuid() == 0, "per-trial tmpfs caps hold when apexrl runs as root (as tests do)"
     monkeypatch.setenv("APEXRL_LOCAL_FORKSERVER", forkserver)
     monkeypatch.setenv("APEXRL_LOCAL_PREWARM", "0")
@@ -57,7 +67,7 @@ def test_a_trial_cannot_fill_host_memory(tmp_path, worlds, task_dirs, monkeypatc
     monkeypatch.setenv("APEXRL_SANDBOX_SHM_BYTES", str(16 * MIB))
     task = task_named(task_dirs, "steerco-40fc")
     with _ram_work_dir(tmp_path / "ram") as ram:
-        env = make_env(task, tmp_path / "trial", worlds, work_dir=ram)
+        env = make_env(task, tmp_path / "trial", worlds, work_dir=ram, runtime=runtime)
         before = _used(ram)
 
         async def go():
