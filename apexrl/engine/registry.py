@@ -3,8 +3,10 @@
 Each entry names the engine's `launch(opts: StartOptions) -> Engine` function (loaded
 only when an engine starts) and what it needs, so the CLI choices, engine dispatch
 (apexrl.engine.serve.start_engine), run records (eval's engine version), preflight and
-`apexrl doctor` all derive from this one table. "auto" is not an engine: it picks
-vllm or local (apexrl.engine.serve.choose_engine).
+`apexrl doctor` all derive from this one table. "auto" is not an engine: it picks the
+first engine by `auto_rank` whose `usable` says yes (vllm with GPUs, else local;
+apexrl.engine.serve.choose_engine). An engine's own selection rules (`check`, `usable`,
+`version`) live in its module, named here.
 
 Adding an engine: a module with a `launch` function returning an object that
 implements apexrl.engine.protocol.Engine, and one line below.
@@ -29,6 +31,16 @@ class EngineEntry:
     preflight_modules: tuple[str, ...] = ()
     version_package: str | None = None  # distribution whose version the run records
     gpu: bool = False  # wants CUDA GPUs (its CPU build is chosen explicitly)
+    # "auto" tries engines by rank, lowest first; None: only when named
+    auto_rank: int | None = None
+    # "module:function" (python) -> bool: may "auto" pick it on this machine (None: yes)
+    usable: str | None = None
+    # "module:function" (python) -> None: raises UsageError when `--engine NAME` cannot run
+    check: str | None = None
+    # "module:function" (python) -> str | None: the version the run records (None: the
+    # version of `version_package` in this interpreter)
+    version: str | None = None
+    # python: the engine's interpreter option (`--vllm-python`), passed to the three above
 
 
 ENGINES: dict[str, EngineEntry] = {
@@ -42,6 +54,10 @@ ENGINES: dict[str, EngineEntry] = {
             modules=("vllm",),
             version_package="vllm",
             gpu=True,
+            auto_rank=0,
+            usable="apexrl.engine.vllm:auto_usable",
+            check="apexrl.engine.vllm:check_selectable",
+            version="apexrl.engine.vllm:engine_version",
         ),
         EngineEntry(
             "local",
@@ -51,6 +67,7 @@ ENGINES: dict[str, EngineEntry] = {
             modules=("torch", "transformers"),
             preflight_modules=("torch", "transformers"),
             version_package="transformers",
+            auto_rank=1,
         ),
         EngineEntry(
             "scripted",

@@ -1,9 +1,10 @@
 """Choosing and running an engine; `--endpoint URL` for a server that already runs.
 
-choose_engine("auto")      "vllm" with CUDA GPUs and vLLM installed, else "local";
-                           "vllm" also takes vLLM's CPU build (`make vllm`), which
+choose_engine("auto")      the registry's engines by auto_rank, the first usable one:
+                           "vllm" with CUDA GPUs and vLLM installed, else "local";
+                           "vllm" named also takes vLLM's CPU build (`make vllm`), which
                            may live in another interpreter (--vllm-python,
-                           APEXRL_VLLM_PYTHON)
+                           APEXRL_VLLM_PYTHON): apexrl.engine.vllm.check_selectable
 start_engine(model, ...)   a RunningEngine (url, model, max_model_len, stop())
 probe_endpoint(url)        (apexrl.engine.probe) EndpointInfo from GET /v1/models
 open_engine(endpoint=..., model=...)   context manager (eval's running_engine): use
@@ -24,55 +25,26 @@ from apexrl.errors import RemoteError, UsageError
 EngineKind = str  # "auto" or an ENGINES name (apexrl.engine.registry.engine_choices)
 
 
-def cuda_available() -> bool:
-    from apexrl.engine.vllm import visible_gpu_count
-
-    return visible_gpu_count() > 0
-
-
 def choose_engine(kind: EngineKind = "auto", *, vllm_python: str | None = None) -> str:
-    from apexrl.engine.vllm import probe_vllm, vllm_available
-    from apexrl.engine.vllm import vllm_python as pick_python
+    """The engine to start, from the registry (apexrl.engine.registry): a named one after
+    its entry's `check` (UsageError when it cannot run here); "auto": the first engine by
+    `auto_rank` whose `usable` says yes. vllm_python: the engine's interpreter option."""
+    from apexrl.engine.registry import ENGINES, get_engine, load
 
-    if kind == "vllm":
-        if vllm_python is not None or _vllm_python_env():
-            build = probe_vllm(pick_python(vllm_python))
-            if build is None:
-                raise UsageError(
-                    f"no vLLM in {pick_python(vllm_python)}",
-                    hint="run `make vllm` and pass --vllm-python .venv-vllm/bin/python",
-                )
-            if build.device == "cpu":
-                return "vllm"
-        elif not vllm_available():
-            raise UsageError(
-                "vLLM is not installed",
-                hint="run `make vllm` (CPU build) and set APEXRL_VLLM_PYTHON, "
-                "or pip install 'apexrl[serve]' on a GPU machine",
-            )
-        else:
-            build = probe_vllm()
-            if build is not None and build.device == "cpu":
-                return "vllm"
-        if not cuda_available():
-            raise UsageError(
-                "vLLM's GPU build needs a CUDA GPU and none is visible",
-                hint="use --engine local, or vLLM's CPU build (`make vllm`, --vllm-python)",
-            )
-        return "vllm"
     if kind != "auto":
-        from apexrl.engine.registry import get_engine
+        entry = get_engine(kind)
+        if entry.check:
+            load(entry.check)(vllm_python)
+        return entry.name
+    ranked = sorted((e for e in ENGINES.values() if e.auto_rank is not None), key=_rank)
+    for e in ranked:
+        if e.usable is None or load(e.usable)(vllm_python):
+            return e.name
+    raise UsageError("no engine can run here", hint="see `apexrl doctor`")
 
-        return get_engine(kind).name  # type: ignore[return-value]
-    return "vllm" if vllm_available(vllm_python) and cuda_available() else "local"
 
-
-def _vllm_python_env() -> bool:
-    import os
-
-    from apexrl.engine.vllm import VLLM_PYTHON_ENV
-
-    return bool(os.environ.get(VLLM_PYTHON_ENV))
+def _rank(entry) -> int:
+    return entry.auto_rank
 
 
 @dataclass

