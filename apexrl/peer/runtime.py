@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -172,10 +173,31 @@ def _build_one(
             dest,
             "building the code server's sandbox_fs.so",
         )
+    compile_bytecode(dest, dest / ".venv" / "bin" / "python")
     took = round(time.monotonic() - t0, 2)
     record = {"server": server.name, "folder": server.folder, "seconds": took}
     (dest / ".built").write_text(json.dumps(record) + "\n")
     return record
+
+
+BYTECODE = ".bytecode"  # marker: every module of the runtime compiled once
+
+
+def compile_bytecode(root: Path, python: Path) -> None:
+    """Compile every module of a runtime (its venv and server copy) with its own Python.
+    Servers start with PYTHONDONTWRITEBYTECODE and the local sandbox shows runtimes
+    read-only, so without this each start compiles all it imports again: one server's
+    start took 20 s from source against 9-11 s compiled (mail, paired, loaded host)."""
+    try:
+        subprocess.run(
+            [str(python), "-m", "compileall", "-q", "-j0", str(root)],
+            capture_output=True,
+            timeout=toolchain.BUILD_TIMEOUT_S,
+            check=False,  # a few packages ship files for other Pythons: those stay uncompiled
+        )
+    except subprocess.TimeoutExpired:
+        return  # what was compiled stays; the next `make peer` goes on
+    (root / BYTECODE).write_text("1\n")
 
 
 def runtimes(
@@ -297,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         rts = runtimes(checkout, on_progress=say)
+        for rt in rts.values():  # runtimes built before builds compiled their modules
+            if not (rt.root / BYTECODE).is_file():
+                say(f"compiling archipelago's {rt.server.folder} server's modules (once)")
+                compile_bytecode(rt.root, rt.python)
         projects = {n: project_runtime(checkout, n, on_progress=say) for n in PROJECTS}
     except ApexError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -55,3 +55,16 @@ def test_unknown_server_is_a_usage_error(tmp_path):
         app, ["world", "verify", str(tmp_path), "--peer", str(co), "--servers", "excel,nope"]
     )
     assert r.exit_code == 2 and "nope" in r.output
+
+
+def test_a_runtimes_modules_are_compiled_once(tmp_path):
+    import sys
+
+    from apexrl.peer.runtime import BYTECODE, compile_bytecode
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("X = 1\n")
+    (tmp_path / "pkg" / "py2.py").write_text("print 'old'\n")  # not this Python's syntax
+    compile_bytecode(tmp_path, Path(sys.executable))
+    assert [p.name.split(".")[0] for p in (tmp_path / "pkg" / "__pycache__").iterdir()] == ["mod"]
+    assert (tmp_path / BYTECODE).is_file()
