@@ -343,3 +343,68 @@ def test_grade_py_takes_the_recipe_trajectory_and_a_failed_grading_is_no_reward(
     assert "grading runner" in (out / "grading_error.txt").read_text()
     for d in (tmp_path / "a", tmp_path / "b"):
         assert SECRET.encode() not in all_bytes(d)
+
+
+@pytest.mark.peer
+@pytest.mark.timeout(900)
+def test_test_sh_without_a_runtime_syncs_the_vendored_lock_with_uv(
+    runner, tmp_path, archipelago_checkout
+):
+    """The recipe's path: no ARCHIPELAGO_GRADING_PYTHON, so test.sh runs `uv sync
+    --frozen` of the vendored runner/uv.lock. The package index is stood in for by uv's
+    cache, offline (`make peer-grader` filled it from the same lock)."""
+    import subprocess
+
+    from apexrl.artifacts.archipelago_runner import python313, uv_binary
+    from apexrl.engine.scripted import ScriptedEngine, marker_judge
+
+    src = expert_data(tmp_path / "apex")
+    recs = convert(runner, src, tmp_path / "tasks", archipelago_checkout)
+    task = tmp_path / "tasks" / next(r["path"] for r in recs if r["task_name"] == "Task number 1")
+    uv = uv_binary()
+    cache = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True).stdout.strip()
+    agent, world, out = tmp_path / "agent", tmp_path / "world", tmp_path / "verifier"
+    (world / "filesystem").mkdir(parents=True)
+    agent.mkdir()
+    (agent / "answer.txt").write_text("The cap is MK-GF-ANS-41.\n")
+    (tmp_path / "tmp").mkdir()
+    judge = ScriptedEngine([], chat=marker_judge(MARKERS)).start()
+    try:
+        env = {
+            "PATH": f"{Path(uv).parent}:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "TMPDIR": str(tmp_path / "tmp"),
+            "UV_CACHE_DIR": cache,
+            "UV_OFFLINE": "1",
+            "UV_PYTHON": python313(),
+            "APEXRL_VERIFIER_DIR": str(out),
+            "APEXRL_AGENT_DIR": str(agent),
+            "APEXRL_WORLD_ROOT": str(world),
+            "GRADING_MODEL": "openai/scripted",
+            "GRADING_API_BASE": judge.url + "/v1",
+        }
+        r = subprocess.run(
+            ["bash", str(task / "tests" / "test.sh")], env=env, capture_output=True, text=True
+        )
+    finally:
+        judge.stop()
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert json.loads((out / "reward.json").read_text())["reward"] == 1.0
+    rt = json.loads((out / "grading_runtime.json").read_text())
+    assert rt["python"].startswith(str(tmp_path / "tmp")) and rt["version"].startswith("3.13")
+    # and with neither a runtime nor uv: no reward, the fix named, exit 4
+    import shutil
+
+    bare = tmp_path / "bin"  # the tools test.sh uses, and no uv
+    bare.mkdir()
+    for tool in ("mkdir", "find", "dirname", "tee", "rm"):
+        (bare / tool).symlink_to(shutil.which(tool))
+    env["PATH"] = str(bare)
+    r = subprocess.run(
+        [shutil.which("bash"), str(task / "tests" / "test.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 4 and "ARCHIPELAGO_GRADING_PYTHON" in r.stderr
+    assert not (out / "reward.json").exists() and (out / "grading_unavailable.txt").is_file()

@@ -10,10 +10,11 @@
 #      world image with uv and python3.13 does when the verifier has network);
 #   3. otherwise no reward is written: a grading that could not run is not a 0.
 set -uo pipefail
-mkdir -p /logs/verifier
+out="${APEXRL_VERIFIER_DIR:-/logs/verifier}"
+mkdir -p "$out"
 # Nothing the agent left in /logs/verifier counts (a reward file, planted verdicts):
 # clear it, keeping only the stdout log Harbor is writing for this script.
-find /logs/verifier -mindepth 1 -maxdepth 1 ! -name test-stdout.txt -exec rm -rf -- {} +
+find "$out" -mindepth 1 -maxdepth 1 ! -name test-stdout.txt -exec rm -rf -- {} +
 here="$(cd "$(dirname "$0")" && pwd)"
 py="${ARCHIPELAGO_GRADING_PYTHON:-}"
 has_deps='import importlib.util as u, sys; sys.exit(not (u.find_spec("litellm") and u.find_spec("pydantic")))'
@@ -35,7 +36,7 @@ if [ -z "$py" ]; then
   msg="$msg Set ARCHIPELAGO_GRADING_PYTHON (apexrl's local environment: grading_runtime="
   msg="$msg an archipelago checkout, or APEXRL_GRADING_RUNTIME), or give the verifier uv,"
   msg="$msg python3.13 and a package index."
-  echo "$msg" | tee /logs/verifier/grading_unavailable.txt >&2
+  echo "$msg" | tee "$out/grading_unavailable.txt" >&2
   exit 4
 fi
 exec "$py" "$here/grade.py"
