@@ -125,6 +125,9 @@ def runner_dir(checkout: Checkout, *, build: bool = True, log=None) -> Path:
             python=python313(),
             uv=uv_binary(),
             what=f"uv sync of archipelago's grading project ({checkout.grading})",
+            # compiled once: a sandbox binds the venv read-only (grading_runtime) and
+            # could not write the bytecode of what each grading imports
+            sync_args=("--no-dev", "--compile-bytecode"),
         )
         (target / ".built").write_text(json.dumps({"key": checkout.key, "commit": checkout.commit}))
     return target
