@@ -234,6 +234,70 @@ def word(root: Path) -> list[Case]:
         Case(server=s, tool="read_document_content", args={"file_path": new}),
         Case(server=s, tool="delete_document", args={"file_path": new}, writes=True),
     ]
+    # errors: a relative path, another type, a page past the end, a bad identifier
+    docs = _files(root, ".docx")
+    c.append(Case(server=s, tool="get_document_overview", args={"file_path": "memo.docx"}))
+    c.append(Case(server=s, tool="read_document_content", args={"file_path": "/memo.pdf"}))
+    for f in docs[:1]:
+        c.append(
+            Case(server=s, tool="read_document_content", args={"file_path": f, "page_index": 5})
+        )
+        c.append(
+            Case(
+                server=s,
+                tool="edit_content_text",
+                args={"file_path": f, "identifier": "p.1", "new_text": "x"},
+            )
+        )
+    # a unicode name, a table, formatting; a document long enough to page (truncation)
+    uni = "/Ünïcode – mémo.docx"
+    long = "/parity_long.docx"
+    c += [
+        Case(
+            server=s,
+            tool="create_document",
+            args={
+                "directory": "/",
+                "file_name": uni[1:],
+                "content": [
+                    {"type": "heading", "text": "Überblick", "level": 2},
+                    {"type": "paragraph", "text": "Fett und kursiv", "bold": True, "italic": True},
+                    {"type": "table", "rows": [["Name", "Wert"], ["α", "1,5"]]},
+                    {"type": "numbered_list", "items": ["eins", "zwei"]},
+                ],
+            },
+            writes=True,
+        ),
+        Case(server=s, tool="read_document_content", args={"file_path": uni}),
+        Case(
+            server=s,
+            tool="apply_formatting",
+            args={"file_path": uni, "identifier": "body.p.1", "underline": True},
+            writes=True,
+        ),
+        Case(server=s, tool="get_document_overview", args={"file_path": uni}),
+        Case(
+            server=s,
+            tool="create_document",
+            args={
+                "directory": "/",
+                "file_name": long[1:],
+                "content": [
+                    {"type": "paragraph", "text": f"Paragraph {i}: " + "lorem ipsum " * 30}
+                    for i in range(150)
+                ],
+            },
+            writes=True,
+        ),
+        Case(server=s, tool="get_document_overview", args={"file_path": long}),
+        Case(server=s, tool="read_document_content", args={"file_path": long, "page_index": 1}),
+        Case(server=s, tool="page_margins", args={"file_path": long, "action": "read"}),
+        Case(
+            server=s,
+            tool="header_footer",
+            args={"file_path": long, "action": "read", "area": "footer"},
+        ),
+    ]
     return c
 
 
@@ -289,6 +353,61 @@ def powerpoint(root: Path) -> list[Case]:
             writes=True,
         ),
         Case(server=s, tool="delete_deck", args={"file_path": new}, writes=True),
+    ]
+    # every slide of the first deck, a window of its markdown, and errors
+    decks = _files(root, ".pptx")
+    for f in decks[:1]:
+        c += [
+            Case(server=s, tool="read_individualslide", args={"file_path": f, "slide_index": i})
+            for i in (1, 2, 3)
+        ]
+        c.append(
+            Case(server=s, tool="read_slides", args={"file_path": f, "start": 100, "end": 400})
+        )
+        c.append(
+            Case(server=s, tool="read_slides", args={"file_path": f, "start": 0, "end": 20000})
+        )
+    c.append(Case(server=s, tool="read_completedeck", args={"file_path": "deck.pptx"}))
+    # a unicode name, a table on a content slide, two columns, notes
+    uni = "/Ünïcode – präsentation.pptx"
+    c += [
+        Case(
+            server=s,
+            tool="create_deck",
+            args={
+                "directory": "/",
+                "file_name": uni[1:],
+                "slides": [
+                    {"layout": "title", "title": "Überblick", "subtitle": "α → ω"},
+                    {
+                        "layout": "title_and_content",
+                        "title": "Zahlen",
+                        "table": {"rows": [["Name", "Wert"], ["α", "1,5"]]},
+                        "notes": "Sprechernotiz",
+                    },
+                    {
+                        "layout": "two_content",
+                        "title": "Vergleich",
+                        "columns": {"left": {"items": ["links"]}, "right": {"items": ["rechts"]}},
+                    },
+                ],
+            },
+            writes=True,
+        ),
+        Case(server=s, tool="read_slides", args={"file_path": uni}),
+        Case(server=s, tool="read_individualslide", args={"file_path": uni, "slide_index": 1}),
+        Case(
+            server=s,
+            tool="edit_slides",
+            args={
+                "file_path": uni,
+                "operations": [{"type": "update_slide_title", "index": 2, "title": "Neu"}],
+            },
+            writes=True,
+        ),
+        Case(server=s, tool="read_completedeck", args={"file_path": uni}),
+        Case(server=s, tool="delete_deck", args={"file_path": uni}, writes=True),
+        Case(server=s, tool="delete_deck", args={"file_path": uni}),
     ]
     return c
 

@@ -91,6 +91,8 @@ MATCHED = {
     ("mail", None),
     ("calendar", None),
     ("chat", None),
+    ("word", None),
+    ("powerpoint", None),
 }
 # known differences inside those (README): archipelago's guidance prose (not copied:
 # search_files' hint on an empty result at the root, code_exec's raw-Python refusal,

@@ -249,12 +249,20 @@ class TableContent(BaseModel):
     header: bool = True
 
 
+class TwoColumnContent(BaseModel):
+    left: BulletContent | None = None
+    right: BulletContent | None = None
+
+
 class SlideDefinition(BaseModel):
     layout: Layout = "title_and_content"
     title: str | None = None
     subtitle: str | None = None
     bullets: BulletContent | None = None
     table: TableContent | None = None
+    columns: TwoColumnContent | None = Field(
+        None, description="two_content only: left and right bullet columns"
+    )
     notes: str | None = None
 
 
@@ -360,16 +368,21 @@ def _build(prs, s: SlideDefinition, index: int | None = None) -> None:
         frame.text = s.bullets.items[0]
         for item in s.bullets.items[1:]:
             frame.add_paragraph().text = item
+    if s.columns is not None and s.layout == "two_content":
+        for ph, col in zip(body[:2], (s.columns.left, s.columns.right), strict=False):
+            if col is not None and col.items:
+                ph.text_frame.text = col.items[0]
+                for item in col.items[1:]:
+                    ph.text_frame.add_paragraph().text = item
     if s.table and s.table.rows:
         rows = s.table.rows
-        shape = slide.shapes.add_table(
-            len(rows),
-            max(len(r) for r in rows),
-            Inches(0.5),
-            Inches(1.8),
-            Inches(9),
-            Inches(0.4) * len(rows),
+        # over the content placeholder, in its place and size (the placeholder stays)
+        box = (
+            (body[0].left, body[0].top, body[0].width, body[0].height)
+            if body
+            else (Inches(0.5), Inches(1.8), Inches(9), Inches(0.4) * len(rows))
         )
+        shape = slide.shapes.add_table(len(rows), max(len(r) for r in rows), *box)
         for ri, row in enumerate(rows):
             for ci, val in enumerate(row):
                 shape.table.cell(ri, ci).text = str(val)
