@@ -368,7 +368,7 @@ def _rpc_error(s: Session, name: str, **args) -> str:
     raise AssertionError(f"{name} answered without an error")
 
 
-def test_word(arch):
+def test_word(arch, monkeypatch):
     """The documents server's reports, as archipelago writes them (their exact bytes are
     checked against the peer in tests/peer); failures are ordinary one-line results."""
     s, root, f = arch
@@ -397,6 +397,32 @@ def test_word(arch):
         metadata={"title": "Memo", "author": "Agent"},
     )
     assert made == "Document memo.docx created at /outputs/memo.docx"
+    # archipelago replaces an existing file; APEXRL_OFFICE_REFUSE_OVERWRITE=1 refuses
+    again = dict(
+        directory="/outputs", file_name="memo.docx", content=[{"type": "heading", "text": "Memo"}]
+    )
+    monkeypatch.setenv("APEXRL_OFFICE_REFUSE_OVERWRITE", "1")
+    assert s.text("word_create_document", **again).startswith(
+        "File already exists: /outputs/memo.docx"
+    )
+    refused = s.json(
+        "powerpoint_create_deck",
+        directory="/outputs",
+        file_name="memo.pptx",
+        slides=[{"title": "x"}],
+    )
+    assert refused["success"]
+    assert (
+        "File already exists"
+        in s.json(
+            "powerpoint_create_deck",
+            directory="/outputs",
+            file_name="memo.pptx",
+            slides=[{"title": "y"}],
+        )["error"]
+    )
+    monkeypatch.delenv("APEXRL_OFFICE_REFUSE_OVERWRITE")
+    s.text("powerpoint_delete_deck", file_path="/outputs/memo.pptx")
     m = "/outputs/memo.docx"
     added = s.text("word_add_content_text", file_path=m, identifier="body.p.1", text=" Added.")
     assert added.endswith(

@@ -567,6 +567,10 @@ def tools(world: World) -> list:
             p = world.fs_path(vp)
         except ApexError as e:
             raise Failed(str(e)) from None
+        from apexrl.worlds.servers.archipelago.word import REFUSE_OVERWRITE_ENV, refuse_overwrite
+
+        if refuse_overwrite() and p.exists():
+            raise Failed(f"File already exists: {vp} (set {REFUSE_OVERWRITE_ENV}=0 to replace it)")
         with world.lock:
             prs = Presentation()
             for sd in slides:

@@ -35,6 +35,16 @@ RUN_COST = 70
 CELL_COST = 100
 CELL_SHOWN = 40  # characters of a table cell shown
 JPEG_QUALITY = 85  # images are returned re-encoded as JPEG, as the peer returns them
+# archipelago's create_document / create_deck overwrite an existing file without a word;
+# with this set (off by default) they refuse to, naming the file
+REFUSE_OVERWRITE_ENV = "APEXRL_OFFICE_REFUSE_OVERWRITE"
+
+
+def refuse_overwrite() -> bool:
+    import os
+
+    return os.environ.get(REFUSE_OVERWRITE_ENV, "").strip().lower() in ("1", "true", "yes")
+
 
 DocxPath = Annotated[
     str, Field(description="Path of the .docx file, e.g. '/documents/report.docx'.")
@@ -473,6 +483,8 @@ def tools(world: World) -> list:
             p = world.fs_path(vp)
         except ApexError as e:
             raise Failed(f"Failed to create document: {e}") from None
+        if refuse_overwrite() and p.exists():
+            raise Failed(f"File already exists: {vp} (set {REFUSE_OVERWRITE_ENV}=0 to replace it)")
         with world.lock:
             p.parent.mkdir(parents=True, exist_ok=True)
             d.save(str(p))
