@@ -508,6 +508,99 @@ POWERPOINT = [
     ("read_completedeck", {"file_path": "/n.pptx"}),
     ("delete_deck", {"file_path": "/missing.pptx"}),
     ("delete_deck", {"file_path": "/n.pptx"}),
+    (
+        "create_deck",
+        {
+            "directory": "/",
+            "file_name": "e.pptx",
+            "slides": [
+                {"layout": "title", "title": "T", "subtitle": "S"},
+                {"layout": "title_and_content", "title": "B", "bullets": {"items": ["alpha", "b"]}},
+                {
+                    "layout": "title_and_content",
+                    "title": "Tb",
+                    "table": {"rows": [["h", "i"], ["1", "2"]]},
+                },
+            ],
+        },
+    ),
+    (
+        "edit_slides",
+        {
+            "file_path": "/e.pptx",
+            "operations": [{"type": "replace_text", "search": "alpha", "replace": "ALPHA"}],
+        },
+    ),
+    (
+        "edit_slides",
+        {
+            "file_path": "/e.pptx",
+            "operations": [{"type": "replace_text", "search": "zzz", "replace": "Q"}],
+        },
+    ),
+    (
+        "edit_slides",
+        {
+            "file_path": "/e.pptx",
+            "operations": [{"type": "set_bullets", "index": 1, "items": ["x", "y"]}],
+        },
+    ),
+    (
+        "edit_slides",
+        {
+            "file_path": "/e.pptx",
+            "operations": [{"type": "append_bullets", "index": 1, "items": ["z"]}],
+        },
+    ),
+    (
+        "edit_slides",
+        {
+            "file_path": "/e.pptx",
+            "operations": [{"type": "update_slide_subtitle", "index": 0, "subtitle": "S2"}],
+        },
+    ),
+    (
+        "edit_slides",
+        {"file_path": "/e.pptx", "operations": [{"type": "set_notes", "index": 0, "notes": "N"}]},
+    ),
+    (
+        "edit_slides",
+        {
+            "file_path": "/e.pptx",
+            "operations": [
+                {
+                    "type": "update_table_cell",
+                    "index": 2,
+                    "table_idx": 0,
+                    "row": 1,
+                    "column": 0,
+                    "text": "9",
+                }
+            ],
+        },
+    ),
+    (
+        "edit_slides",
+        {"file_path": "/e.pptx", "operations": [{"type": "clear_placeholder", "index": 1}]},
+    ),
+    (
+        "edit_slides",
+        {"file_path": "/e.pptx", "operations": [{"type": "duplicate_slide", "index": 0}]},
+    ),
+    ("edit_slides", {"file_path": "/e.pptx", "operations": [{"type": "delete_slide", "index": 3}]}),
+    ("read_slides", {"file_path": "/e.pptx"}),
+    ("read_completedeck", {"file_path": "/e.pptx"}),
+    (
+        "edit_slides",
+        {
+            "file_path": "/n.pptx",
+            "operations": [
+                {"type": "replace_text", "search": "a", "replace": "A"},
+                {"type": "delete_slide", "index": 6},
+                {"type": "set_notes", "index": 0, "notes": "NN"},
+            ],
+        },
+    ),
 ]
 
 

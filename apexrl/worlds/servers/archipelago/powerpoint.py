@@ -195,7 +195,7 @@ def _md_shape(sh, title) -> str:
         lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         out += "\n".join(lines).strip() + "\n"
     if getattr(sh, "has_text_frame", False) and sh.has_text_frame:
-        if title is not None and sh.shape_id == title.shape_id:
+        if title is not None and sh._element is title._element:
             out += "# " + sh.text.lstrip() + "\n"
         else:
             out += sh.text + "\n"
@@ -211,6 +211,8 @@ def _by_position(shapes):
 
 
 def _markdown(prs) -> str:
+    import re
+
     md = ""
     for n, slide in enumerate(prs.slides, start=1):
         md += f"\n\n<!-- Slide number: {n} -->\n"
@@ -224,7 +226,9 @@ def _markdown(prs) -> str:
             if frame is not None:
                 md += frame.text
             md = md.strip()
-    return md.strip()
+    # MarkItDown's last pass: lines right-stripped, runs of blank lines cut to one
+    md = "\n".join(line.rstrip() for line in re.split(r"\r?\n", md.strip()))
+    return re.sub(r"\n{3,}", "\n\n", md)
 
 
 def _jpeg(blob: bytes) -> bytes:
@@ -438,11 +442,20 @@ def tools(world: World) -> list:
         prs = _open_deck(_path(world, file_path), "presentation")
         slides = []
         for i, sl in enumerate(prs.slides):
-            title = sl.shapes.title
+            # the first title placeholder with text (a duplicated slide has an empty one
+            # from its layout under the copied title)
+            title = next(
+                (
+                    sh
+                    for sh in sl.placeholders
+                    if int(sh.placeholder_format.type) in (1, 3) and sh.text_frame.text.strip()
+                ),
+                None,
+            )
             head = title.text_frame.text.strip() if title is not None else ""
             texts = []
             for sh in sl.shapes:
-                if title is not None and sh.shape_id == title.shape_id:
+                if title is not None and sh._element is title._element:
                     continue
                 if getattr(sh, "has_text_frame", False) and sh.has_text_frame:
                     t = sh.text_frame.text.strip()
@@ -951,8 +964,7 @@ def tools(world: World) -> list:
                                                 + run.text[start + len(key) :]
                                             )
                                             n += 1
-                        if not n:
-                            raise ApexError(f"{op.search!r} not found")
+                        # no match is no failure (the peer reports the operation applied)
                         continue
                     if op.index is None or not 0 <= op.index < len(prs.slides):
                         raise Failed(f"Slide index {op.index} is out of range")
@@ -984,12 +996,12 @@ def tools(world: World) -> list:
                         op_row, op_col = op.row or 0, op.column or 0
                         tables[op.table_idx].table.cell(op_row, op_col).text = op.text or ""
                     elif t == "duplicate_slide":
+                        # the copy keeps its layout's (empty) placeholders under the copied
+                        # shapes and goes right after the original, as the peer's does
                         new = prs.slides.add_slide(sl.slide_layout)
-                        for ph in list(new.placeholders):
-                            ph._element.getparent().remove(ph._element)
                         for sh in sl.shapes:
                             new.shapes._spTree.append(copy.deepcopy(sh._element))
-                        pos = len(prs.slides) - 1 if op.position is None else op.position
+                        pos = op.index + 1 if op.position is None else op.position
                         ids = prs.slides._sldIdLst
                         el = ids[-1]
                         ids.remove(el)
