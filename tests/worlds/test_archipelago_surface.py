@@ -671,10 +671,19 @@ def test_powerpoint(arch):
         ],
         metadata={"author": "Agent"},
     )
-    assert "operations[0]" in fails(
+    # a replace_text that matches nothing is applied without a failure, as the peer's is
+    assert s.json(
         "powerpoint_edit_slides",
         file_path=p,
-        operations=[{"type": "replace_text", "search": "zzz"}],
+        operations=[{"type": "replace_text", "search": "zzz", "replace": "q"}],
+    ) == {"success": True, "file_path": p, "operations_applied": 1, "error": None}
+    assert (
+        fails(
+            "powerpoint_edit_slides",
+            file_path=p,
+            operations=[{"type": "set_notes", "index": 9, "notes": "x"}],
+        )
+        == "Slide index 9 is out of range"
     )
     prs = Presentation(str(deck))
     assert [sl.shapes.title.text for sl in prs.slides] == [
