@@ -66,7 +66,7 @@ def test_errors_and_dead_workers_are_reported():
         with ShardPool(2) as pool:
             with pytest.raises(ShardCallError, match="ValueError: bad record 7"):
                 await pool.submit("tests.trial.test_shards:fails", "bad record 7")
-            with pytest.raises(ShardCallError, match="not 'module:function'"):
+            with pytest.raises(ShardCallError, match="not 'module:attr'"):
                 await pool.submit("no_colon")
             with pytest.raises(ShardWorkerDied):
                 await pool.submit("tests.trial.test_shards:dies", shard=0)
