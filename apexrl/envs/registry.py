@@ -34,7 +34,6 @@ class EnvironmentEntry:
         return self.import_path is None
 
 
-
 ENVIRONMENTS: dict[str, EnvironmentEntry] = {
     e.name: e
     for e in (
