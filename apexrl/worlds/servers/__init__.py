@@ -45,21 +45,14 @@ _EXPECTED = (Exception,)
 def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn any exception a tool raises into a ToolError whose text the agent sees; an
     MCPError (a JSON-RPC error some archipelago servers answer with) passes as it is."""
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.shared.exceptions import MCPError
-
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             try:
                 return as_text(await fn(*args, **kwargs))
-            except (ToolError, MCPError):
-                raise
-            except CallFailed as e:
-                return failed_call(fn.__name__, str(e))
             except _EXPECTED as e:
-                raise _tool_error(fn.__name__, e) from e
+                return _answer_failure(fn.__name__, e)
 
         return awrapper
 
@@ -67,14 +60,23 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return as_text(fn(*args, **kwargs))
-        except (ToolError, MCPError):
-            raise
-        except CallFailed as e:
-            return failed_call(fn.__name__, str(e))
         except _EXPECTED as e:
-            raise _tool_error(fn.__name__, e) from e
+            return _answer_failure(fn.__name__, e)
 
     return wrapper
+
+
+def _answer_failure(fn_name: str, e: Exception) -> Any:
+    """What a guarded tool's exception becomes: a `CallFailed`, archipelago's error result;
+    a ToolError or MCPError, itself (raised again); anything else, a ToolError."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(e, ToolError | MCPError):
+        raise e
+    if isinstance(e, CallFailed):
+        return failed_call(fn_name, str(e))
+    raise _tool_error(fn_name, e) from e
 
 
 def as_text(result: Any) -> Any:

@@ -4,11 +4,80 @@ implemented over apexrl's world logic. See `apexrl.worlds.surface`."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from apexrl.errors import ApexError
 from apexrl.worlds.world import World
+
+JPEG_QUALITY = 85  # images are returned re-encoded as JPEG, as the peer returns them
+
+
+class Failed(Exception):
+    """A failure the peer reports in an ordinary result (not an error): its text is the
+    whole answer (word, excel) or the answer's `error` field (powerpoint)."""
+
+
+def failures_as_text(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A tool whose `Failed` becomes its result: the failure's text, as the peer answers."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Failed as e:
+            return str(e)
+
+    return wrapper
+
+
+def internal_error(tool: str, message: str) -> Exception:
+    """An error the peer raises (a JSON-RPC error, not a result)."""
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(-32603, f"Internal error: Error calling tool '{tool}': {message}")
+
+
+def existing_file(world: World, file_path: str, *, must_exist: bool = True) -> Path:
+    """The file an office tool's (already checked) path names; the peer's
+    'File not found' when it leads outside the world or (`must_exist`) is not a file."""
+    try:
+        p = world.fs_path(file_path)
+    except ApexError:
+        raise Failed(f"File not found: {file_path}") from None
+    if must_exist and not p.is_file():
+        raise Failed(f"File not found: {file_path}")
+    return p
+
+
+def image_file(world: World, image_path: str) -> Path:
+    """The picture an add_image tool inserts: a .jpg, .jpeg or .png file in the world."""
+    try:
+        img = world.fs_path(image_path)
+    except ApexError:
+        img = None
+    if img is None or not img.is_file():
+        raise Failed(f"Image file not found: {image_path}")
+    ext = img.suffix.lower().lstrip(".")
+    if ext not in ("jpg", "jpeg", "png"):
+        raise Failed(f"Unsupported image format: {ext}. Supported formats: jpg, jpeg, png")
+    return img
+
+
+def jpeg(blob: bytes) -> bytes:
+    """An image's bytes re-encoded as the JPEG the peer's read_image returns."""
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(blob))
+    if img.mode != "RGB":
+        img = img.convert("RGB")
+    out = io.BytesIO()
+    img.save(out, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    return out.getvalue()
 
 
 def vpath(world: World, p: Path) -> str:

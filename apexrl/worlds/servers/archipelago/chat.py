@@ -74,6 +74,20 @@ def _group(world: World, channel_id: str) -> tuple[Path, dict | None, dict | Non
     return d, msgs, info
 
 
+def _post(
+    data: dict | None, channel_id: str, post_id: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A channel's messages and the one `post_id` names; archipelago's words when the
+    channel has no messages file or no such message."""
+    if not data:
+        raise _NotFound(f"Messages file not found for group {channel_id}")
+    msgs = _messages_of(data)
+    m = next((m for m in msgs if m.get("message_id") == post_id), None)
+    if m is None:
+        raise _NotFound(f"Message {post_id} not found")
+    return msgs, m
+
+
 def _load(p: Path) -> dict | None:
     if not p.is_file():
         return None
@@ -231,12 +245,7 @@ def tools(world: World) -> list:
         """The replies in the thread a message starts (the message itself as root_post)."""
         try:
             _d, data, _i = _group(world, channel_id)
-            if not data:
-                raise _NotFound(f"Messages file not found for group {channel_id}")
-            msgs = _messages_of(data)
-            root = next((m for m in msgs if m.get("message_id") == post_id), None)
-            if root is None:
-                raise _NotFound(f"Message {post_id} not found")
+            msgs, root = _post(data, channel_id, post_id)
         except _NotFound as e:
             return failed("get_thread_replies", f"Error getting thread replies: {e}")
         thread = sorted(
@@ -253,12 +262,7 @@ def tools(world: World) -> list:
                 msgs = _messages_of(data)
                 topic = None
                 if parent is not None:
-                    if not data:
-                        raise _NotFound(f"Messages file not found for group {channel_id}")
-                    found = next((m for m in msgs if m.get("message_id") == parent), None)
-                    if found is None:
-                        raise _NotFound(f"Message {parent} not found")
-                    topic = found.get("topic_id")
+                    topic = _post(data, channel_id, parent)[1].get("topic_id")
             except _NotFound as e:
                 return failed(tool, f"{what}: {e}")
             code = channel_id.replace("Space ", "")
@@ -303,12 +307,7 @@ def tools(world: World) -> list:
         except ApexError:
             d = None
         data = _load(d / "messages.json") if d is not None else None
-        if not data:
-            raise _NotFound(f"Messages file not found for group {channel_id}")
-        msgs = _messages_of(data)
-        m = next((m for m in msgs if m.get("message_id") == post_id), None)
-        if m is None:
-            raise _NotFound(f"Message {post_id} not found")
+        msgs, m = _post(data, channel_id, post_id)
         return d, msgs, m
 
     def add_reaction(

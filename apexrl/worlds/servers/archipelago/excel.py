@@ -12,7 +12,6 @@ checkpoints saw."""
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import os
 from enum import StrEnum
@@ -23,15 +22,11 @@ from pydantic import BaseModel, Field
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import sheets as _sheets
 from apexrl.worlds.formulas import Evaluator
-from apexrl.worlds.servers.archipelago import file_arg, new_file, vpath
+from apexrl.worlds.servers.archipelago import Failed, failures_as_text, file_arg, new_file, vpath
 from apexrl.worlds.world import World
 
 _XLSX = (".xlsx", ".xlsm")
 COMPUTE_ENV = "APEXRL_EXCEL_COMPUTE_FORMULAS"
-
-
-class Failed(Exception):
-    """A failure archipelago's sheets server reports as an ordinary result (its text)."""
 
 
 def _compute_uncached() -> bool:
@@ -323,19 +318,6 @@ def _record(**fields: Any) -> str:
     return repr({"status": "success", **fields})
 
 
-def _failures(fn):
-    """Failures become the ordinary result archipelago gives (its one-line text)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Failed as e:
-            return str(e)
-
-    return wrapper
-
-
 def _open_xlsx(world: World, file_path: str):
     """The workbook file of a tool argument, checked as archipelago checks it."""
     if not isinstance(file_path, str) or not file_path:
@@ -353,6 +335,19 @@ def _open_xlsx(world: World, file_path: str):
     if not p.is_file():
         raise Failed(f"Not a file: {file_path}")
     return p
+
+
+def _read_tab(world: World, file_path: str, tab_index: int):
+    """The workbook file, the workbook (formulas), its cached values and the tab a
+    tool reads; archipelago's words for a tab index out of range."""
+    p = _open_xlsx(world, file_path)
+    wb = _sheets._load(p)
+    cached = _sheets._load(p, data_only=True)
+    if tab_index >= len(wb.worksheets):
+        raise Failed(
+            f"Tab index {tab_index} is out of range. Available sheets: {len(wb.worksheets)}"
+        )
+    return p, wb, cached, wb.worksheets[tab_index]
 
 
 def _coerce(v: Any) -> Any:
@@ -399,7 +394,7 @@ def _match(cell: Any, op: FilterOperator, want: Any) -> bool:
 
 
 def tools(world: World) -> list:
-    @_failures
+    @failures_as_text
     def list_tabs_in_spreadsheet(file_path: XlsxPath) -> str:
         """List the worksheet tabs of a workbook: name, index (0-based), rows and columns."""
         wb = _sheets._load(_open_xlsx(world, file_path))
@@ -409,7 +404,7 @@ def tools(world: World) -> list:
         ]
         return repr({"worksheets": tabs})
 
-    @_failures
+    @failures_as_text
     def read_tab(
         file_path: XlsxPath,
         tab_index: TabIndex,
@@ -423,14 +418,7 @@ def tools(world: World) -> list:
     ) -> str:
         """Read the values of a worksheet tab, a range ('A1:C5') or one cell ('B5');
         include_formulas also shows each formula beside its value."""
-        p = _open_xlsx(world, file_path)
-        wb = _sheets._load(p)
-        cached = _sheets._load(p, data_only=True)
-        if tab_index >= len(wb.worksheets):
-            raise Failed(
-                f"Tab index {tab_index} is out of range. Available sheets: {len(wb.worksheets)}"
-            )
-        ws = wb.worksheets[tab_index]
+        p, wb, cached, ws = _read_tab(world, file_path, tab_index)
         if cell_range is None:
             rows = list(
                 ws.iter_rows(min_row=1, min_col=1, max_row=ws.max_row, max_col=ws.max_column)
@@ -537,7 +525,7 @@ def tools(world: World) -> list:
             out.append("\t".join([name, *(r[k] if k < len(r) else "" for k in range(width))]))
         return "\n".join(out)
 
-    @_failures
+    @failures_as_text
     def filter_tab(
         file_path: XlsxPath,
         tab_index: TabIndex,
@@ -555,14 +543,7 @@ def tools(world: World) -> list:
 
         if not filters:
             raise ApexError("filters must contain at least one condition")
-        p = _open_xlsx(world, file_path)
-        wb = _sheets._load(p)
-        cached = _sheets._load(p, data_only=True)
-        if tab_index >= len(wb.worksheets):
-            raise Failed(
-                f"Tab index {tab_index} is out of range. Available sheets: {len(wb.worksheets)}"
-            )
-        ws = wb.worksheets[tab_index]
+        p, wb, cached, ws = _read_tab(world, file_path, tab_index)
         if cell_range and ":" not in cell_range:
             raise ApexError("cell_range must be a range like 'A1:D100', not a single cell")
         c1, r1, c2, r2 = range_boundaries(cell_range.upper() if cell_range else ws.dimensions)

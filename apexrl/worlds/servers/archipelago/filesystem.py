@@ -116,12 +116,25 @@ def _resolve(world: World, file_path: str) -> Path:
     return p
 
 
-def _where(world: World, path: str) -> Path | None:
-    """The world path's file or folder; None when it leads outside the world."""
+def _entry(world: World, path: str) -> Path | str:
+    """The file or folder a world path names, or archipelago's bracketed answer when there
+    is none: '[access denied: <path>]' (outside the world), '[not found: <path>]'."""
     try:
-        return world.fs_path(path)
+        p = world.fs_path(path)
     except ApexError:
-        return None
+        return f"[access denied: {path}]"
+    if not p.exists():
+        return f"[not found: {path}]"
+    return p
+
+
+def _folder(world: World, path: str) -> Path | str:
+    """The folder a world path names, or archipelago's bracketed answer (as `_entry`, and
+    '[not a directory: <path>]')."""
+    p = _entry(world, path)
+    if isinstance(p, Path) and not p.is_dir():
+        return f"[not a directory: {path}]"
+    return p
 
 
 def _inside(world: World, p) -> bool:
@@ -154,13 +167,9 @@ def tools(world: World) -> list:
     def list_files(path: PathArg = "/") -> str:
         """List files and folders directly inside a directory: one line per entry,
         "'name' (folder)" or "'name' (mime/type file) N bytes"."""
-        p = _where(world, path)
-        if p is None:
-            return f"[access denied: {path}]\n"
-        if not p.exists():
-            return f"[not found: {path}]\n"
-        if not p.is_dir():
-            return f"[not a directory: {path}]\n"
+        p = _folder(world, path)
+        if isinstance(p, str):
+            return p + "\n"
         out = []
         # the directory's own order (as archipelago lists it), not sorted
         for name in os.listdir(p):
@@ -228,13 +237,9 @@ def tools(world: World) -> list:
         if not pattern:
             raise CallFailed("Pattern is required and must be a string")
         _file(world, path, "Path")
-        base = _where(world, path)
-        if base is None:
-            return f"[access denied: {path}]"
-        if not base.exists():
-            return f"[not found: {path}]"
-        if not base.is_dir():
-            return f"[not a directory: {path}]"
+        base = _folder(world, path)
+        if isinstance(base, str):
+            return base
         walker = (
             _walk_unsorted(world, base)
             if recursive
@@ -260,11 +265,9 @@ def tools(world: World) -> list:
     def get_file_metadata(file_path: PathArg) -> str:
         """Metadata of a file or directory: type, MIME type, size, permissions, times."""
         _file(world, file_path)
-        p = _where(world, file_path)
-        if p is None:
-            return f"[access denied: {file_path}]"
-        if not p.exists():
-            return f"[not found: {file_path}]"
+        p = _entry(world, file_path)
+        if isinstance(p, str):
+            return p
         st = p.stat()
         lines = [f"Path: {vpath(world, p)}", f"Type: {'directory' if p.is_dir() else 'file'}"]
         if p.is_file():
@@ -288,13 +291,9 @@ def tools(world: World) -> list:
     ) -> str:
         """The directory tree under a path, drawn with box characters (folders end in '/')."""
         _file(world, path, "Path")
-        base = _where(world, path)
-        if base is None:
-            return f"[access denied: {path}]"
-        if not base.exists():
-            return f"[not found: {path}]"
-        if not base.is_dir():
-            return f"[not a directory: {path}]"
+        base = _folder(world, path)
+        if isinstance(base, str):
+            return base
         depth = max(1, min(10, int(max_depth)))
         lines = [vpath(world, base)]
         count = [0]

@@ -17,7 +17,15 @@ from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import slides as _slides
-from apexrl.worlds.servers.archipelago import file_arg, transform_image
+from apexrl.worlds.servers.archipelago import (
+    Failed,
+    existing_file,
+    file_arg,
+    image_file,
+    internal_error,
+    jpeg,
+    transform_image,
+)
 from apexrl.worlds.world import World
 
 PptxPath = Annotated[str, Field(description="Path of the .pptx file, e.g. '/docs/deck.pptx'.")]
@@ -35,7 +43,6 @@ _LAYOUTS = {
 }
 MAX_READ = 10_000
 EMU_PER_INCH = 914400
-JPEG_QUALITY = 85
 # placeholder type numbers named in the order of the schema's ST_PlaceholderType list
 # (title, body, ctrTitle, ...), which is how the peer names a placeholder's kind
 _PH_NAMES = (
@@ -80,10 +87,6 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-class Failed(Exception):
-    """A failure the peer answers with `success: false` and this text in `error`."""
-
-
 def _dump(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
@@ -121,12 +124,6 @@ def _invalid(field: str, message: str, *, value_error: bool = True) -> Exception
     return MCPError(-32602, f"Invalid params: Validation error: request.{field}: {why}")
 
 
-def _internal(tool: str, message: str) -> Exception:
-    from mcp.shared.exceptions import MCPError
-
-    return MCPError(-32603, f"Internal error: Error calling tool '{tool}': {message}")
-
-
 def _path(world: World, file_path: str, field: str = "file_path"):
     """The deck a tool names: checked as the peer's request model checks it, then
     'File not found' as a failure."""
@@ -134,13 +131,7 @@ def _path(world: World, file_path: str, field: str = "file_path"):
         raise _invalid(field, "File path must start with /")
     if not file_path.lower().endswith(".pptx"):
         raise _invalid(field, "File path must end with .pptx")
-    try:
-        p = world.fs_path(file_path)
-    except ApexError:
-        raise Failed(f"File not found: {file_path}") from None
-    if not p.is_file():
-        raise Failed(f"File not found: {file_path}")
-    return p
+    return existing_file(world, file_path)
 
 
 def _open_deck(p, what: str):
@@ -229,19 +220,6 @@ def _markdown(prs) -> str:
     # MarkItDown's last pass: lines right-stripped, runs of blank lines cut to one
     md = "\n".join(line.rstrip() for line in re.split(r"\r?\n", md.strip()))
     return re.sub(r"\n{3,}", "\n\n", md)
-
-
-def _jpeg(blob: bytes) -> bytes:
-    import io
-
-    from PIL import Image
-
-    img = Image.open(io.BytesIO(blob))
-    if img.mode != "RGB":
-        img = img.convert("RGB")
-    out = io.BytesIO()
-    img.save(out, format="JPEG", quality=JPEG_QUALITY, optimize=True)
-    return out.getvalue()
 
 
 class BulletContent(BaseModel):
@@ -427,7 +405,7 @@ def tools(world: World) -> list:
 
             text = _markdown(Presentation(str(p)))
         except Exception:
-            raise _internal(
+            raise internal_error(
                 "read_slides",
                 "Could not convert stream to Markdown. No converter attempted a conversion, "
                 "suggesting that the filetype is simply not supported.",
@@ -527,7 +505,7 @@ def tools(world: World) -> list:
                     }
                 )
                 try:
-                    blob = _jpeg(sh.image.blob)
+                    blob = jpeg(sh.image.blob)
                 except Exception:
                     blob = None
                 if blob is not None:
@@ -712,15 +690,7 @@ def tools(world: World) -> list:
         """Place an image on a slide (inches; one of width/height keeps the aspect ratio)."""
         from pptx.util import Inches
 
-        try:
-            img = world.fs_path(image_path)
-        except ApexError:
-            img = None
-        if img is None or not img.is_file():
-            raise Failed(f"Image file not found: {image_path}")
-        ext = img.suffix.lower().lstrip(".")
-        if ext not in ("jpg", "jpeg", "png"):
-            raise Failed(f"Unsupported image format: {ext}. Supported formats: jpg, jpeg, png")
+        img = image_file(world, image_path)
         p = _path(world, file_path)
         with world.lock:
             prs = _open_deck(p, "presentation")

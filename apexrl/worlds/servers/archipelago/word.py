@@ -12,8 +12,6 @@ tables go onto a page in document order until their estimated size passes a budg
 from __future__ import annotations
 
 import base64
-import functools
-import io
 import re
 import threading
 from pathlib import Path
@@ -23,7 +21,15 @@ from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import docs as _docs
-from apexrl.worlds.servers.archipelago import transform_image
+from apexrl.worlds.servers.archipelago import (
+    Failed,
+    existing_file,
+    failures_as_text,
+    image_file,
+    internal_error,
+    jpeg,
+    transform_image,
+)
 from apexrl.worlds.world import World
 
 RULE = "=" * 80
@@ -34,7 +40,6 @@ PARA_COST = 90
 RUN_COST = 70
 CELL_COST = 100
 CELL_SHOWN = 40  # characters of a table cell shown
-JPEG_QUALITY = 85  # images are returned re-encoded as JPEG, as the peer returns them
 # archipelago's create_document / create_deck overwrite an existing file without a word;
 # with this set (off by default) they refuse to, naming the file
 REFUSE_OVERWRITE_ENV = "APEXRL_OFFICE_REFUSE_OVERWRITE"
@@ -52,10 +57,6 @@ DocxPath = Annotated[
 Identifier = Annotated[
     str, Field(description="Identifier from read_document_content, e.g. 'body.p.3'.")
 ]
-
-
-class Failed(Exception):
-    """A failure the peer reports as an ordinary result (its text)."""
 
 
 class ContentBlock(BaseModel):
@@ -89,36 +90,12 @@ class DocumentMetadata(BaseModel):
     comments: str | None = None
 
 
-def _failures(fn):
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Failed as e:
-            return str(e)
-
-    return wrapper
-
-
-def _raise_internal(tool: str, message: str) -> Exception:
-    """An error the peer raises (a JSON-RPC error, not a result)."""
-    from mcp.shared.exceptions import MCPError
-
-    return MCPError(-32603, f"Internal error: Error calling tool '{tool}': {message}")
-
-
 def _path(world: World, file_path: str, *, must_exist: bool = True) -> Path:
     if not isinstance(file_path, str) or not file_path.startswith("/"):
         raise Failed("File path must start with /")
     if not file_path.lower().endswith(".docx"):
         raise Failed("File path must end with .docx")
-    try:
-        p = world.fs_path(file_path)
-    except ApexError:
-        raise Failed(f"File not found: {file_path}") from None
-    if must_exist and not p.is_file():
-        raise Failed(f"File not found: {file_path}")
-    return p
+    return existing_file(world, file_path, must_exist=must_exist)
 
 
 def _open(p: Path, file_path: str):
@@ -265,17 +242,6 @@ def _para_line(ident: str, para, images: list[tuple[str, Any]]) -> list[str]:
     return lines
 
 
-def _jpeg(blob: bytes) -> bytes:
-    from PIL import Image
-
-    img = Image.open(io.BytesIO(blob))
-    if img.mode != "RGB":
-        img = img.convert("RGB")
-    out = io.BytesIO()
-    img.save(out, format="JPEG", quality=JPEG_QUALITY, optimize=True)
-    return out.getvalue()
-
-
 def _rgb_hex(value: str) -> str | None:
     v = value[1:] if value.startswith("#") else value
     return v.upper() if re.fullmatch(r"[0-9A-Fa-f]{6}", v) else None
@@ -285,7 +251,7 @@ def tools(world: World) -> list:
     images: dict[tuple[str, str], bytes] = {}
     cache_lock = threading.Lock()
 
-    @_failures
+    @failures_as_text
     def get_document_overview(file_path: DocxPath) -> str:
         """Structure of a .docx: its headings (with identifiers), paragraph count and pages."""
         _, d = _load(world, file_path)
@@ -318,7 +284,7 @@ def tools(world: World) -> list:
             out.append("No headings found in document.")
         return "\n".join(out) + "\n"
 
-    @_failures
+    @failures_as_text
     def read_document_content(
         file_path: DocxPath,
         page_index: Annotated[
@@ -375,7 +341,7 @@ def tools(world: World) -> list:
         with cache_lock:
             for ann, (_run, rid) in found:
                 try:
-                    images[(file_path, ann)] = _jpeg(d.part.related_parts[rid].blob)
+                    images[(file_path, ann)] = jpeg(d.part.related_parts[rid].blob)
                 except Exception:
                     continue
         return "\n".join(out)
@@ -394,7 +360,7 @@ def tools(world: World) -> list:
         with cache_lock:
             blob = images.get((file_path, key))
         if blob is None:
-            raise _raise_internal(
+            raise internal_error(
                 "read_image",
                 f"Image not found in cache for file '{file_path}' with annotation "
                 f"'{annotation}'. Make sure you've called read_document_content first to "
@@ -403,7 +369,7 @@ def tools(world: World) -> list:
         data = base64.b64encode(blob).decode()
         return ImageContent(type="image", data=data, mimeType="image/jpeg")
 
-    @_failures
+    @failures_as_text
     def create_document(
         directory: Annotated[str, Field(description="Directory, e.g. '/' or '/reports'.")],
         file_name: Annotated[str, Field(description="File name ending with .docx.")],
@@ -490,7 +456,7 @@ def tools(world: World) -> list:
             d.save(str(p))
         return f"Document {file_name} created at {vp}"
 
-    @_failures
+    @failures_as_text
     def delete_document(file_path: DocxPath) -> str:
         """Delete a .docx file."""
         p = _path(world, file_path)
@@ -507,7 +473,7 @@ def tools(world: World) -> list:
     def _what(kind: str, identifier: str) -> str:
         return f"{kind} [{identifier}]"
 
-    @_failures
+    @failures_as_text
     def add_content_text(
         file_path: DocxPath,
         identifier: Identifier,
@@ -546,7 +512,7 @@ def tools(world: World) -> list:
             ["Updated Text Preview:", DASH, preview],
         )
 
-    @_failures
+    @failures_as_text
     def edit_content_text(file_path: DocxPath, identifier: Identifier, new_text: str) -> str:
         """Replace the text at an identifier (paragraph, run or table cell)."""
         p, d = _load(world, file_path)
@@ -569,7 +535,7 @@ def tools(world: World) -> list:
             ["Change Summary:", DASH, f"Old Text: {old}", "", f"New Text: {new_text}"],
         )
 
-    @_failures
+    @failures_as_text
     def delete_content_text(
         file_path: DocxPath,
         identifier: Identifier,
@@ -621,7 +587,7 @@ def tools(world: World) -> list:
             ["Deletion Summary:", DASH, *summary],
         )
 
-    @_failures
+    @failures_as_text
     def add_image(
         file_path: DocxPath,
         image_path: Annotated[str, Field(description="Image (.png, .jpg, .jpeg) in the sandbox.")],
@@ -637,15 +603,7 @@ def tools(world: World) -> list:
 
         position = position or "end"
         p, d = _load(world, file_path)
-        try:
-            img = world.fs_path(image_path)
-        except ApexError:
-            img = None
-        if img is None or not img.is_file():
-            raise Failed(f"Image file not found: {image_path}")
-        ext = img.suffix.lower().lstrip(".")
-        if ext not in ("jpg", "jpeg", "png"):
-            raise Failed(f"Unsupported image format: {ext}. Supported formats: jpg, jpeg, png")
+        img = image_file(world, image_path)
         if position not in ("start", "end"):
             raise Failed(f"Position must be 'start' or 'end', got: {position}")
         with world.lock:
@@ -669,7 +627,7 @@ def tools(world: World) -> list:
             d.save(str(p))
         return f"Image added to {identifier} at position {position}"
 
-    @_failures
+    @failures_as_text
     def modify_image(
         file_path: DocxPath,
         image_index: Annotated[int, Field(description="0-based, in document order.")],
@@ -736,7 +694,7 @@ def tools(world: World) -> list:
     def _inches(length) -> float:
         return round(length / 914400, 4) if length is not None else 0.0
 
-    @_failures
+    @failures_as_text
     def page_orientation(
         file_path: DocxPath,
         action: Annotated[str, Field(description="'read' or 'set'.")],
@@ -780,7 +738,7 @@ def tools(world: World) -> list:
             [f"Section Index: {si}", f"Orientation: {current} -> {orientation}"],
         )
 
-    @_failures
+    @failures_as_text
     def page_margins(
         file_path: DocxPath,
         action: Annotated[str, Field(description="'read' or 'set'.")],
@@ -828,7 +786,7 @@ def tools(world: World) -> list:
             ],
         )
 
-    @_failures
+    @failures_as_text
     def apply_formatting(
         file_path: DocxPath,
         identifier: Identifier,
@@ -886,7 +844,7 @@ def tools(world: World) -> list:
             ["Formatting Applied:", DASH, *applied],
         )
 
-    @_failures
+    @failures_as_text
     def header_footer(
         file_path: DocxPath,
         action: Annotated[str, Field(description="'read', 'set', 'clear' or 'link'.")],
@@ -982,7 +940,7 @@ def tools(world: World) -> list:
             d.save(str(p))
         return _report("Set Header/Footer", file_path, [*where, f"Blocks Added: {len(content)}"])
 
-    @_failures
+    @failures_as_text
     def comments(
         file_path: DocxPath,
         action: Annotated[str, Field(description="'read', 'add' or 'delete'.")],
