@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from apexrl.errors import ApexError
+from apexrl.worlds.apps import count_files
 from apexrl.worlds.world import World
 
 
@@ -18,7 +19,4 @@ def _reader(p: Path):
 
 
 def probe(world: World) -> str:
-    import pypdf  # noqa: F401
-
-    n = sum(1 for _ in world.fs_root.rglob("*.pdf")) if world.fs_root.is_dir() else 0
-    return f"{n} .pdf files"
+    return count_files(world, "pypdf", ".pdf")

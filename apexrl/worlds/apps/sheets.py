@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from apexrl.errors import ApexError
+from apexrl.worlds.apps import count_files
 from apexrl.worlds.world import World
 
 _XLSX = (".xlsx", ".xlsm")
@@ -32,7 +33,4 @@ def _coerce(v: Any) -> Any:
 
 
 def probe(world: World) -> str:
-    import openpyxl  # noqa: F401
-
-    n = sum(1 for _ in world.fs_root.rglob("*.xlsx")) if world.fs_root.is_dir() else 0
-    return f"{n} .xlsx files"
+    return count_files(world, "openpyxl", ".xlsx")
