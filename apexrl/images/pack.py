@@ -423,7 +423,6 @@ def _locked(fn: Callable[[int], None] | None) -> Callable[[int], None] | None:
 
 def _known_apps(names: list[str]) -> list[str]:
     """The world's apps as gateway server names (unknown names are left out)."""
-    from apexrl.worlds.world import SERVERS, normalize_app
+    from apexrl.worlds.world import known_apps
 
-    known = {normalize_app(str(n)) for n in names}
-    return [s for s in SERVERS if s in known]
+    return known_apps(names)

@@ -150,10 +150,10 @@ def plan_for(
     $APEXRL_ARCHIPELAGO, else the default), built first when missing (`build`)."""
     from apexrl.peer.runtime import runtimes
     from apexrl.worlds.surface import ARCHIPELAGO
-    from apexrl.worlds.world import SERVERS
+    from apexrl.worlds.world import app_names
 
     root, commit, key = checkout_record(checkout)
-    specs = ARCHIPELAGO.for_apps(list(apps or SERVERS))
+    specs = ARCHIPELAGO.for_apps(list(apps or app_names()))
     names = [s.name for s in specs if s.name in BY_NAME]
     if not names:
         raise UsageError(f"none of the apps {apps} is served by archipelago's servers")

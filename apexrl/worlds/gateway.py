@@ -33,7 +33,7 @@ from apexrl.errors import ApexError, ExitCode
 from apexrl.worlds.models import ServerStatus
 from apexrl.worlds.servers import guard
 from apexrl.worlds.surface import Surface, get_surface
-from apexrl.worlds.world import SERVERS, World
+from apexrl.worlds.world import World, app_names
 
 MCP_PATH = "/mcp/"
 
@@ -178,7 +178,7 @@ def build_gateway(
     from mcp.server import MCPServer
 
     surf = surface if isinstance(surface, Surface) else get_surface(surface)
-    specs = surf.for_apps(list(apps or world.apps or SERVERS))
+    specs = surf.for_apps(list(apps or world.apps or app_names()))
     chosen = [s.name for s in specs]
     gw = Gateway(world=world, servers=chosen, surface=surf, snapshot_path=snapshot_path)
     gw.mcp = MCPServer(

@@ -1,10 +1,11 @@
 """Tool surfaces: which servers a world gateway mounts and which tools each one lists.
 
 A surface is data: for every server, the name its tools are prefixed with, the world
-app it serves (`files`, `docs`, `sheets`, ... as in `apexrl.worlds.world.SERVERS`), the
-module holding the implementations (`tools(world)` returns functions whose `__name__`
-is the tool's base name, `probe(world)` checks the server's data), and the ordered tool
-names the gateway registers. A module function not named here is not listed; a name
+app it serves (`files`, `docs`, `sheets`, ...) and the other names a world may give that
+app, the module holding the implementations (`tools(world)` returns functions whose
+`__name__` is the tool's base name, `probe(world)` checks the server's data), and the
+ordered tool names the gateway registers. The world apps are the default surface's
+(`apexrl.worlds.world.app_names`): one `ServerSpec` adds a server and its app. A module function not named here is not listed; a name
 here without a function is an error at gateway build time.
 
 The one surface, `archipelago`, is the server and tool names, arguments and semantics of
@@ -25,9 +26,12 @@ DEFAULT_SURFACE = "archipelago"
 @dataclass(frozen=True)
 class ServerSpec:
     name: str  # prefix of its tool names
-    app: str  # the world app it serves (apexrl.worlds.world.SERVERS)
+    app: str  # the world app it serves (`files`, `docs`, ...: apexrl.worlds.world.app_names)
     module: str  # implementation: tools(world) + probe(world)
     tools: tuple[str, ...]  # tool base names, in listing order
+    # more names a world's `apps` list may give its app (besides `app` and `name`;
+    # lower-case, '_' for '-' and ' ')
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ ARCHIPELAGO = Surface(
                 "get_file_metadata",
                 "get_directory_tree",
             ),
+            aliases=("file_system", "file_browser"),
         ),
         ServerSpec(
             "word",
@@ -94,6 +99,7 @@ ARCHIPELAGO = Surface(
                 "page_orientation",
                 "comments",
             ),
+            aliases=("documents", "document", "docx"),
         ),
         ServerSpec(
             "excel",
@@ -113,6 +119,7 @@ ARCHIPELAGO = Surface(
                 "create_chart",
                 "filter_tab",
             ),
+            aliases=("spreadsheets", "spreadsheet", "xlsx"),
         ),
         ServerSpec(
             "powerpoint",
@@ -133,6 +140,7 @@ ARCHIPELAGO = Surface(
                 "read_individualslide",
                 "read_image",
             ),
+            aliases=("presentations", "pptx"),
         ),
         ServerSpec(
             "pdfs",
@@ -153,6 +161,7 @@ ARCHIPELAGO = Surface(
                 "reply_all_mail",
                 "forward_mail",
             ),
+            aliases=("email", "e_mail"),
         ),
         ServerSpec(
             "chat",
@@ -169,6 +178,7 @@ ARCHIPELAGO = Surface(
                 "add_reaction",
                 "delete_post",
             ),
+            aliases=("messaging",),
         ),
         ServerSpec(
             "calendar",
@@ -176,7 +186,13 @@ ARCHIPELAGO = Surface(
             f"{_A}.calendar",
             ("list_events", "read_event", "create_event", "update_event", "delete_event"),
         ),
-        ServerSpec("code_execution", "code", f"{_A}.code_execution", ("code_exec",)),
+        ServerSpec(
+            "code_execution",
+            "code",
+            f"{_A}.code_execution",
+            ("code_exec",),
+            aliases=("terminal", "shell"),
+        ),
     ),
 )
 

@@ -18,59 +18,30 @@ from pathlib import Path
 
 from apexrl.errors import ApexError, UsageError
 from apexrl.worlds.store import APPS_DIR, FS_DIR, extract_zip_safely, find_root
+from apexrl.worlds.surface import get_surface
 
-# Server names, in the order the gateway mounts them.
-SERVERS: tuple[str, ...] = (
-    "files",
-    "docs",
-    "sheets",
-    "slides",
-    "pdf",
-    "mail",
-    "chat",
-    "calendar",
-    "code",
-)
 
-# Names a world's `apps` list may use for each server (lower-cased, '-'/' ' -> '_').
-APP_ALIASES: dict[str, str] = {
-    "files": "files",
-    "filesystem": "files",
-    "file_system": "files",
-    "file_browser": "files",
-    "docs": "docs",
-    "documents": "docs",
-    "document": "docs",
-    "word": "docs",
-    "docx": "docs",
-    "sheets": "sheets",
-    "spreadsheets": "sheets",
-    "spreadsheet": "sheets",
-    "excel": "sheets",
-    "xlsx": "sheets",
-    "slides": "slides",
-    "presentations": "slides",
-    "powerpoint": "slides",
-    "pptx": "slides",
-    "pdf": "pdf",
-    "pdfs": "pdf",
-    "mail": "mail",
-    "email": "mail",
-    "e_mail": "mail",
-    "chat": "chat",
-    "messaging": "chat",
-    "calendar": "calendar",
-    "code": "code",
-    "code_execution": "code",
-    "terminal": "code",
-    "shell": "code",
-}
+def app_names() -> tuple[str, ...]:
+    """The world apps (`files`, `docs`, ...), in the order the gateway mounts their
+    servers: those the default tool surface serves (`apexrl.worlds.surface`)."""
+    return tuple(dict.fromkeys(s.app for s in get_surface().servers))
 
 
 def normalize_app(name: str) -> str | None:
-    """The server name for an app name, or None when unknown."""
+    """The world app an app name means (its own name, its server's, or an alias of its
+    `ServerSpec`; lower-cased, '-'/' ' -> '_'), or None when unknown."""
     key = name.strip().lower().replace("-", "_").replace(" ", "_")
-    return APP_ALIASES.get(key)
+    for s in get_surface().servers:
+        if key in (s.app, s.name, *s.aliases):
+            return s.app
+    return None
+
+
+def known_apps(names: list) -> list[str]:
+    """The world apps `names` (a world's `apps` list) mean, in mount order; unknown
+    names are left out."""
+    known = {normalize_app(str(n)) for n in names}
+    return [s for s in app_names() if s in known]
 
 
 class PathEscapeError(ApexError):
@@ -87,7 +58,7 @@ class World:
 
     root: Path
     world_id: str
-    apps: list[str] = field(default_factory=list)  # server names, empty = all that apply
+    apps: list[str] = field(default_factory=list)  # app names, empty = all that apply
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     cache: dict = field(default_factory=dict, repr=False)  # facts read once (e.g. the user)
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
@@ -187,11 +158,11 @@ def resolve_apps(apps: list[str]) -> list[str]:
             if name is None:
                 raise UsageError(
                     f"unknown app {part.strip()!r}",
-                    hint=f"known apps: {', '.join(SERVERS)}",
+                    hint=f"known apps: {', '.join(app_names())}",
                 )
             if name not in out:
                 out.append(name)
-    return [s for s in SERVERS if s in out]
+    return [s for s in app_names() if s in out]
 
 
 def _apps_from_descriptions(src: Path, world_id: str) -> list[str]:
@@ -210,9 +181,7 @@ def _apps_from_descriptions(src: Path, world_id: str) -> list[str]:
         rows = data if isinstance(data, list) else data.get("worlds", [])
         for row in rows:
             if isinstance(row, dict) and row.get("world_id") == world_id:
-                names = [normalize_app(str(a)) for a in row.get("apps") or []]
-                known = {n for n in names if n}
-                return [s for s in SERVERS if s in known]
+                return known_apps(row.get("apps") or [])
     return []
 
 
@@ -229,5 +198,4 @@ def _apps_from_meta(root: Path) -> list[str]:
     apps = data.get("apps") if isinstance(data, dict) else None
     if not isinstance(apps, list):
         return []
-    known = {normalize_app(str(a)) for a in apps}
-    return [s for s in SERVERS if s in known]
+    return known_apps(apps)
