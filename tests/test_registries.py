@@ -144,3 +144,116 @@ def test_one_registry_entry_reaches_every_consumer(tmp_path):
     assert out["engine_preflight"] and "no_such_module_xyz" in out["engine_preflight"][0]
     assert out["doctor"] == [True, ["FAKE_KEY"], ["json"]]
     assert out["engine"] == ["fakeeng", "fake-served"]
+
+
+ONE_MORE_SERVER = textwrap.dedent(
+    """
+    import asyncio, dataclasses, json, sys
+    from pathlib import Path
+    from apexrl.worlds import surface
+    notes = surface.ServerSpec(
+        "notes", "notes", "fake_notes_server", ("list_notes", "read_note"), aliases=("notebook",))
+    surface.SURFACES["archipelago"] = dataclasses.replace(
+        surface.ARCHIPELAGO, servers=(*surface.ARCHIPELAGO.servers, notes))
+    from mcp import Client
+    from apexrl.errors import UsageError
+    from apexrl.worlds.gateway import build_gateway, serve_in_thread
+    from apexrl.worlds.world import open_world, resolve_apps
+
+    out = {}
+    try:
+        resolve_apps(["nope"])
+    except UsageError as e:
+        out["hint"] = e.hint
+    # as an environment's gateway opens a world: its apps from its own world.json
+    world = open_world(Path(sys.argv[1]) / "world")
+    gw = build_gateway(world, strict=True)
+    out["apps"] = world.apps
+    out["health"] = gw.health()["servers"]["notes"]
+
+    async def session(url):
+        async with Client(url) as c:
+            listed = {t.name: t for t in (await c.list_tools()).tools}
+            ok = await c.call_tool("notes_read_note", {"name": "q3.txt"})
+            bad = await c.call_tool("notes_read_note", {"name": "missing.txt"})
+        return {
+            "tools": sorted(listed),
+            "schema": listed["notes_read_note"].input_schema["properties"],
+            "description": listed["notes_list_notes"].description,
+            "answer": [ok.is_error, ok.content[0].text],
+            "failure": [bad.is_error, bad.content[0].text],
+        }
+
+    with serve_in_thread(gw) as running:
+        out["n_tools"] = running.n_tools
+        out.update(asyncio.run(session(running.url)))
+    print(json.dumps(out))
+    """
+)
+
+FAKE_SERVER = textwrap.dedent(
+    '''
+    from typing import Annotated
+
+    from pydantic import Field
+
+    from apexrl.worlds.servers import CallFailed
+
+
+    def tools(world):
+        def list_notes() -> str:
+            """The notes' file names, one per line."""
+            return "\\n".join(sorted(p.name for p in (world.fs_root / "notes").iterdir()))
+
+        def read_note(name: Annotated[str, Field(description="A note's file name.")]) -> str:
+            """A note's text."""
+            p = world.fs_path(f"notes/{name}")
+            if not p.is_file():
+                raise CallFailed(f"No note {name}")
+            return p.read_text()
+
+        return [list_notes, read_note]
+
+
+    def probe(world):
+        return f"{len(list((world.fs_root / 'notes').glob('*.txt')))} notes"
+    '''
+)
+
+
+def test_one_server_spec_reaches_the_world_gateway(tmp_path):
+    """A server is its module and one `ServerSpec` (its app's other names included): a world
+    naming the app mounts it, and its tools are listed and answer over MCP."""
+    notes = tmp_path / "world" / "filesystem" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "q3.txt").write_text("close the books by Friday")
+    (tmp_path / "world" / "world.json").write_text(json.dumps({"apps": ["Notebook", "files"]}))
+    (tmp_path / "fake_notes_server.py").write_text(FAKE_SERVER)
+    (tmp_path / "one_more_server.py").write_text(ONE_MORE_SERVER)
+    p = subprocess.run(
+        [sys.executable, str(tmp_path / "one_more_server.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["hint"].endswith(", code, notes")  # the known apps, in mount order
+    assert out["apps"] == ["files", "notes"]
+    assert out["health"] == {
+        "name": "notes",
+        "ok": True,
+        "detail": "1 notes",
+        "tools": ["notes_list_notes", "notes_read_note"],
+    }
+    assert {"notes_list_notes", "notes_read_note", "filesystem_list_files"} <= set(out["tools"])
+    assert out["n_tools"] == len(out["tools"]) == 8  # filesystem's 6 and notes' 2
+    assert out["schema"] == {"name": {"type": "string", "description": "A note's file name."}}
+    assert out["description"] == "The notes' file names, one per line."
+    assert out["answer"] == [False, "close the books by Friday"]
+    assert out["failure"] == [
+        True,
+        "Internal error: Error calling tool 'read_note': No note missing.txt",
+    ]
