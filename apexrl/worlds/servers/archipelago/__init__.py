@@ -40,6 +40,16 @@ def internal_error(tool: str, message: str) -> Exception:
     return MCPError(-32603, f"Internal error: Error calling tool '{tool}': {message}")
 
 
+def path_problem(file_path: str, ext: str) -> str | None:
+    """What the peer's file servers say is wrong with the form of a file path argument
+    that must end with `ext` ('.docx'); None when nothing is."""
+    if not isinstance(file_path, str) or not file_path.startswith("/"):
+        return "File path must start with /"
+    if not file_path.lower().endswith(ext):
+        return f"File path must end with {ext}"
+    return None
+
+
 def existing_file(world: World, file_path: str, *, must_exist: bool = True) -> Path:
     """The file an office tool's (already checked) path names; the peer's
     'File not found' when it leads outside the world or (`must_exist`) is not a file."""

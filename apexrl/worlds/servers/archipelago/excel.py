@@ -22,7 +22,14 @@ from pydantic import BaseModel, Field
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import sheets as _sheets
 from apexrl.worlds.formulas import Evaluator
-from apexrl.worlds.servers.archipelago import Failed, failures_as_text, file_arg, new_file, vpath
+from apexrl.worlds.servers.archipelago import (
+    Failed,
+    failures_as_text,
+    file_arg,
+    new_file,
+    path_problem,
+    vpath,
+)
 from apexrl.worlds.world import World
 
 _XLSX = (".xlsx", ".xlsm")
@@ -322,10 +329,9 @@ def _open_xlsx(world: World, file_path: str):
     """The workbook file of a tool argument, checked as archipelago checks it."""
     if not isinstance(file_path, str) or not file_path:
         raise Failed("File path is required")
-    if not file_path.startswith("/"):
-        raise Failed("File path must start with /")
-    if not file_path.lower().endswith(".xlsx"):
-        raise Failed("File path must end with .xlsx")
+    problem = path_problem(file_path, ".xlsx")
+    if problem:
+        raise Failed(problem)
     try:
         p = world.fs_path(file_path)
     except ApexError:
@@ -481,10 +487,9 @@ def tools(world: World) -> list:
         compact: bool = False,
     ) -> str:
         """Read a CSV file: header and data rows (at most row_limit data rows)."""
-        if not file_path.startswith("/"):
-            return "File path must start with /"
-        if not file_path.lower().endswith(".csv"):
-            return "File path must end with .csv"
+        problem = path_problem(file_path, ".csv")
+        if problem:
+            return problem
         p = world.fs_path(file_path)
         if not p.is_file():
             return f"File not found: {file_path}"

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import pdf as _pdf
-from apexrl.worlds.servers.archipelago import file_arg, vpath
+from apexrl.worlds.servers.archipelago import file_arg, path_problem, vpath
 from apexrl.worlds.world import World
 
 RENDER_DPI = 144
@@ -48,10 +48,9 @@ def _page_text(page) -> str:
 
 def _pdf_path_problem(world: World, file_path: str, escape: str) -> str | None:
     """What archipelago says is wrong with a PDF path argument (None: a PDF that exists)."""
-    if not isinstance(file_path, str) or not file_path.startswith("/"):
-        return "File path must start with /"
-    if not file_path.lower().endswith(".pdf"):
-        return "File path must end with .pdf"
+    problem = path_problem(file_path, ".pdf")
+    if problem:
+        return problem
     try:
         p = world.fs_path(file_path)
     except ApexError:

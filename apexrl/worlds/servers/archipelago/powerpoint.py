@@ -24,6 +24,7 @@ from apexrl.worlds.servers.archipelago import (
     image_file,
     internal_error,
     jpeg,
+    path_problem,
     transform_image,
 )
 from apexrl.worlds.world import World
@@ -127,10 +128,9 @@ def _invalid(field: str, message: str, *, value_error: bool = True) -> Exception
 def _path(world: World, file_path: str, field: str = "file_path"):
     """The deck a tool names: checked as the peer's request model checks it, then
     'File not found' as a failure."""
-    if not isinstance(file_path, str) or not file_path.startswith("/"):
-        raise _invalid(field, "File path must start with /")
-    if not file_path.lower().endswith(".pptx"):
-        raise _invalid(field, "File path must end with .pptx")
+    problem = path_problem(file_path, ".pptx")
+    if problem:
+        raise _invalid(field, problem)
     return existing_file(world, file_path)
 
 

@@ -28,6 +28,7 @@ from apexrl.worlds.servers.archipelago import (
     image_file,
     internal_error,
     jpeg,
+    path_problem,
     transform_image,
 )
 from apexrl.worlds.world import World
@@ -91,10 +92,9 @@ class DocumentMetadata(BaseModel):
 
 
 def _path(world: World, file_path: str, *, must_exist: bool = True) -> Path:
-    if not isinstance(file_path, str) or not file_path.startswith("/"):
-        raise Failed("File path must start with /")
-    if not file_path.lower().endswith(".docx"):
-        raise Failed("File path must end with .docx")
+    problem = path_problem(file_path, ".docx")
+    if problem:
+        raise Failed(problem)
     return existing_file(world, file_path, must_exist=must_exist)
 
 
