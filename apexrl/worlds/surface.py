@@ -4,9 +4,10 @@ A surface is data: for every server, the name its tools are prefixed with, the w
 app it serves (`files`, `docs`, `sheets`, ...) and the other names a world may give that
 app, the module holding the implementations (`tools(world)` returns functions whose
 `__name__` is the tool's base name, `probe(world)` checks the server's data), and the
-ordered tool names the gateway registers. The world apps are the default surface's
-(`apexrl.worlds.world.app_names`): one `ServerSpec` adds a server and its app. A module function not named here is not listed; a name
-here without a function is an error at gateway build time.
+ordered tool names the gateway registers. A module function not named here is not
+listed; a name here without a function is an error at gateway build time. The world
+apps are the default surface's (`apexrl.worlds.world.app_names`): one `ServerSpec` adds
+a server and its app.
 
 The one surface, `archipelago`, is the server and tool names, arguments and semantics of
 Mercor's archipelago MCP servers, the action space recipe-trained checkpoints learned:
