@@ -257,3 +257,80 @@ def test_one_server_spec_reaches_the_world_gateway(tmp_path):
         True,
         "Internal error: Error calling tool 'read_note': No note missing.txt",
     ]
+
+
+ONE_METRIC = textwrap.dedent(
+    """
+    import json, sys
+    from apexrl.eval import metric_table as table
+    table.METRICS["never_passed"] = table.MetricKind(
+        "never_passed", "never passed", lambda t, k: (t.c == 0).astype(float))
+    from typer.testing import CliRunner
+    from apexrl.cli.app import app
+    from apexrl.eval import report
+    from apexrl.schemas import all_schemas
+    from tests.eval.synthetic_run import write_run
+    run = sys.argv[1]
+    write_run(run, n_tasks=12, attempts=2)  # summary.json as the runner writes it
+    s = report.load_run(run).summary
+    def rep(*args):
+        return CliRunner().invoke(app, ["eval", "report", *args, "-o", "-"]).stdout
+
+    out = {
+        "summary_rows": report.summary_rows(s),
+        "domain_head": report.domain_rows(s)[0],
+        "json": json.loads(rep(run, "-f", "json")),
+        "compare_json": json.loads(rep(run, run, "-f", "json")),
+        "compare_md": [x for x in rep(run, run, "-f", "md").splitlines() if "never passed" in x],
+        "schema": sorted(all_schemas()["eval-summary"].model_json_schema()["properties"]),
+    }
+    print(json.dumps(out))
+    """
+)
+
+
+def test_one_metric_entry_reaches_summary_report_and_json(tmp_path):
+    """One more MetricKind in the table (before apexrl's other modules load) is a field of
+    summary.json and of each domain's figures, a row of the report and of a comparison,
+    and a key of the report's JSON; its figure is the mean of its per-task values."""
+    from pathlib import Path
+
+    from apexrl.eval import resume
+    from apexrl.eval.metrics import Columns, TaskTable
+
+    repo = Path(__file__).resolve().parents[1]
+    run = tmp_path / "run"
+    (tmp_path / "one_metric.py").write_text(ONE_METRIC)
+    p = subprocess.run(
+        [sys.executable, str(tmp_path / "one_metric.py"), str(run)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(repo), "COLUMNS": "200"},
+    )
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    # the expected figure, from the run's rows without the new metric
+    tasks = TaskTable.from_columns(Columns.from_table(resume.read_results_table(run)))
+    expected = float((tasks.c == 0).mean())
+    assert 0 < expected < 1  # the figure tells tasks apart
+
+    summary = json.loads((run / "summary.json").read_text())
+    keys = list(summary)
+    assert keys[keys.index("mean_score") + 1] == "never_passed"  # in the table's order
+    m = summary["never_passed"]
+    assert abs(m["value"] - expected) < 1e-12 and m["ci_low"] <= m["value"] <= m["ci_high"]
+    assert all("never_passed" in g for g in summary["per_domain"].values())
+    assert out["json"]["summary"]["never_passed"] == m
+    assert "never_passed" in out["schema"]
+
+    label = "never passed"
+    pct = [f"{100 * m[f]:.1f}" for f in ("value", "ci_low", "ci_high")]
+    assert [label, f"{pct[0]}% [{pct[1]}, {pct[2]}]"] in out["summary_rows"]
+    head = ["domain", "tasks", "Pass@1", "mean score", label, "Pass@2", "Pass^2"]
+    assert out["domain_head"] == head  # the k columns last, as before
+    delta = out["compare_json"]["comparison"]["overall"]["metrics"]["never_passed"]
+    assert abs(delta["a"] - m["value"]) < 1e-12 and delta["a"] == delta["b"]
+    assert delta["delta"] == 0.0
+    assert len(out["compare_md"]) == 1 + len(summary["per_domain"])  # all, then each domain

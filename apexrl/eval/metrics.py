@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from apexrl.eval.models import EvalSummary, GroupMetrics, MetricCI
+from apexrl.eval.metric_table import METRICS, Metric, MetricCI, metric_fields, metrics_for
+from apexrl.eval.models import EvalSummary, GroupMetrics
 
 RESAMPLES = 2000
 SEED = 0
@@ -194,46 +195,6 @@ class TaskTable:
         )
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One per-task metric, averaged over tasks and bootstrapped: Pass@1, mean score,
-    Pass@k or Pass^k for one k. Results are looked up by metric, never by position."""
-
-    kind: str  # pass_at_1 | mean_score | pass_at_k | pass_hat_k
-    k: int | None = None
-
-    @property
-    def name(self) -> str:
-        """pass_at_1, mean_score, pass_at_<k>, pass_hat_<k> (comparison keys)."""
-        if self.k is None:
-            return self.kind
-        return f"{self.kind.removesuffix('_k')}_{self.k}"
-
-    def per_task(self, t: TaskTable) -> np.ndarray:
-        if len(t.n) == 0:
-            return np.zeros(0)
-        if self.kind == "pass_at_1":
-            return t.c / t.n
-        if self.kind == "mean_score":
-            return t.score_sum / t.n
-        fn = {"pass_at_k": pass_at_k, "pass_hat_k": pass_hat_k}[self.kind]
-        return fn(t.n, t.c, int(self.k or 1))
-
-
-PASS_AT_1 = Metric("pass_at_1")
-MEAN_SCORE = Metric("mean_score")
-
-
-def metrics_for(ks: list[int]) -> list[Metric]:
-    """Pass@1, mean score, then Pass@k and Pass^k for each k."""
-    return [
-        PASS_AT_1,
-        MEAN_SCORE,
-        *(Metric("pass_at_k", k) for k in ks),
-        *(Metric("pass_hat_k", k) for k in ks),
-    ]
-
-
 def bootstrap_metrics(
     tasks: TaskTable, metrics: list[Metric], *, seed: int = SEED
 ) -> dict[Metric, MetricCI]:
@@ -243,24 +204,6 @@ def bootstrap_metrics(
         m: MetricCI(value=float(point[j]), ci_low=float(low[j]), ci_high=float(high[j]))
         for j, m in enumerate(metrics)
     }
-
-
-def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
-    """1 - C(n-c, k) / C(n, k) per task; attempts beyond n count as failures."""
-    n_eff = np.maximum(n, k)
-    miss = np.ones_like(n_eff, dtype=float)
-    for j in range(k):
-        miss *= np.maximum(n_eff - c - j, 0.0) / (n_eff - j)
-    return 1.0 - miss
-
-
-def pass_hat_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
-    """C(c, k) / C(n, k) per task; attempts beyond n count as failures."""
-    n_eff = np.maximum(n, k)
-    hit = np.ones_like(n_eff, dtype=float)
-    for j in range(k):
-        hit *= np.maximum(c - j, 0.0) / (n_eff - j)
-    return hit
 
 
 def resampled_means(
@@ -302,14 +245,7 @@ def bootstrap(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEE
 
 def group_metrics(tasks: TaskTable, ks: list[int], n_trials: int, *, seed: int = SEED):
     ci = bootstrap_metrics(tasks, metrics_for(ks), seed=seed)
-    return GroupMetrics(
-        n_tasks=len(tasks.n),
-        n_trials=n_trials,
-        pass_at_1=ci[PASS_AT_1],
-        mean_score=ci[MEAN_SCORE],
-        pass_at_k={str(m.k): v for m, v in ci.items() if m.kind == "pass_at_k"},
-        pass_hat_k={str(m.k): v for m, v in ci.items() if m.kind == "pass_hat_k"},
-    )
+    return GroupMetrics(n_tasks=len(tasks.n), n_trials=n_trials, **metric_fields(ci))
 
 
 def error_messages(cols: Columns) -> dict[str, dict[str, int]]:
@@ -366,10 +302,7 @@ def summarize(
         n_trials=len(cols),
         attempts_max=k_max,
         attempts_min=k_min,
-        pass_at_1=overall.pass_at_1,
-        pass_at_k=overall.pass_at_k,
-        pass_hat_k=overall.pass_hat_k,
-        mean_score=overall.mean_score,
+        **{name: getattr(overall, name) for name in METRICS},
         per_domain=per_domain,
         status=dict(sorted(status.items())),
         errors=dict(errors.most_common()),
@@ -441,7 +374,7 @@ def _compare_group(
         mb = vb.mean(axis=0) if len(vb) else np.zeros(len(metrics))
     out = {}
     for j, m in enumerate(metrics):
-        if m.kind in ("pass_at_k", "pass_hat_k") and m.k == 1:  # the same as Pass@1
+        if m.k == 1:  # per-k metrics from k = 2: at k = 1 Pass@k and Pass^k are Pass@1
             continue
         out[m.name] = {
             "a": float(ma[j]) if len(va) else None,

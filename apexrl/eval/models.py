@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from apexrl.agent.prompts import PromptInfo
 from apexrl.artifacts.models import Record, TrialResult
+from apexrl.eval.metric_table import METRICS, MetricCI
 from apexrl.trial.config import TrialSpec
 
 RUN_FILE = "run.json"
@@ -113,23 +115,28 @@ class EvalRunConfig(Record, TrialSpec):
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
-class MetricCI(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    value: float
-    ci_low: float
-    ci_high: float
+def _metric_fields() -> dict[str, Any]:
+    """One field per metric of the table (apexrl/eval/metric_table.py), in its order: its
+    MetricCI, or for a per-k metric one per k ("k" -> MetricCI)."""
+    return {
+        m.name: (dict[str, MetricCI], Field(default_factory=dict)) if m.per_k else (MetricCI, ...)
+        for m in METRICS.values()
+    }
 
 
-class GroupMetrics(BaseModel):
-    """Pass@1, Pass@k, Pass^k and mean score over a set of tasks."""
-
+class _GroupCounts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     n_tasks: int
     n_trials: int
-    pass_at_1: MetricCI
-    pass_at_k: dict[str, MetricCI] = Field(default_factory=dict)  # "k" -> metric
-    pass_hat_k: dict[str, MetricCI] = Field(default_factory=dict)
-    mean_score: MetricCI
+
+
+GroupMetrics = create_model(
+    "GroupMetrics",
+    __base__=_GroupCounts,
+    __module__=__name__,
+    __doc__="The metric table's metrics (apexrl/eval/metric_table.py) over a set of tasks.",
+    **_metric_fields(),
+)
 
 
 def planned_trials(config: EvalRunConfig | None) -> int | None:
@@ -149,11 +156,7 @@ def planned_trials(config: EvalRunConfig | None) -> int | None:
     return config.attempts * n
 
 
-class EvalSummary(Record):
-    """summary.json. Non-completed trials score 0 and are counted (never dropped).
-    `complete` is False while trials planned have no result (an interrupted run):
-    rerunning the same command resumes it."""
-
+class _SummaryCounts(Record):
     complete: bool = True
     trials_planned: int | None = None  # None: not known (a run dir without run.json)
     trials_done: int = 0
@@ -161,10 +164,14 @@ class EvalSummary(Record):
     n_trials: int
     attempts_max: int
     attempts_min: int
-    pass_at_1: MetricCI
-    pass_at_k: dict[str, MetricCI] = Field(default_factory=dict)
-    pass_hat_k: dict[str, MetricCI] = Field(default_factory=dict)
-    mean_score: MetricCI
+
+
+class EvalSummary(create_model("_SummaryMetrics", __base__=_SummaryCounts, **_metric_fields())):
+    """summary.json. Non-completed trials score 0 and are counted (never dropped).
+    `complete` is False while trials planned have no result (an interrupted run):
+    rerunning the same command resumes it. The metric fields, after the counts, are
+    the metric table's (apexrl/eval/metric_table.py)."""
+
     per_domain: dict[str, GroupMetrics] = Field(default_factory=dict)
     status: dict[str, int] = Field(default_factory=dict)
     errors: dict[str, int] = Field(default_factory=dict)  # error class -> trials

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.eval import resume
+from apexrl.eval.metric_table import Metric, MetricCI, report_metrics
 from apexrl.eval.metrics import Columns, compare, summarize
-from apexrl.eval.models import EvalRunConfig, EvalSummary, MetricCI, planned_trials
+from apexrl.eval.models import EvalRunConfig, EvalSummary, planned_trials
 
 
 @dataclass
@@ -106,7 +107,6 @@ def summary_rows(s: EvalSummary, incomplete: str | None = None) -> list[tuple[st
             if s.attempts_min == s.attempts_max
             else f"{s.attempts_min}-{s.attempts_max}",
         ),
-        ("Pass@1", fmt_ci(s.pass_at_1)),
     ]
     if s.trials_planned is not None:
         rows.insert(1, ("trials done / planned", f"{s.trials_done} / {s.trials_planned}"))
@@ -114,11 +114,7 @@ def summary_rows(s: EvalSummary, incomplete: str | None = None) -> list[tuple[st
         rows.insert(0, ("WARNING", unjudged_line(s.criteria_unjudged)))
     if incomplete:
         rows.insert(0, ("INCOMPLETE", incomplete.removeprefix("INCOMPLETE: ")))
-    if s.attempts_max > 1:
-        k = str(s.attempts_max)
-        rows.append((f"Pass@{k}", fmt_ci(s.pass_at_k[k])))
-        rows.append((f"Pass^{k}", fmt_ci(s.pass_hat_k[k])))
-    rows.append(("mean score", fmt_ci(s.mean_score)))
+    rows += [(m.label, fmt_ci(m.value_in(s))) for m in report_metrics(s.attempts_max)]
     rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in s.errors.items()) or "none"))
     for cls, msgs in s.error_messages.items():
         for msg, n in msgs.items():
@@ -136,16 +132,13 @@ def summary_rows(s: EvalSummary, incomplete: str | None = None) -> list[tuple[st
 
 
 def domain_rows(s: EvalSummary) -> tuple[list[str], list[list[str]]]:
-    k = str(s.attempts_max)
-    head = ["domain", "tasks", "Pass@1", "mean score"]
-    if s.attempts_max > 1:
-        head += [f"Pass@{k}", f"Pass^{k}"]
-    rows = []
-    for dom, g in s.per_domain.items():
-        row = [dom, str(g.n_tasks), fmt_ci(g.pass_at_1), fmt_ci(g.mean_score)]
-        if s.attempts_max > 1:
-            row += [fmt_ci(g.pass_at_k[k]), fmt_ci(g.pass_hat_k[k])]
-        rows.append(row)
+    # the metrics without k first, the k columns last
+    ms = sorted(report_metrics(s.attempts_max), key=lambda m: m.k is not None)
+    head = ["domain", "tasks", *(m.label for m in ms)]
+    rows = [
+        [dom, str(g.n_tasks), *(fmt_ci(m.value_in(g)) for m in ms)]
+        for dom, g in s.per_domain.items()
+    ]
     return head, rows
 
 
@@ -173,12 +166,13 @@ def compare_rows(cmp: dict) -> tuple[list[str], list[list[str]]]:
     for scope, group in scopes:
         over = _over(group)
         for name, d in group["metrics"].items():
-            if scope != "all" and name not in ("pass_at_1", "mean_score"):
+            metric = Metric.from_name(name)
+            if scope != "all" and metric.k is not None:  # domains: the metrics without k
                 continue
             rows.append(
                 [
                     scope,
-                    _metric_label(name),
+                    metric.label,
                     pct_or_dash(d["a"]),
                     pct_or_dash(d["b"]),
                     fmt_delta(d),
@@ -199,16 +193,6 @@ def _over(group: dict) -> str:
     if a and b:
         return f"A {a}, B {_tasks(b)}, none shared (unpaired)"
     return f"A only, {_tasks(a)}" if a else f"B only, {_tasks(b)}"
-
-
-def _metric_label(name: str) -> str:
-    if name == "pass_at_1":
-        return "Pass@1"
-    if name == "mean_score":
-        return "mean score"
-    if name.startswith("pass_at_"):
-        return "Pass@" + name.removeprefix("pass_at_")
-    return "Pass^" + name.removeprefix("pass_hat_")
 
 
 def config_rows(c: EvalRunConfig | None) -> list[tuple[str, str]]:

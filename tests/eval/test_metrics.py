@@ -8,7 +8,8 @@ from math import comb
 import numpy as np
 import pytest
 
-from apexrl.eval.metrics import Columns, compare, pass_at_k, pass_hat_k, summarize
+from apexrl.eval.metric_table import pass_at_k, pass_hat_k
+from apexrl.eval.metrics import Columns, compare, summarize
 
 
 def row(task, domain, attempt, status="complete", met=2, total=2, reward=None, err=None):
