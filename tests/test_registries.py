@@ -1,7 +1,8 @@
 """The engine, environment and agent registries are the one place a name is added: with one
 more entry (made before apexrl's other modules load, as a line in the registry file
 would), the CLI choices, recipe validation, trial dispatch, preflight and doctor all
-know it, and start_engine starts it."""
+know it, and start_engine starts it. Likewise an MCP server's ServerSpec reaches the
+gateway, and a metric table entry reaches summary.json and the report."""
 
 from __future__ import annotations
 

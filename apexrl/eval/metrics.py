@@ -15,6 +15,8 @@ Definitions (FACTS.md section 3):
   2,000 resamples, fixed seed: the same rows give the same CI).
 - A comparison of two runs bootstraps the per-task differences over the tasks
   both runs share (paired); with no shared task it resamples each run alone.
+
+The metrics themselves are declared once, in apexrl/eval/metric_table.py.
 """
 
 from __future__ import annotations
