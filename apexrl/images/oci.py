@@ -434,15 +434,7 @@ class ImageSource:
         return out
 
     def read_blob(self, digest: str) -> bytes:
-        with self._open(digest) as fh:
-            data = fh.read()
-        if digest_bytes(data) != digest:
-            raise BadRecordError(
-                f"{self.where}: blob {digest}",
-                f"content hashes to {digest_bytes(data)}",
-                hint="the archive is corrupted; rebuild it",
-            )
-        return data
+        return _read_verified(self._open, digest, self.where)
 
     def config(self) -> dict[str, Any]:
         return json.loads(self.read_blob(self.manifest["config"]["digest"]))
