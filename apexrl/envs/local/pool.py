@@ -75,14 +75,16 @@ class Slot:
         self.group = group  # the trial's memory cgroup (None: the host gives none)
         self.started = False  # told which world to serve
 
-    def go(
+    def handshake(
         self,
         world_id: str,
         *,
         token: str | None = None,
         code_network: bool = True,
         peer: dict | None = None,
-    ) -> None:
+    ) -> dict | None:
+        """Tell the waiting gateway its world (and its per-trial token, the code tool's
+        network, archipelago's servers to run); its ready line (None if it died)."""
         assert self.proc is not None and self.proc.stdin is not None
         ready = self.read_json()
         if not ready or not ready.get("warm"):
@@ -98,18 +100,6 @@ class Slot:
         self.proc.stdin.write((json.dumps(told) + "\n").encode())
         self.proc.stdin.flush()
         self.started = True
-
-    def handshake(
-        self,
-        world_id: str,
-        *,
-        token: str | None = None,
-        code_network: bool = True,
-        peer: dict | None = None,
-    ) -> dict | None:
-        """Tell the waiting gateway its world (and its per-trial token, the code tool's
-        network, archipelago's servers to run); its ready line (None if it died)."""
-        self.go(world_id, token=token, code_network=code_network, peer=peer)
         return self.read_json()
 
     def read_json(self) -> dict | None:
