@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -39,6 +40,12 @@ class ApexError(Exception):
 class UsageError(ApexError):
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint, code=ExitCode.USAGE)
+
+    @classmethod
+    def unknown(cls, what: str, name: object, choices: Iterable[str]) -> UsageError:
+        """A name no table knows (an engine, an environment, a profile), with the names
+        it does know as the hint."""
+        return cls(f"unknown {what} {name!r}", hint=f"choose one of: {', '.join(choices)}")
 
 
 class BadRecordError(ApexError):

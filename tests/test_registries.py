@@ -13,7 +13,8 @@ import textwrap
 
 from apexrl.engine.registry import ENGINES, engine_choices
 from apexrl.engine.serve import start_engine
-from apexrl.envs.registry import ENVIRONMENTS, load
+from apexrl.envs.registry import ENVIRONMENTS
+from apexrl.importpath import load
 
 
 def test_every_entry_points_at_real_code():

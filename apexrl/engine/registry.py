@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from apexrl.errors import UsageError
+
 AUTO = "auto"
 
 
@@ -85,18 +87,6 @@ def engine_choices() -> tuple[str, ...]:
 
 
 def get_engine(name: str) -> EngineEntry:
-    try:
-        return ENGINES[name]
-    except KeyError:
-        from apexrl.errors import UsageError
-
-        raise UsageError(
-            f"unknown engine {name!r}", hint=f"choose one of: {', '.join(engine_choices())}"
-        ) from None
-
-
-def load(import_path: str):
-    """The object a "module:attr" path names (imported now): apexrl.importpath.load."""
-    from apexrl.importpath import load as load_path
-
-    return load_path(import_path)
+    if name not in ENGINES:
+        raise UsageError.unknown("engine", name, engine_choices())
+    return ENGINES[name]

@@ -29,7 +29,8 @@ def choose_engine(kind: EngineKind = "auto", *, vllm_python: str | None = None) 
     """The engine to start, from the registry (apexrl.engine.registry): a named one after
     its entry's `check` (UsageError when it cannot run here); "auto": the first engine by
     `auto_rank` whose `usable` says yes. vllm_python: the engine's interpreter option."""
-    from apexrl.engine.registry import ENGINES, get_engine, load
+    from apexrl.engine.registry import ENGINES, get_engine
+    from apexrl.importpath import load
 
     if kind != "auto":
         entry = get_engine(kind)
@@ -112,7 +113,8 @@ def start_engine(
     """Start the engine `engine` names (auto: choose_engine) through its registry entry
     (apexrl.engine.registry.ENGINES): its `launch` returns a started Engine."""
     from apexrl.engine.protocol import StartOptions
-    from apexrl.engine.registry import get_engine, load
+    from apexrl.engine.registry import get_engine
+    from apexrl.importpath import load
 
     kind = choose_engine(engine, vllm_python=vllm_python)
     opts = StartOptions(

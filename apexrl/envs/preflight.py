@@ -44,7 +44,8 @@ class PreflightError(ApexError):
 
 def check_environment(environment: str, env: dict[str, str]) -> list[Problem]:
     """The environment's own check, named by its registry entry (apexrl.envs.registry)."""
-    from apexrl.envs.registry import ENVIRONMENTS, load
+    from apexrl.envs.registry import ENVIRONMENTS
+    from apexrl.importpath import load
 
     entry = ENVIRONMENTS.get(environment)
     if entry is None:

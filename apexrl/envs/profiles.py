@@ -98,9 +98,7 @@ PROFILES: dict[str, ImageProfile] = {p.name: p for p in (APEXRL, MERCOR)}
 def get_profile(name: str | None, *, default: str = "apexrl") -> ImageProfile:
     key = (name or default).strip().lower()
     if key not in PROFILES:
-        raise UsageError(
-            f"unknown image profile {name!r}", hint=f"choose one of: {', '.join(PROFILES)}"
-        )
+        raise UsageError.unknown("image profile", name, PROFILES)
     return PROFILES[key]
 
 

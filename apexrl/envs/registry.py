@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from apexrl.errors import UsageError
+
 
 @dataclass(frozen=True)
 class EnvironmentEntry:
@@ -75,18 +77,6 @@ def environment_names() -> tuple[str, ...]:
 
 
 def get_environment(name: str) -> EnvironmentEntry:
-    try:
-        return ENVIRONMENTS[name]
-    except KeyError:
-        from apexrl.errors import UsageError
-
-        raise UsageError(
-            f"unknown environment {name!r}", hint=f"choose one of: {', '.join(ENVIRONMENTS)}"
-        ) from None
-
-
-def load(import_path: str):
-    """The object a "module:attr" path names (imported now): apexrl.importpath.load."""
-    from apexrl.importpath import load as load_path
-
-    return load_path(import_path)
+    if name not in ENVIRONMENTS:
+        raise UsageError.unknown("environment", name, ENVIRONMENTS)
+    return ENVIRONMENTS[name]

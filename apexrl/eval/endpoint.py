@@ -137,7 +137,8 @@ def _download(repo: str, revision: str | None) -> tuple[Path, str | None]:
 def _engine_version(kind: str, vllm_python: str | None = None) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
-    from apexrl.engine.registry import ENGINES, load
+    from apexrl.engine.registry import ENGINES
+    from apexrl.importpath import load
 
     entry = ENGINES.get(kind)
     if entry is not None and entry.version:  # e.g. vLLM in another interpreter: ask it

@@ -212,10 +212,7 @@ class PackOptions:
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
-            raise UsageError(
-                f"unknown image profile {self.profile!r}",
-                hint=f"choose one of: {', '.join(PROFILES)}",
-            )
+            raise UsageError.unknown("image profile", self.profile, PROFILES)
 
 
 @dataclass
