@@ -7,9 +7,16 @@ Each record carries `schema_version`; bump it when a field changes meaning.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 SCHEMA_VERSION = "1"
 
@@ -44,6 +51,23 @@ def check_safe_id(value: str, what: str) -> str:
             "no path separators or '..')"
         )
     return value
+
+
+def _safe_id(what: str) -> AfterValidator:
+    return AfterValidator(lambda v: check_safe_id(v, what))
+
+
+def _non_blank(what: str) -> AfterValidator:
+    def check(v: str) -> str:
+        if not v.strip():
+            raise ValueError(f"{what} is empty")
+        return v
+
+    return AfterValidator(check)
+
+
+SafeTaskId = Annotated[str, _safe_id("task_id")]
+SafeWorldId = Annotated[str, _safe_id("world_id")]
 
 
 class Record(BaseModel):
@@ -82,27 +106,20 @@ class DeterministicCheck(BaseModel):
 class RubricCriterion(BaseModel):
     model_config = ConfigDict(extra="allow")  # the public data carries extra fields
     verifier_id: str
-    criteria: str
+    criteria: Annotated[str, _non_blank("criterion text")]
     check: DeterministicCheck | None = None
-
-    @field_validator("criteria")
-    @classmethod
-    def _non_empty(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("criterion text is empty")
-        return v
 
 
 class ApexTask(BaseModel):
     """One record of `tasks_and_rubrics.json`."""
 
     model_config = ConfigDict(extra="allow")
-    task_id: str
+    task_id: SafeTaskId
     task_name: str
     domain: str  # the slug (investment-banking, law, management-consulting, or another)
     domain_label: str | None = None  # the domain as the source spelled it
-    world_id: str
-    prompt: str
+    world_id: SafeWorldId
+    prompt: Annotated[str, _non_blank("prompt")]
     # null, an opaque snapshot id ("snap_<hex>": the files are task_files/<task_id>/),
     # a boolean, or file names under task_files/<task_id>/ (a list or one string)
     task_input_files: str | bool | list[Any] | None = None
@@ -147,23 +164,6 @@ class ApexTask(BaseModel):
             raise ValueError("domain is empty (expected e.g. 'Investment Banking', 'Law')")
         return v
 
-    @field_validator("task_id")
-    @classmethod
-    def _safe_task_id(cls, v: str) -> str:
-        return check_safe_id(v, "task_id")
-
-    @field_validator("world_id")
-    @classmethod
-    def _safe_world_id(cls, v: str) -> str:
-        return check_safe_id(v, "world_id")
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt_non_empty(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("prompt is empty")
-        return v
-
     @field_validator("rubric")
     @classmethod
     def _rubric_non_empty(cls, v: list[RubricCriterion]) -> list[RubricCriterion]:
@@ -176,7 +176,7 @@ class ApexWorld(BaseModel):
     """One record of `world_descriptions.json`."""
 
     model_config = ConfigDict(extra="allow")
-    world_id: str
+    world_id: SafeWorldId
     world_name: str
     world_description: str = ""
     apps: list[str] = Field(default_factory=list)
@@ -194,11 +194,6 @@ class ApexWorld(BaseModel):
             if isinstance(a, str) and a.strip():
                 out.append(a)
         return out
-
-    @field_validator("world_id")
-    @classmethod
-    def _safe(cls, v: str) -> str:
-        return check_safe_id(v, "world_id")
 
 
 # --- apexrl's own artifacts --------------------------------------------------------
