@@ -54,18 +54,12 @@ from apexrl.artifacts.archipelago_runner import (  # noqa: F401  (re-exported)
     uv_binary,
 )
 from apexrl.errors import ApexError
+from apexrl.secrets import JUDGE_KEYS, VERTEX_ENV
 
 RUN_TIMEOUT_S = 3900.0  # the runner's own judge timeout is 3600 s per call
-# the provider keys a judge model may need (apexrl.secrets.JUDGE_KEYS and Vertex's)
-PASS_KEYS = (
-    "OPENAI_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "VERTEXAI_PROJECT",
-    "VERTEXAI_LOCATION",
-)
+# what a judge model may need from the environment (the copy vendored into converted
+# tasks, tasks/vendored/archipelago_grade.py, passes these and more: a test holds it)
+PASS_KEYS = JUDGE_KEYS + VERTEX_ENV
 
 
 # --- the runner's inputs -------------------------------------------------------------
