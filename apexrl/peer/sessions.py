@@ -106,24 +106,34 @@ def _protocol_error(e: BaseException) -> str:
 
 
 @contextlib.asynccontextmanager
-async def peer_session(rt: Runtime, world: Path) -> AsyncIterator[ToolClient]:
+async def _stdio_session(
+    argv: list[str], env: dict[str, str], log: Path, prefix: str, *, envelopes: bool
+) -> AsyncIterator[ToolClient]:
+    """A server started as `argv` (its stderr appended to `log`), over stdio."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    argv = bwrap_argv(bwrap_path(), rt, world)
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(rt))
-    with open(world.parent / f".peer-{rt.server.folder}.log", "a") as errlog:
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+    with open(log, "a") as errlog:
         async with asyncio.timeout(START_TIMEOUT_S):
             client = Client(
                 stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S
             )
             await client.__aenter__()
         try:
-            tc = ToolClient(client, "", envelopes=True)
+            tc = ToolClient(client, prefix, envelopes=envelopes)
             await tc.load()
             yield tc
         finally:
             await client.__aexit__(None, None, None)
+
+
+@contextlib.asynccontextmanager
+async def peer_session(rt: Runtime, world: Path) -> AsyncIterator[ToolClient]:
+    argv = bwrap_argv(bwrap_path(), rt, world)
+    log = world.parent / f".peer-{rt.server.folder}.log"
+    async with _stdio_session(argv, server_env(rt), log, "", envelopes=True) as tc:
+        yield tc
 
 
 # apexrl's servers whose replies depend on where the world is (code_exec's folder and
@@ -162,9 +172,6 @@ async def _sandboxed_apexrl(server: str, world: Path) -> AsyncIterator[ToolClien
     import os
     import sys
 
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
     from apexrl.peer.launch import sandbox_argv
 
     command = [sys.executable, "-m", "apexrl.peer.stdio_gateway", server]
@@ -177,16 +184,6 @@ async def _sandboxed_apexrl(server: str, world: Path) -> AsyncIterator[ToolClien
         "PYTHONDONTWRITEBYTECODE": "1",
         **{k: os.environ[k] for k in ("PYTHONPATH", "VIRTUAL_ENV") if k in os.environ},
     }
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
-    with open(world.parent / f".apexrl-{server}.log", "a") as errlog:
-        async with asyncio.timeout(START_TIMEOUT_S):
-            client = Client(
-                stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT_S
-            )
-            await client.__aenter__()
-        try:
-            tc = ToolClient(client, server, envelopes=False)
-            await tc.load()
-            yield tc
-        finally:
-            await client.__aexit__(None, None, None)
+    log = world.parent / f".apexrl-{server}.log"
+    async with _stdio_session(argv, env, log, server, envelopes=False) as tc:
+        yield tc
