@@ -98,17 +98,22 @@ def _files(folder: Path) -> Iterator[Path]:
             yield Path(dirpath) / f
 
 
+def _hash_tree(update: Callable[[bytes], object], folder: Path, rel_to: Path) -> None:
+    """Every file under `folder` into a hash: its path from `rel_to`, then its link
+    target (a link) or the hash of its bytes."""
+    for f in _files(folder):
+        update(f.relative_to(rel_to).as_posix().encode() + b"\0")
+        if f.is_symlink():
+            update(b"L" + os.readlink(f).encode())
+        else:
+            update(hashlib.sha256(f.read_bytes()).digest())
+
+
 def checkout_key(checkout: Path, servers: tuple[PeerServer, ...] = SERVERS) -> str:
     """A hash of every file (path and bytes) of the checkout's server folders."""
     h = hashlib.sha256()
     for s in sorted(servers, key=lambda s: s.folder):
-        base = checkout / "mcp_servers" / s.folder
-        for f in _files(base):
-            h.update(f.relative_to(checkout).as_posix().encode() + b"\0")
-            if f.is_symlink():
-                h.update(b"L" + os.readlink(f).encode())
-            else:
-                h.update(hashlib.sha256(f.read_bytes()).digest())
+        _hash_tree(h.update, checkout / "mcp_servers" / s.folder, checkout)
     return h.hexdigest()[:16]
 
 
@@ -255,12 +260,7 @@ PROJECTS: dict[str, PeerProject] = {
 
 def project_key(folder: Path) -> str:
     h = hashlib.sha256()
-    for f in _files(folder):
-        h.update(f.relative_to(folder).as_posix().encode() + b"\0")
-        if f.is_symlink():
-            h.update(b"L" + os.readlink(f).encode())
-        else:
-            h.update(hashlib.sha256(f.read_bytes()).digest())
+    _hash_tree(h.update, folder, folder)
     return h.hexdigest()[:16]
 
 
