@@ -12,21 +12,19 @@ built on first use under a lock; `make peer-grader` builds the project's own.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.artifacts.checkout import checkout_commit
-from apexrl.artifacts.dirlock import file_lock
 from apexrl.artifacts.toolchain import (  # noqa: F401  (PEER_DIR_ENV, BUILD_TIMEOUT_S re-exported)
     BUILD_TIMEOUT_S,
     PEER_DIR_ENV,
+    build_once,
     find_python313,
     find_uv,
     peer_dir,
-    uv_sync,
+    synced_copy,
 )
 from apexrl.errors import UsageError
 
@@ -101,27 +99,15 @@ def runner_dir(checkout: Checkout, *, build: bool = True, log=None) -> Path:
     """The built copy of the checkout's grading/ (with .venv); built on first use."""
     base = peer_dir()
     target = base / f"grading-{checkout.key[:16]}"
-    if (target / ".built").is_file():
-        return target
-    if not build:
-        raise UsageError(
-            f"archipelago's grading runner for {checkout.root} is not built",
-            hint="run `make peer-grader` (or any --grader archipelago command builds it)",
-        )
-    base.mkdir(parents=True, exist_ok=True)
-    with file_lock(base / f".grading-{checkout.key[:16]}.lock"):
-        if (target / ".built").is_file():
-            return target
+
+    def make() -> dict:
         if log:
             log(f"building archipelago's grading runner from {checkout.grading} (uv, Python 3.13)")
-        # built in place (the venv's editable install names its folder); `.built`,
-        # written last, says it is whole
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(
-            checkout.grading, target, symlinks=True, ignore=shutil.ignore_patterns(*SKIP_NAMES)
-        )
-        uv_sync(
+        # built in place (the venv's editable install names its folder)
+        synced_copy(
+            checkout.grading,
             target,
+            skip=SKIP_NAMES,
             python=python313(),
             uv=uv_binary(),
             what=f"uv sync of archipelago's grading project ({checkout.grading})",
@@ -129,8 +115,14 @@ def runner_dir(checkout: Checkout, *, build: bool = True, log=None) -> Path:
             # could not write the bytecode of what each grading imports
             sync_args=("--no-dev", "--compile-bytecode"),
         )
-        (target / ".built").write_text(json.dumps({"key": checkout.key, "commit": checkout.commit}))
-    return target
+        return {"key": checkout.key, "commit": checkout.commit}
+
+    refuse = UsageError(
+        f"archipelago's grading runner for {checkout.root} is not built",
+        hint="run `make peer-grader` (or any --grader archipelago command builds it)",
+    )
+    lock = base / f".grading-{checkout.key[:16]}.lock"
+    return build_once(target, lock, make, refuse=None if build else refuse)
 
 
 # --- the runner's runtime inside a sandbox ------------------------------------------------

@@ -1,19 +1,25 @@
-"""What builds archipelago's uv projects (its MCP servers: apexrl.peer.runtime; its grading
-runner: apexrl.artifacts.archipelago_runner): a Python 3.13, uv, the folder builds go to,
-and `uv sync` of a project copy."""
+"""What builds archipelago's uv projects (its MCP servers and other projects:
+apexrl.peer.runtime; its grading runner: apexrl.artifacts.archipelago_runner): a Python
+3.13, uv, the folder builds go to, a synced copy of a project, and the `.built` record
+that says a build is whole (one build at a time under a lock)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
+from apexrl.artifacts.dirlock import file_lock
 from apexrl.errors import ApexError, ExitCode, UsageError
 
 PEER_DIR_ENV = "APEXRL_PEER_DIR"
 BUILD_TIMEOUT_S = 900
+BUILT = ".built"  # written last into a build's folder: the build is whole
 
 
 def peer_dir() -> Path:
@@ -92,3 +98,49 @@ def uv_sync(
     env.setdefault("UV_LINK_MODE", "hardlink")
     argv = [uv, "sync", "--frozen", *sync_args, "--quiet", "--python", python]
     run_build(argv, project, what, env)
+
+
+def synced_copy(
+    src: Path,
+    dest: Path,
+    *,
+    skip: Iterable[str],
+    python: str,
+    uv: str,
+    what: str,
+    sync_args: tuple[str, ...] = ("--no-dev",),
+) -> None:
+    """DEST as a fresh copy of the uv project SRC (less the names in `skip`; what a build
+    that stopped half way left there removed first), synced (uv_sync)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*skip))
+    uv_sync(dest, python=python, uv=uv, what=what, sync_args=sync_args)
+
+
+def is_built(folder: Path) -> bool:
+    return (folder / BUILT).is_file()
+
+
+def mark_built(folder: Path, record: dict[str, Any]) -> None:
+    (folder / BUILT).write_text(json.dumps(record) + "\n")
+
+
+def build_once(
+    dest: Path,
+    lock: Path,
+    build: Callable[[], dict[str, Any]],
+    *,
+    refuse: UsageError | None = None,
+) -> Path:
+    """DEST, built by `build` (which returns the record `.built` keeps) unless it is built
+    already; under LOCK, so two processes never build it at once. `refuse`: raised
+    instead of building (a caller that may only use what is built)."""
+    if is_built(dest):
+        return dest
+    if refuse is not None:
+        raise refuse
+    with file_lock(lock):
+        if not is_built(dest):  # or another process built it meanwhile
+            mark_built(dest, build())
+    return dest

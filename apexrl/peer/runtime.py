@@ -20,7 +20,6 @@ venvs share most of their disk.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -37,7 +36,7 @@ from apexrl.artifacts.toolchain import (
     find_python313,
     peer_dir,
     run_build,
-    uv_sync,
+    synced_copy,
 )
 from apexrl.errors import ApexError, UsageError
 
@@ -153,7 +152,7 @@ class Runtime:
 
     @property
     def built(self) -> bool:
-        return (self.root / ".built").is_file()
+        return toolchain.is_built(self.root)
 
 
 def _build_one(
@@ -162,11 +161,9 @@ def _build_one(
     src = checkout / "mcp_servers" / server.folder
     if not (src / "uv.lock").is_file():
         raise UsageError(f"{src}: no uv.lock (is this an archipelago checkout?)")
-    if dest.exists():
-        shutil.rmtree(dest)  # a build that stopped half way
     t0 = time.monotonic()
-    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*_SKIP))
-    uv_sync(dest, python=python, uv=uv, what=f"uv sync for archipelago's {server.folder} server")
+    what = f"uv sync for archipelago's {server.folder} server"
+    synced_copy(src, dest, skip=_SKIP, python=python, uv=uv, what=what)
     shim = list((dest / "mcp_servers").glob("*/sandbox_fs.c"))
     if shim:
         cc = shutil.which("gcc") or shutil.which("cc")
@@ -181,7 +178,7 @@ def _build_one(
     compile_bytecode(dest, dest / ".venv" / "bin" / "python")
     took = round(time.monotonic() - t0, 2)
     record = {"server": server.name, "folder": server.folder, "seconds": took}
-    (dest / ".built").write_text(json.dumps(record) + "\n")
+    toolchain.mark_built(dest, record)
     return record
 
 
@@ -281,34 +278,24 @@ def project_runtime(
             f"{src}: no {proj.entry} and uv.lock (is {checkout} an archipelago checkout?)",
             hint=f"clone {PUBLIC_REPO} (commit {PINNED_COMMIT})",
         )
-    base = home or peer_home()
-    dest = base / f"{proj.folder}-{project_key(src)}"
-    if (dest / ".built").is_file():
-        return dest
-    if not build:
-        raise UsageError(
-            f"archipelago's {proj.folder} for {checkout} is not built ({dest})",
-            hint="run `make peer`",
-        )
-    python, uv = find_python(), find_uv()
-    with file_lock(dest.with_suffix(".lock")):
-        if (dest / ".built").is_file():
-            return dest
+    dest = (home or peer_home()) / f"{proj.folder}-{project_key(src)}"
+
+    def make() -> dict:
+        python, uv = find_python(), find_uv()
         (on_progress or (lambda _m: None))(f"building archipelago's {proj.folder} in {dest}")
-        if dest.exists():
-            shutil.rmtree(dest)  # a build that stopped half way
         t0 = time.monotonic()
-        shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*_SKIP))
-        uv_sync(
-            dest,
-            python=python,
-            uv=uv,
-            what=f"uv sync for archipelago's {proj.folder}",
-            sync_args=proj.sync_args,
-        )
-        rec = {"project": proj.folder, "seconds": round(time.monotonic() - t0, 2)}
-        (dest / ".built").write_text(json.dumps(rec) + "\n")
-    return dest
+        what = f"uv sync for archipelago's {proj.folder}"
+        args = proj.sync_args
+        synced_copy(src, dest, skip=_SKIP, python=python, uv=uv, what=what, sync_args=args)
+        return {"project": proj.folder, "seconds": round(time.monotonic() - t0, 2)}
+
+    refuse = UsageError(
+        f"archipelago's {proj.folder} for {checkout} is not built ({dest})",
+        hint="run `make peer`",
+    )
+    return toolchain.build_once(
+        dest, dest.with_suffix(".lock"), make, refuse=None if build else refuse
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
