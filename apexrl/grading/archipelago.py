@@ -11,9 +11,8 @@ and deleted files, `final.zip` the after-state of created and modified files. Th
 runner's snapshot diff over them is the diff over the whole worlds (unchanged files
 appear in neither).
 
-The checkout, its built venv and the input formats: apexrl.artifacts.archipelago_runner.
-Venvs live in APEXRL_PEER_DIR (default ~/.cache/apexrl/peer), one per content key,
-built on first use under a lock; `make peer-grader` builds the project's own.
+The checkout, its built venv (where it lives, when it is built) and the input formats:
+apexrl.artifacts.archipelago_runner.
 """
 
 from __future__ import annotations
@@ -30,28 +29,13 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from apexrl.artifacts.archipelago_runner import (  # noqa: F401  (re-exported)
-    BUILD_TIMEOUT_S,
-    DEFAULT_CHECKOUT_ENV,
-    EVAL_CONFIG_ID,
+from apexrl.artifacts.archipelago_runner import (
     EVAL_CONFIGS,
-    PEER_DIR_ENV,
-    PYTHON313_ENV,
-    RUNTIME_ENV,
-    SANDBOX_PYTHON_ENV,
     SCORING,
-    SKIP_NAMES,
     Checkout,
-    GradingRuntime,
-    content_key,
-    expected_file_type,
-    grading_runtime,
-    peer_dir,
-    python313,
     resolve_checkout,
     runner_dir,
     runner_verifiers,
-    uv_binary,
 )
 from apexrl.errors import ApexError
 from apexrl.secrets import JUDGE_KEYS, VERTEX_ENV
