@@ -62,6 +62,30 @@ class Plan:
         ]
 
 
+def new_plan(
+    repo: str,
+    repo_type: str,
+    *,
+    private: bool,
+    stage_dir: Path,
+    revision: str = "main",
+    redactor: Redactor | None = None,
+) -> Plan:
+    """An empty plan (no card yet) staging into `stage_dir`; a caller's redactor (tests,
+    shared findings) replaces the default one."""
+    plan = Plan(repo, repo_type, private, revision, "", Path(stage_dir))
+    if redactor is not None:
+        plan.redactor = redactor
+    return plan
+
+
+def finish_with_card(plan: Plan, entries: list[tuple[str, Path]], card: str) -> Plan:
+    """Redact the card, stage it as README.md beside `entries`, then `finish`."""
+    plan.card = plan.redactor.text(card, "README.md")
+    entries.append(("README.md", stage_text(plan, "README.md", plan.card.encode())))
+    return finish(plan, entries)
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

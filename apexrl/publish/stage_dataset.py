@@ -11,7 +11,7 @@ from pathlib import Path
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
 from apexrl.publish.redact import Redactor
-from apexrl.publish.stage import Plan, finish, redacted_copy, stage_text
+from apexrl.publish.stage import Plan, finish_with_card, new_plan, redacted_copy, stage_text
 
 
 def _redact_task_binary(blob: bytes, where: str, red: Redactor) -> bytes | None:
@@ -92,9 +92,7 @@ def stage_dataset(
     manifest = cards.read_json(man_path)
     if not manifest or not isinstance(manifest.get("shards"), list):
         raise BadRecordError(str(man_path), "not a dataset manifest (no shards list)")
-    plan = Plan(repo, "dataset", private, "main", "", Path(stage_dir))
-    if redactor is not None:
-        plan.redactor = redactor
+    plan = new_plan(repo, "dataset", private=private, stage_dir=stage_dir, redactor=redactor)
     entries: list[tuple[str, Path]] = []
     rows_meta: list[DatasetRow] = []
     any_changed = False
@@ -148,6 +146,4 @@ def stage_dataset(
         n_redactions=plan.redactor.total,
         scanned=dict(plan.redactor.scanned),
     )
-    plan.card = plan.redactor.text(card, "README.md")
-    entries.append(("README.md", stage_text(plan, "README.md", plan.card.encode())))
-    return finish(plan, entries)
+    return finish_with_card(plan, entries, card)

@@ -12,7 +12,7 @@ from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
 from apexrl.publish.checkpoint import INDEX, check_checkpoint
 from apexrl.publish.redact import Redactor
-from apexrl.publish.stage import Plan, finish, redacted_copy, stage_text
+from apexrl.publish.stage import Plan, finish_with_card, new_plan, redacted_copy
 
 TOKENIZER_FILES = {
     "tokenizer.json",
@@ -47,9 +47,9 @@ def stage_model(
     if not ckpt.is_dir():
         raise UsageError(f"checkpoint folder {ckpt} does not exist")
     info = check_checkpoint(ckpt)
-    plan = Plan(repo, "model", private, revision, "", Path(stage_dir))
-    if redactor is not None:
-        plan.redactor = redactor
+    plan = new_plan(
+        repo, "model", private=private, revision=revision, stage_dir=stage_dir, redactor=redactor
+    )
     entries: list[tuple[str, Path]] = []
     weights = set(info.weight_files)
     code = _remote_code(ckpt, info.config)
@@ -111,9 +111,7 @@ def stage_model(
         n_params=info.n_params,
         chat_template_source=info.chat_template_source,
     )
-    plan.card = plan.redactor.text(card, "README.md")
-    entries.append(("README.md", stage_text(plan, "README.md", plan.card.encode())))
-    return finish(plan, entries)
+    return finish_with_card(plan, entries, card)
 
 
 def _remote_code(ckpt: Path, config: dict) -> set[str]:

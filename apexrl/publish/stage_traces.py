@@ -11,7 +11,7 @@ from apexrl.artifacts.nofollow import is_regular, read_regular, read_tail, regul
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
 from apexrl.publish.redact import Redactor
-from apexrl.publish.stage import Plan, finish, stage_text
+from apexrl.publish.stage import Plan, finish_with_card, new_plan, stage_text
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".json", ".jsonl")
 LOG_TAIL = 64 * 1024
@@ -21,16 +21,9 @@ SHARD_BYTES = 256 * 1024 * 1024  # traces: target size of a Parquet shard
 def _trace_schema(include_tokens: bool):
     import pyarrow as pa
 
-    msg = pa.struct(
-        [
-            ("role", pa.string()),
-            ("content", pa.string()),
-            ("reasoning_content", pa.string()),
-            ("tool_calls", pa.string()),
-            ("tool_call_id", pa.string()),
-            ("name", pa.string()),
-        ]
-    )
+    # every message field is text (tool calls as their JSON)
+    msg_fields = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
+    msg = pa.struct([(name, pa.string()) for name in msg_fields])
     crit = pa.struct(
         [
             ("id", pa.string()),
@@ -326,9 +319,7 @@ def stage_traces(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"run folder {run_dir} does not exist")
-    plan = Plan(repo, "dataset", private, "main", "", Path(stage_dir))
-    if redactor is not None:
-        plan.redactor = redactor
+    plan = new_plan(repo, "dataset", private=private, stage_dir=stage_dir, redactor=redactor)
     schema = _trace_schema(include_tokens)
     groups: list[list[dict]] = [[]]
     size = 0
@@ -376,6 +367,4 @@ def stage_traces(
         license=license,
         n_redactions=plan.redactor.total,
     )
-    plan.card = plan.redactor.text(card, "README.md")
-    entries.append(("README.md", stage_text(plan, "README.md", plan.card.encode())))
-    return finish(plan, entries)
+    return finish_with_card(plan, entries, card)
