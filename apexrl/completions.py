@@ -162,6 +162,19 @@ def _value_cases(tree, indent: str) -> str:
     return "\n".join(out)
 
 
+def _lookups(tree, unit: str) -> str:
+    """_apexrl_spec (what may follow a command path) and _apexrl_values (an option's
+    value kind): the same shell functions in bash and zsh, indented by `unit`."""
+    return (
+        f'_apexrl_spec() {{\n{unit}subs="" opts="" vals="" args=0\n{unit}case "$1" in\n'
+        + _spec_cases(tree, unit * 2)
+        + f"\n{unit}esac\n}}\n"
+        + f'_apexrl_values() {{\n{unit}case "$1|$2" in\n'
+        + _value_cases(tree, unit * 2)
+        + f"\n{unit}esac\n}}\n"
+    )
+
+
 # The walk over the words typed so far, shared by bash and zsh: a word that is an option
 # taking a value makes the next word its value (skipped); a word that names a
 # subcommand of the path so far extends the path.
@@ -186,12 +199,7 @@ def _bash(tree) -> str:
         _HEADER
         + "# Install: source this file from ~/.bashrc, or copy it to\n"
         + "# ~/.local/share/bash-completion/completions/apexrl\n"
-        + '_apexrl_spec() {\n    subs="" opts="" vals="" args=0\n    case "$1" in\n'
-        + _spec_cases(tree, "        ")
-        + "\n    esac\n}\n"
-        + '_apexrl_values() {\n    case "$1|$2" in\n'
-        + _value_cases(tree, "        ")
-        + "\n    esac\n}\n"
+        + _lookups(tree, "    ")
         + "_apexrl_files() {\n"
         + '    COMPREPLY=($(compgen -f -- "$1"))\n'
         + "    compopt -o filenames 2>/dev/null\n"
@@ -227,12 +235,7 @@ def _zsh(tree) -> str:
         + _HEADER
         + "# Install: copy to a folder on $fpath (e.g. ~/.zfunc, with fpath+=(~/.zfunc)\n"
         + "# before compinit in ~/.zshrc)\n"
-        + '_apexrl_spec() {\n  subs="" opts="" vals="" args=0\n  case "$1" in\n'
-        + _spec_cases(tree, "    ")
-        + "\n  esac\n}\n"
-        + '_apexrl_values() {\n  case "$1|$2" in\n'
-        + _value_cases(tree, "    ")
-        + "\n  esac\n}\n"
+        + _lookups(tree, "  ")
         + "_apexrl() {\n"
         + '  local cmdpath="" subs opts vals args w i skip=0 v\n'
         + walk
