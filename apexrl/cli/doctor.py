@@ -5,10 +5,11 @@ from __future__ import annotations
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import JSON_NDJSON
 
 
 def doctor(
-    json_out: bool = typer.Option(False, "--json", help="NDJSON output."),
+    json_out: bool = JSON_NDJSON,
     no_cache: bool = typer.Option(
         False,
         "--no-cache",

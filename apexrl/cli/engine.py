@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import HOST
 from apexrl.engine.registry import engine_choices
 
 app = typer.Typer(
@@ -60,7 +61,7 @@ def serve(
         + ", ".join(engine_choices()[1:])
         + ".",
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    host: str = HOST,
     port: int = typer.Option(8000, "--port", "-p", help="Port (0 picks a free one)."),
     served_model_name: str = typer.Option(
         None, "--served-model-name", help="Name clients send as `model` (default: dir name / id)."

@@ -27,6 +27,12 @@ Env = StrEnum("Env", {n: n for n in environment_names()})
 Agent = StrEnum("Agent", {n: n for n in agent_names()})
 Engine = StrEnum("Engine", {n: n for n in engine_choices()})
 
+# options `eval run` and `eval regrade` share
+JUDGE_API_BASE_OPT = typer.Option(
+    None, "--judge-api-base", help="OpenAI-compatible URL serving the judge (openai/<name>)."
+)
+SUMMARY_JSON_OPT = typer.Option(False, "--json", help="Print the summary as JSON.")
+
 
 class Grader(StrEnum):
     apexrl = "apexrl"
@@ -102,9 +108,7 @@ def run(
     no_judge: bool = typer.Option(
         False, "--no-judge", help="Run without a judge: free-text criteria unjudged (unmet)."
     ),
-    judge_api_base: str = typer.Option(
-        None, "--judge-api-base", help="OpenAI-compatible URL serving the judge (openai/<name>)."
-    ),
+    judge_api_base: str = JUDGE_API_BASE_OPT,
     grader: Grader = typer.Option(
         Grader.apexrl, "--grader", help="Who grades: apexrl, or archipelago's own grading runner."
     ),
@@ -165,7 +169,7 @@ def run(
         None, "--pass-env", help="Host env var a task's ${NAME} may read (repeatable)."
     ),
     force: bool = typer.Option(False, "--force", help="Discard a RUN_DIR of another config."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    json_out: bool = SUMMARY_JSON_OPT,
     # one spelling from here to the environment: --sandbox-X, a recipe's agent.sandbox_X,
     # SandboxSettings.X, the environment's X keyword (apexrl.envs.modal)
     sandbox_cpus: float = typer.Option(
@@ -394,25 +398,8 @@ class _live_progress:  # noqa: N801 - used as a context manager
     """A Rich progress bar on stderr: trials done/total, pass rate, errors, tok/s."""
 
     def __enter__(self):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        console = output.err_console()
-        self.prog = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            disable=not console.is_terminal,
-        )
+        self.prog = output.progress_bar()
+        console = self.prog.console
         self.prog.__enter__()
         self.task = None
         self.line = None  # off a terminal: a progress line every APEXRL_PROGRESS_EVERY s
@@ -446,9 +433,7 @@ def regrade(
         help="apexrl or archipelago; twice: both, with comparison.jsonl (default: the run's).",
     ),
     judge: str = typer.Option(None, "--judge", help="LiteLLM judge model (default: the run's)."),
-    judge_api_base: str = typer.Option(
-        None, "--judge-api-base", help="OpenAI-compatible URL serving the judge (openai/<name>)."
-    ),
+    judge_api_base: str = JUDGE_API_BASE_OPT,
     archipelago: Path = typer.Option(
         None,
         "--archipelago",
@@ -458,7 +443,7 @@ def regrade(
     grader_option: list[str] = typer.Option(
         None, "--grader-option", help="apexrl's grader options (default: the run's); see eval run."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    json_out: bool = SUMMARY_JSON_OPT,
 ) -> None:
     """Grade RUN_DIR's trials again, without running them, into NEW_RUN.
 

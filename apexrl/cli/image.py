@@ -14,6 +14,7 @@ from apexrl.cli.image_push import (
     MAX_CONCURRENCY,
     option_value_problem,
 )
+from apexrl.cli.options import JSON_STDOUT
 
 app = typer.Typer(help="Push world images to ECR or any OCI registry.", no_args_is_help=True)
 
@@ -100,7 +101,7 @@ def push(
         "records keep the --to reference. For tunnels, proxies and tests.",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; contact nothing."),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON on stdout even on a terminal."),
+    json_out: bool = JSON_STDOUT,
 ) -> None:
     """Push archives: skip blobs the registry has, upload the rest, then manifest and tag.
 

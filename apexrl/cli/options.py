@@ -1,4 +1,10 @@
-"""CLI options built from the budget table (apexrl.agent.budgets.BUDGETS).
+"""Options that several commands share, declared once, and the budget options.
+
+An option two or more commands declare alike (the same flag, help and default) is one
+constant here, used as a parameter's default (`json_out: bool = JSON_EVEN`), so its
+help, `apexrl --help` and the completions cannot drift apart between the commands.
+
+The budget options are built from the budget table (apexrl.agent.budgets.BUDGETS):
 
     @budget_options
     def run(..., budgets: dict) -> None: ...
@@ -22,6 +28,14 @@ from typing import Any
 import typer
 
 from apexrl.agent.budgets import BUDGETS
+
+# --json in the four wordings the commands use; the flag does the same in each: records
+# as NDJSON on stdout even when stdout is a terminal
+JSON_TOO = typer.Option(False, "--json", help="NDJSON output on a terminal too.")
+JSON_EVEN = typer.Option(False, "--json", help="NDJSON even on a terminal.")
+JSON_STDOUT = typer.Option(False, "--json", help="NDJSON on stdout even on a terminal.")
+JSON_NDJSON = typer.Option(False, "--json", help="NDJSON output.")
+HOST = typer.Option("127.0.0.1", "--host", help="Address to listen on.")
 
 
 def _cli_type(annotation: Any, name: str) -> Any:

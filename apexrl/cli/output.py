@@ -18,7 +18,6 @@ import orjson
 if TYPE_CHECKING:
     from pydantic import BaseModel
     from rich.console import Console
-    from rich.progress import Progress
 
 
 @cache
@@ -244,6 +243,31 @@ class ProgressLine:
         self.printed = True
 
 
+def progress_bar():
+    """The Rich progress bar of every command, on stderr (drawn only when it is a
+    terminal): description, bar, done/total, time elapsed and remaining."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    console = err_console()
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal,
+    )
+
+
 @contextmanager
 def progress(label: str, total: int | None):
     """Progress on stderr; yields an `advance(n=1)` callable. A Rich bar on a terminal,
@@ -266,25 +290,7 @@ def progress(label: str, total: int | None):
         if line.printed:
             line.say()
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    prog: Progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console(),
-        transient=False,
-        disable=not err_console().is_terminal,
-    )
+    prog = progress_bar()
     with prog:
         task = prog.add_task(label, total=total)
 

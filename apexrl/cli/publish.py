@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import JSON_TOO
 
 app = typer.Typer(
     help="Publish checkpoints, eval traces and task datasets to the Hugging Face Hub "
@@ -29,7 +30,6 @@ STAGE_OPT = typer.Option(
     None, "--stage", help="Keep the staged (redacted) files in this new folder (default: temp)."
 )
 LICENSE_OPT = typer.Option(None, "--license", help="Licence id for the card (e.g. apache-2.0).")
-JSON_OPT = typer.Option(False, "--json", help="NDJSON output on a terminal too.")
 COMMIT_OPT = typer.Option(
     20.0, "--commit-size", help="Size of each commit in GB (few large commits)."
 )
@@ -142,7 +142,7 @@ def model(
     strict: bool = STRICT_OPT,
     stage: Path = STAGE_OPT,
     commit_size: float = COMMIT_OPT,
-    json_out: bool = JSON_OPT,
+    json_out: bool = JSON_TOO,
 ) -> None:
     """Check a checkpoint, write its model card, upload it and verify what landed."""
     from apexrl.publish.stage_model import stage_model
@@ -181,7 +181,7 @@ def traces(
     strict: bool = STRICT_OPT,
     stage: Path = STAGE_OPT,
     commit_size: float = COMMIT_OPT,
-    json_out: bool = JSON_OPT,
+    json_out: bool = JSON_TOO,
 ) -> None:
     """Publish an eval run's trajectories as a Parquet dataset (one row per trial)."""
     from apexrl.publish.stage_traces import stage_traces
@@ -214,7 +214,7 @@ def dataset(
     strict: bool = STRICT_OPT,
     stage: Path = STAGE_OPT,
     commit_size: float = COMMIT_OPT,
-    json_out: bool = JSON_OPT,
+    json_out: bool = JSON_TOO,
 ) -> None:
     """Publish a packed task dataset with its card (counts per domain and world, schema)."""
     from apexrl.publish.stage_dataset import stage_dataset

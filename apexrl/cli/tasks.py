@@ -7,19 +7,24 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import JSON_NDJSON, JSON_TOO
 
 app = typer.Typer(
     help="Convert, pack, unpack, validate and split task datasets.", no_args_is_help=True
 )
+
+# the options of the commands that write a folder (example) or datasets (pack, split)
+FORCE_OPT = typer.Option(
+    False, "--force", help="Replace a non-empty -o folder apexrl did not write."
+)
+SHARD_SIZE_OPT = typer.Option(256, "--shard-size", help="Target shard size in MB.")
 
 
 @app.command("example")
 def example(
     out: Path = typer.Option(..., "-o", "--out", help="Directory to write the example into."),
     seed: int = typer.Option(0, "--seed", help="Seed; the same seed gives the same bytes."),
-    force: bool = typer.Option(
-        False, "--force", help="Replace a non-empty -o folder apexrl did not write."
-    ),
+    force: bool = FORCE_OPT,
 ) -> None:
     """Write a synthetic expert dataset in the APEX-Agents layout."""
     from apexrl.tasks.example import write_example
@@ -49,7 +54,7 @@ def convert(
     out: Path = typer.Option(..., "-o", "--out", help="Folder for the Harbor task directories."),
     images: Path = typer.Option(None, "--images", help="images.jsonl from `apexrl image push`."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad record."),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON output on a terminal too."),
+    json_out: bool = JSON_TOO,
     grader_from: Path = typer.Option(
         None,
         "--grader-from",
@@ -97,10 +102,8 @@ def convert(
 def pack(
     tasks_dir: Path = typer.Argument(..., help="Folder of Harbor task directories."),
     out: Path = typer.Option(..., "-o", "--out", help="Dataset folder to write."),
-    shard_size: float = typer.Option(256, "--shard-size", help="Target shard size in MB."),
-    force: bool = typer.Option(
-        False, "--force", help="Replace a non-empty -o folder apexrl did not write."
-    ),
+    shard_size: float = SHARD_SIZE_OPT,
+    force: bool = FORCE_OPT,
 ) -> None:
     """Pack task directories into a sharded Parquet dataset (path, task_binary, metadata)."""
     from apexrl.errors import UsageError
@@ -137,7 +140,7 @@ def unpack(
     ),
     out: Path = typer.Option(..., "-o", "--out", help="Folder for the task directories."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad row."),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON output on a terminal too."),
+    json_out: bool = JSON_TOO,
 ) -> None:
     """Extract a Parquet task dataset into task directories, safely and resumably."""
     from apexrl.tasks.unpack import unpack_dataset
@@ -182,7 +185,7 @@ def validate(
         help="Task dir(s) folder, a dataset (folder of shards, .parquet, hf://), or - "
         "(`tasks ls` records or paths on stdin).",
     ),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON output on a terminal too."),
+    json_out: bool = JSON_TOO,
 ) -> None:
     """Check tasks: Harbor config, instruction, rubric, verifier entrypoint, metadata, env keys."""
     import tempfile
@@ -241,10 +244,8 @@ def split(
     by: str = typer.Option("world", "--by", help="Grouping key; only 'world' is supported."),
     eval_fraction: float = typer.Option(0.2, "--eval-fraction", help="Share of tasks for eval."),
     seed: int = typer.Option(0, "--seed"),
-    shard_size: float = typer.Option(256, "--shard-size", help="Target shard size in MB."),
-    force: bool = typer.Option(
-        False, "--force", help="Replace a non-empty -o folder apexrl did not write."
-    ),
+    shard_size: float = SHARD_SIZE_OPT,
+    force: bool = FORCE_OPT,
 ) -> None:
     """Split a dataset into train and eval sets that share no world."""
     from apexrl.errors import UsageError
@@ -301,7 +302,7 @@ def ls(
         help="Dataset folder, .parquet file, hf://org/name, a folder of task dirs, "
         "or - (records or paths on stdin).",
     ),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON output."),
+    json_out: bool = JSON_NDJSON,
 ) -> None:
     """List tasks: path, task id, domain, world, size, and where each is (dataset, shard
     and row, or task folder: absolute paths, so `eval run --tasks -` can take them)."""

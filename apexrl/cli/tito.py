@@ -7,6 +7,7 @@ from enum import StrEnum
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import JSON_STDOUT
 from apexrl.errors import ApexError, ExitCode, UsageError
 from apexrl.tito import sampling
 
@@ -67,7 +68,7 @@ def verify(
         "--allow",
         help="Accept drift of this cause (repeatable): whitespace, stop_token_overlap, ...",
     ),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON on stdout even on a terminal."),
+    json_out: bool = JSON_STDOUT,
 ) -> None:
     """Check TITO consistency; one NDJSON finding per case/trajectory; exit 1 on any mismatch."""
     from apexrl.tito import verify as V

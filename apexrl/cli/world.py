@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import HOST, JSON_EVEN
 from apexrl.cli.world_pack import pack
 
 app = typer.Typer(
@@ -20,7 +21,7 @@ def serve(
     world: Path = typer.Argument(
         ..., help="World folder or world zip (filesystem/ and .apps_data/)."
     ),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    host: str = HOST,
     port: int = typer.Option(
         None,
         "--port",
@@ -157,7 +158,7 @@ def tools_cmd(
     apps: list[str] = typer.Option(
         None, "--apps", help="Only these apps (as for `world serve`). Default: the world's."
     ),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON even on a terminal."),
+    json_out: bool = JSON_EVEN,
 ) -> None:
     """List the tools an agent sees in a world: one record per tool (name, server,
     description, input JSON schema), in listing order. Exit 1 when a server cannot load
@@ -225,7 +226,7 @@ def snapshot_cmd(
 def diff_cmd(
     before: Path = typer.Argument(..., help="Snapshot tar or world folder before the run."),
     after: Path = typer.Argument(..., help="Snapshot tar or world folder after the run."),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON even on a terminal."),
+    json_out: bool = JSON_EVEN,
 ) -> None:
     """List files created, modified and deleted between two snapshots (one record each)."""
     from apexrl.worlds.snapshot import diff
@@ -254,7 +255,7 @@ def verify_cmd(
         help="Only these servers (filesystem, word, excel, powerpoint, pdfs, mail, chat, "
         "calendar, code_execution; comma-separated or repeated). Default: all nine.",
     ),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON even on a terminal."),
+    json_out: bool = JSON_EVEN,
 ) -> None:
     """Run one deterministic case set on apexrl's tool servers and on archipelago's own
     (built from the checkout, run in bubblewrap), over two copies of the world; compare

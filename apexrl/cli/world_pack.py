@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import JSON_STDOUT
 
 
 def pack(
@@ -58,7 +59,7 @@ def pack(
         envvar="APEXRL_REGISTRY_ENDPOINT",
         help="Base URL for registry API calls when pulling --base (the reference stays as given).",
     ),
-    json_out: bool = typer.Option(False, "--json", help="NDJSON on stdout even on a terminal."),
+    json_out: bool = JSON_STDOUT,
 ) -> None:
     """Build one OCI image archive per world: base layers + runtime layer + world layers.
 
