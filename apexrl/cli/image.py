@@ -53,50 +53,43 @@ def _checked(ctx: typer.Context, param: typer.CallbackParam, value):
     return value
 
 
+def _checked_option(default, *decls: str, **kw):
+    """An option the fast path takes too: its value is checked by the same rules."""
+    return typer.Option(default, *decls, callback=_checked, **kw)
+
+
 @app.command("push")
 def push(
     archives: list[str] = typer.Argument(
         ..., help="OCI image archives (from `world pack`), or its JSONL output ('-' = stdin)."
     ),
-    to: str = typer.Option(
-        ...,
-        "--to",
-        callback=_checked,
-        help="REGISTRY/REPO, e.g. <acct>.dkr.ecr.<region>.amazonaws.com/worlds.",
+    to: str = _checked_option(
+        ..., "--to", help="REGISTRY/REPO, e.g. <acct>.dkr.ecr.<region>.amazonaws.com/worlds."
     ),
-    tag: str = typer.Option(
-        DEFAULT_TAG,
-        "--tag",
-        callback=_checked,
-        help="Tag; {world_id} and {digest12} are filled in per image.",
+    tag: str = _checked_option(
+        DEFAULT_TAG, "--tag", help="Tag; {world_id} and {digest12} are filled in per image."
     ),
-    concurrency: int = typer.Option(
+    concurrency: int = _checked_option(
         DEFAULT_CONCURRENCY,
         "-n",
         "--concurrency",
         min=1,
         max=MAX_CONCURRENCY,
-        callback=_checked,
         help="Parallel blob uploads.",
     ),
-    retries: int | None = typer.Option(
+    retries: int | None = _checked_option(
         None,
         "--retries",
         min=1,
-        callback=_checked,
         help="Attempts per call on 5xx/429/connection errors (default 5).",
     ),
-    timeout: float = typer.Option(
-        DEFAULT_TIMEOUT_S,
-        "--timeout",
-        callback=_checked,
-        help="Seconds per registry call (connect/read).",
+    timeout: float = _checked_option(
+        DEFAULT_TIMEOUT_S, "--timeout", help="Seconds per registry call (connect/read)."
     ),
-    registry_endpoint: str | None = typer.Option(
+    registry_endpoint: str | None = _checked_option(
         None,
         "--registry-endpoint",
         envvar="APEXRL_REGISTRY_ENDPOINT",
-        callback=_checked,
         help="Send registry API calls to this base URL (e.g. http://127.0.0.1:5000) while "
         "records keep the --to reference. For tunnels, proxies and tests.",
     ),
