@@ -13,6 +13,8 @@ from apexrl.tasks.example_data.spec import (
     check,
     crit,
     fmt_money_m,
+    number_crit,
+    org_domain,
     slugify,
 )
 
@@ -47,15 +49,11 @@ def build(ctx: Ctx) -> WorldSpec:
     bank = rng.choice(BANKS)
     target, sector, segments = rng.choice(TARGETS)
     codename = f"Project {rng.choice(CODENAMES)}"
-    bank_dom = slugify(bank).replace("-", "") + ".com"
-    client_dom = slugify(target).replace("-", "") + ".com"
-    md = ctx.person(bank_dom, "Managing Director")
-    vp = ctx.person(bank_dom, "Vice President")
-    assoc = ctx.person(bank_dom, "Associate")
-    analyst = ctx.person(bank_dom, "Analyst")
-    cfo = ctx.person(client_dom, "Chief Financial Officer")
-    ceo = ctx.person(client_dom, "Chief Executive Officer")
-    team = [md, vp, assoc, analyst]
+    bank_dom = org_domain(bank)
+    client_dom = org_domain(target)
+    team = ctx.people(bank_dom, "Managing Director", "Vice President", "Associate", "Analyst")
+    md, vp, assoc, analyst = team
+    cfo, ceo = ctx.people(client_dom, "Chief Financial Officer", "Chief Executive Officer")
 
     # --- financials (USD millions) -------------------------------------------------
     base = [rng.randrange(40, 160) for _ in segments]
@@ -133,7 +131,7 @@ def build(ctx: Ctx) -> WorldSpec:
         ]
     )
     reviser = bidders[reviser_idx][0]
-    reviser_contact = ctx.person(slugify(reviser).replace("-", "") + ".com", "Partner")
+    reviser_contact = ctx.person(org_domain(reviser), "Partner")
 
     # --- CIM (pdf) ------------------------------------------------------------------
     cim_table = [["Segment", *YEARS]]
@@ -315,10 +313,11 @@ def build(ctx: Ctx) -> WorldSpec:
                 "revenue? Give the figure in USD millions."
             ),
             rubric=[
-                crit(
+                number_crit(
                     1,
                     f"States FY2025E total revenue of USD {total_2025} million",
-                    check("number", value=float(total_2025), tolerance=0.5),
+                    value=float(total_2025),
+                    tolerance=0.5,
                 ),
                 crit(2, "Expresses the figure in USD millions"),
             ],  # fmt: skip
@@ -336,16 +335,18 @@ def build(ctx: Ctx) -> WorldSpec:
                 "FY2024A EBITDA? Show the inputs you used."
             ),
             rubric=[
-                crit(
+                number_crit(
                     1,
                     f"States an implied enterprise value of about USD "
                     f"{fmt_money_m(implied_ev)} million",
-                    check("number", value=round(implied_ev, 1), tolerance=1.0),
+                    value=round(implied_ev, 1),
+                    tolerance=1.0,
                 ),
-                crit(
+                number_crit(
                     2,
                     f"States the median multiple of {median_mult:.2f}x",
-                    check("number", value=round(median_mult, 2), tolerance=0.01),
+                    value=round(median_mult, 2),
+                    tolerance=0.01,
                 ),
                 crit(3, f"Uses FY2024A EBITDA of USD {fmt_money_m(ltm_ebitda)} million"),
             ],  # fmt: skip
@@ -372,10 +373,11 @@ def build(ctx: Ctx) -> WorldSpec:
                     f"Identifies {top_bidder} as the highest bidder",
                     check("exact", value=top_bidder),
                 ),
-                crit(
+                number_crit(
                     2,
                     f"States the indication of USD {fmt_money_m(revised_bid)} million",
-                    check("number", value=revised_bid, tolerance=0.05),
+                    value=revised_bid,
+                    tolerance=0.05,
                 ),
                 crit(
                     3,
@@ -457,15 +459,17 @@ def build(ctx: Ctx) -> WorldSpec:
                 "deal model's FY2025E total? Answer in USD millions."
             ),
             rubric=[
-                crit(
+                number_crit(
                     1,
                     f"States revised FY2025E revenue of USD {new_total} million",
-                    check("number", value=float(new_total), tolerance=0.5),
+                    value=float(new_total),
+                    tolerance=0.5,
                 ),
-                crit(
+                number_crit(
                     2,
                     f"States the change versus the model of {delta:+d} million",
-                    check("number", value=float(delta), tolerance=0.5),
+                    value=float(delta),
+                    tolerance=0.5,
                 ),
                 crit(3, "Identifies which segments changed"),
             ],  # fmt: skip

@@ -12,6 +12,8 @@ from apexrl.tasks.example_data.spec import (
     check,
     crit,
     fmt_money_m,
+    number_crit,
+    org_domain,
     slugify,
 )
 
@@ -34,14 +36,11 @@ def build(ctx: Ctx) -> WorldSpec:
     rng = ctx.rng
     firm = rng.choice(FIRMS)
     client, market = rng.choice(CLIENTS)
-    firm_dom = slugify(firm).replace("-", "") + ".com"
-    client_dom = slugify(client).replace("-", "") + ".com"
-    partner = ctx.person(firm_dom, "Partner")
-    manager = ctx.person(firm_dom, "Engagement Manager")
-    consultant = ctx.person(firm_dom, "Consultant")
-    analyst = ctx.person(firm_dom, "Business Analyst")
+    firm_dom = org_domain(firm)
+    client_dom = org_domain(client)
+    team = ctx.people(firm_dom, "Partner", "Engagement Manager", "Consultant", "Business Analyst")
+    partner, manager, consultant, analyst = team
     sponsor = ctx.person(client_dom, "Chief Strategy Officer")
-    team = [partner, manager, consultant, analyst]
 
     regions = rng.sample(REGIONS, 4)
     households = [rng.randrange(300, 2400, 10) for _ in regions]  # thousands
@@ -210,10 +209,11 @@ def build(ctx: Ctx) -> WorldSpec:
                 "all regions (USD millions), and which region is the largest?"
             ),
             rubric=[
-                crit(
+                number_crit(
                     1,
                     f"States a total market of about USD {fmt_money_m(total)} million",
-                    check("number", value=round(total, 1), tolerance=0.1),
+                    value=round(total, 1),
+                    tolerance=0.1,
                 ),
                 crit(2, f"Names {largest} as the largest region", check("exact", value=largest)),
                 crit(3, "Explains the sizing as households x penetration x spend"),
@@ -235,10 +235,8 @@ def build(ctx: Ctx) -> WorldSpec:
                 "region have a purchase intent of 4 or 5?"
             ),
             rubric=[
-                crit(
-                    1,
-                    f"States {intent_share:.1f}%",
-                    check("number", value=round(intent_share, 1), tolerance=0.5),
+                number_crit(
+                    1, f"States {intent_share:.1f}%", value=round(intent_share, 1), tolerance=0.5
                 ),
                 crit(2, f"Bases the figure on the {len(focus_rows)} {focus} respondents"),
             ],  # fmt: skip
@@ -320,10 +318,11 @@ def build(ctx: Ctx) -> WorldSpec:
                 "to outputs/interview_synthesis.md and summarise it in your answer."
             ),
             rubric=[
-                crit(
+                number_crit(
                     1,
                     f"States that {price_count} interviewees cite price",
-                    check("number", value=float(price_count), tolerance=0.0),
+                    value=float(price_count),
+                    tolerance=0.0,
                 ),
                 crit(2, f"Covers all {len(all_barriers)} interviews"),
                 crit(

@@ -93,17 +93,29 @@ Block = tuple[str, Any]
 """A document block: ("title"|"h1"|"h2"|"p"|"bullet", text) or ("table", rows)."""
 
 
-def docx_bytes(blocks: Sequence[Block], *, title: str, author: str) -> bytes:
-    import docx
-
-    doc = docx.Document()
-    props = doc.core_properties
+def _stamp(props: Any, title: str, author: str) -> None:
+    """The core properties of a .docx or .pptx (python-docx and python-pptx name them
+    alike), dated FIXED_DOC_TIME so the same seed gives the same bytes."""
     props.title = title
     props.author = author
     props.last_modified_by = author
     props.created = FIXED_DOC_TIME
     props.modified = FIXED_DOC_TIME
     props.revision = 1
+
+
+def _saved(document: Any) -> bytes:
+    """An office document (python-docx, openpyxl or python-pptx) saved to normalized bytes."""
+    buf = io.BytesIO()
+    document.save(buf)
+    return normalize_ooxml(buf.getvalue())
+
+
+def docx_bytes(blocks: Sequence[Block], *, title: str, author: str) -> bytes:
+    import docx
+
+    doc = docx.Document()
+    _stamp(doc.core_properties, title, author)
     for kind, content in blocks:
         if kind == "title":
             doc.add_heading(content, level=0)
@@ -124,9 +136,7 @@ def docx_bytes(blocks: Sequence[Block], *, title: str, author: str) -> bytes:
                     table.cell(r, c).text = text
         else:  # pragma: no cover - programming error
             raise ValueError(f"unknown docx block kind {kind!r}")
-    buf = io.BytesIO()
-    doc.save(buf)
-    return normalize_ooxml(buf.getvalue())
+    return _saved(doc)
 
 
 @dataclass
@@ -165,9 +175,7 @@ def xlsx_bytes(sheets: Sequence[Sheet], *, title: str, author: str) -> bytes:
                 numeric = value is not None and not isinstance(value, str)
                 if numeric or (isinstance(value, str) and value.startswith("=")):
                     cell.number_format = fmt
-    buf = io.BytesIO()
-    wb.save(buf)
-    return normalize_ooxml(buf.getvalue())
+    return _saved(wb)
 
 
 @dataclass
@@ -183,13 +191,7 @@ def pptx_bytes(slides: Sequence[Slide], *, title: str, author: str) -> bytes:
     from pptx.util import Inches, Pt
 
     prs = Presentation()
-    props = prs.core_properties
-    props.title = title
-    props.author = author
-    props.last_modified_by = author
-    props.created = FIXED_DOC_TIME
-    props.modified = FIXED_DOC_TIME
-    props.revision = 1
+    _stamp(prs.core_properties, title, author)
     for spec in slides:
         if spec.subtitle is not None:
             slide = prs.slides.add_slide(prs.slide_layouts[0])
@@ -224,9 +226,7 @@ def pptx_bytes(slides: Sequence[Slide], *, title: str, author: str) -> bytes:
         body.text = spec.bullets[0] if spec.bullets else ""
         for line in spec.bullets[1:]:
             body.add_paragraph().text = line
-    buf = io.BytesIO()
-    prs.save(buf)
-    return normalize_ooxml(buf.getvalue())
+    return _saved(prs)
 
 
 _PDF_SUBST = str.maketrans(

@@ -4,7 +4,16 @@ case-law research, billing workbook, client-update deck, mail/chat/calendar)."""
 from __future__ import annotations
 
 from apexrl.tasks.example_data import formats as F
-from apexrl.tasks.example_data.spec import Ctx, TaskSpec, WorldSpec, check, crit, slugify
+from apexrl.tasks.example_data.spec import (
+    Ctx,
+    TaskSpec,
+    WorldSpec,
+    check,
+    crit,
+    number_crit,
+    org_domain,
+    slugify,
+)
 
 DOMAIN = "law"
 
@@ -33,16 +42,13 @@ def build(ctx: Ctx) -> WorldSpec:
     client = rng.choice(CLIENTS)
     vendor = rng.choice(VENDORS)
     state = rng.choice(STATES)
-    firm_dom = slugify(firm.replace(" LLP", "")).replace("-", "") + ".law"
-    client_dom = slugify(client.split()[0] + " " + client.split()[1]).replace("-", "") + ".com"
-    vendor_dom = slugify(vendor.split()[0]).replace("-", "") + "counsel.com"
-    partner = ctx.person(firm_dom, "Partner")
-    senior = ctx.person(firm_dom, "Senior Associate")
-    assoc = ctx.person(firm_dom, "Associate")
-    para = ctx.person(firm_dom, "Paralegal")
+    firm_dom = org_domain(firm.replace(" LLP", ""), ".law")
+    client_dom = org_domain(client.split()[0] + " " + client.split()[1])
+    vendor_dom = org_domain(vendor.split()[0], "counsel.com")
+    team = ctx.people(firm_dom, "Partner", "Senior Associate", "Associate", "Paralegal")
+    partner, senior, assoc, para = team
     gc = ctx.person(client_dom, "General Counsel")
     opp = ctx.person(vendor_dom, "Outside counsel")
-    team = [partner, senior, assoc, para]
 
     notice_days = rng.choice([30, 45, 60, 90])
     term_years = rng.choice([2, 3, 4, 5])
@@ -251,15 +257,17 @@ def build(ctx: Ctx) -> WorldSpec:
                 f"the total amount billed in USD, and how many hours did {partner.name} record?"
             ),
             rubric=[
-                crit(
+                number_crit(
                     1,
                     f"States total fees of ${total_fees:,.0f}",
-                    check("number", value=float(total_fees), tolerance=1.0),
+                    value=float(total_fees),
+                    tolerance=1.0,
                 ),
-                crit(
+                number_crit(
                     2,
                     f"States {partner.name} recorded {partner_hours:g} hours",
-                    check("number", value=float(partner_hours), tolerance=0.01),
+                    value=float(partner_hours),
+                    tolerance=0.01,
                 ),
                 crit(3, f"Total hours of {total_hours:g} are consistent with the workbook"),
             ],  # fmt: skip
@@ -350,10 +358,11 @@ def build(ctx: Ctx) -> WorldSpec:
                     f"Identifies the notice period cut from {notice_days} to {new_notice} days",
                     check("exact", value=f"{new_notice} days"),
                 ),
-                crit(
+                number_crit(
                     2,
                     f"States the new cap of ${new_cap:,} ({new_cap_months} months of fees)",
-                    check("number", value=float(new_cap), tolerance=1.0),
+                    value=float(new_cap),
+                    tolerance=1.0,
                 ),
                 crit(3, f"States the current cap of ${cap:,}"),
                 crit(

@@ -26,6 +26,11 @@ def slugify(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+def org_domain(name: str, suffix: str = ".com") -> str:
+    """A made-up organisation's mail domain: 'Meridian Capital' -> 'meridiancapital.com'."""
+    return slugify(name).replace("-", "") + suffix
+
+
 @dataclass
 class Person:
     name: str
@@ -100,6 +105,10 @@ class Ctx:
         first, last = name.lower().split()
         return Person(name, f"{first}.{last}@{email_domain}", title)
 
+    def people(self, email_domain: str, *titles: str) -> list[Person]:
+        """One person per title at `email_domain`, drawn in the titles' order (a team)."""
+        return [self.person(email_domain, title) for title in titles]
+
     def day(self, offset: int) -> date:
         """A business day `offset` days after the world's start date (weekends skipped)."""
         d = self.start
@@ -140,3 +149,8 @@ def crit(n: int, text: str, chk: dict[str, Any] | None = None) -> dict[str, Any]
     if chk is not None:
         out["check"] = chk
     return out
+
+
+def number_crit(n: int, text: str, value: float, tolerance: float) -> dict[str, Any]:
+    """A criterion met when the answer states `value` (within `tolerance`)."""
+    return crit(n, text, check("number", value=value, tolerance=tolerance))
