@@ -28,6 +28,28 @@ class Case(BaseModel):
     writes: bool = False  # compare the files it leaves
 
 
+def _read(server: str, tool: str, args: dict[str, Any]) -> Case:
+    """A case whose result is compared (it leaves no files to compare)."""
+    return Case(server=server, tool=tool, args=args)
+
+
+def _write(server: str, tool: str, args: dict[str, Any]) -> Case:
+    """A case that writes: the files it leaves are compared too."""
+    return Case(server=server, tool=tool, args=args, writes=True)
+
+
+def _listing(
+    server: str, list_tool: str, page: dict, read_tool: str, key: str, ids: list[str], missing: str
+) -> list[Case]:
+    """The reads of an app that lists items (mail, events): the whole list, one page,
+    the first two items by id, and an id that is not there."""
+    return [
+        _read(server, list_tool, {}),
+        _read(server, list_tool, page),
+        *(_read(server, read_tool, {key: i}) for i in [*ids[:2], missing]),
+    ]
+
+
 def _files(root: Path, *exts: str) -> list[str]:
     """World paths ('/a/b.xlsx') of files under filesystem/ with these extensions,
     sorted, hidden folders left out."""
@@ -48,30 +70,24 @@ def _dirs(root: Path) -> list[str]:
 
 
 def filesystem(root: Path) -> list[Case]:
-    c = [Case(server="filesystem", tool="list_files", args={"path": "/"})]
-    c += [Case(server="filesystem", tool="list_files", args={"path": d}) for d in _dirs(root)[:2]]
-    c.append(Case(server="filesystem", tool="list_files", args={"path": "/no_such_folder"}))
+    c = [_read("filesystem", "list_files", {"path": "/"})]
+    c += [_read("filesystem", "list_files", {"path": d}) for d in _dirs(root)[:2]]
+    c.append(_read("filesystem", "list_files", {"path": "/no_such_folder"}))
     for pattern in ("*.xlsx", "*.pdf", "*.zzz"):
-        c.append(Case(server="filesystem", tool="search_files", args={"pattern": pattern}))
-    c.append(
-        Case(server="filesystem", tool="search_files", args={"pattern": "*", "max_results": 3})
-    )
+        c.append(_read("filesystem", "search_files", {"pattern": pattern}))
+    c.append(_read("filesystem", "search_files", {"pattern": "*", "max_results": 3}))
     for f in _files(root, ".txt", ".md", ".csv", ".json")[:3]:
-        c.append(Case(server="filesystem", tool="read_text_file", args={"file_path": f}))
-    c.append(Case(server="filesystem", tool="read_text_file", args={"file_path": "/missing.txt"}))
+        c.append(_read("filesystem", "read_text_file", {"file_path": f}))
+    c.append(_read("filesystem", "read_text_file", {"file_path": "/missing.txt"}))
     for f in _files(root, ".pdf")[:1]:
-        c.append(Case(server="filesystem", tool="read_text_file", args={"file_path": f}))
+        c.append(_read("filesystem", "read_text_file", {"file_path": f}))
     for f in _files(root, ".png", ".jpg", ".jpeg")[:1]:
-        c.append(Case(server="filesystem", tool="read_image_file", args={"file_path": f}))
+        c.append(_read("filesystem", "read_image_file", {"file_path": f}))
     for f in _files(root)[:2]:
-        c.append(Case(server="filesystem", tool="get_file_metadata", args={"file_path": f}))
-    c.append(Case(server="filesystem", tool="get_directory_tree", args={"path": "/"}))
+        c.append(_read("filesystem", "get_file_metadata", {"file_path": f}))
+    c.append(_read("filesystem", "get_directory_tree", {"path": "/"}))
     c.append(
-        Case(
-            server="filesystem",
-            tool="get_directory_tree",
-            args={"path": "/", "max_depth": 1, "show_size": True},
-        )
+        _read("filesystem", "get_directory_tree", {"path": "/", "max_depth": 1, "show_size": True})
     )
     return c
 
@@ -81,36 +97,26 @@ def excel(root: Path) -> list[Case]:
     c: list[Case] = []
     books = _files(root, ".xlsx")
     for f in books[:2]:
-        c.append(Case(server=s, tool="list_tabs_in_spreadsheet", args={"file_path": f}))
-        c.append(Case(server=s, tool="read_tab", args={"file_path": f, "tab_index": 0}))
+        c.append(_read(s, "list_tabs_in_spreadsheet", {"file_path": f}))
+        c.append(_read(s, "read_tab", {"file_path": f, "tab_index": 0}))
     if books:
         f = books[0]
         c += [
-            Case(
-                server=s,
-                tool="read_tab",
-                args={"file_path": f, "tab_index": 0, "cell_range": "A1:C3"},
-            ),
-            Case(
-                server=s, tool="read_tab", args={"file_path": f, "tab_index": 0, "cell_range": "B2"}
-            ),
-            Case(
-                server=s,
-                tool="read_tab",
-                args={"file_path": f, "tab_index": 0, "include_formulas": True},
-            ),
-            Case(server=s, tool="read_tab", args={"file_path": f, "tab_index": 99}),
+            _read(s, "read_tab", {"file_path": f, "tab_index": 0, "cell_range": "A1:C3"}),
+            _read(s, "read_tab", {"file_path": f, "tab_index": 0, "cell_range": "B2"}),
+            _read(s, "read_tab", {"file_path": f, "tab_index": 0, "include_formulas": True}),
+            _read(s, "read_tab", {"file_path": f, "tab_index": 99}),
         ]
-    c.append(Case(server=s, tool="read_tab", args={"file_path": "/missing.xlsx", "tab_index": 0}))
+    c.append(_read(s, "read_tab", {"file_path": "/missing.xlsx", "tab_index": 0}))
     for f in _files(root, ".csv")[:1]:
-        c.append(Case(server=s, tool="read_csv", args={"file_path": f}))
-        c.append(Case(server=s, tool="read_csv", args={"file_path": f, "row_limit": 2}))
+        c.append(_read(s, "read_csv", {"file_path": f}))
+        c.append(_read(s, "read_csv", {"file_path": f, "row_limit": 2}))
     new = "/parity_book.xlsx"
     c += [
-        Case(
-            server=s,
-            tool="create_spreadsheet",
-            args={
+        _write(
+            s,
+            "create_spreadsheet",
+            {
                 "directory": "/",
                 "file_name": "parity_book.xlsx",
                 "sheets": [
@@ -121,64 +127,52 @@ def excel(root: Path) -> list[Case]:
                     }
                 ],
             },
-            writes=True,
         ),
-        Case(server=s, tool="read_tab", args={"file_path": new, "tab_index": 0}),
-        Case(
-            server=s,
-            tool="add_content_text",
-            args={"file_path": new, "tab_index": 0, "cell": "D2", "value": "=B2+C2"},
-            writes=True,
+        _read(s, "read_tab", {"file_path": new, "tab_index": 0}),
+        _write(
+            s,
+            "add_content_text",
+            {"file_path": new, "tab_index": 0, "cell": "D2", "value": "=B2+C2"},
         ),
-        Case(
-            server=s, tool="read_tab", args={"file_path": new, "tab_index": 0, "cell_range": "D2"}
-        ),
-        Case(
-            server=s,
-            tool="add_tab",
-            args={
+        _read(s, "read_tab", {"file_path": new, "tab_index": 0, "cell_range": "D2"}),
+        _write(
+            s,
+            "add_tab",
+            {
                 "file_path": new,
                 "tab_name": "Notes",
                 "sheet_data": {"headers": ["k"], "rows": [["v"]]},
             },
-            writes=True,
         ),
-        Case(server=s, tool="list_tabs_in_spreadsheet", args={"file_path": new}),
-        Case(
-            server=s,
-            tool="delete_content_cell",
-            args={"file_path": new, "tab_index": 0, "cell": "A4"},
-            writes=True,
-        ),
-        Case(server=s, tool="delete_tab", args={"file_path": new, "tab_index": 1}, writes=True),
-        Case(
-            server=s,
-            tool="edit_spreadsheet",
-            args={
+        _read(s, "list_tabs_in_spreadsheet", {"file_path": new}),
+        _write(s, "delete_content_cell", {"file_path": new, "tab_index": 0, "cell": "A4"}),
+        _write(s, "delete_tab", {"file_path": new, "tab_index": 1}),
+        _write(
+            s,
+            "edit_spreadsheet",
+            {
                 "file_path": new,
                 "operations": [
                     {"type": "set_cell", "sheet": "Data", "cell": "A5", "value": "Gamma"}
                 ],
             },
-            writes=True,
         ),
-        Case(
-            server=s,
-            tool="filter_tab",
-            args={
+        _read(
+            s,
+            "filter_tab",
+            {
                 "file_path": new,
                 "tab_index": 0,
                 "filters": [{"column": "Q1", "operator": "greater_than", "value": 6}],
             },
         ),
-        Case(
-            server=s,
-            tool="create_chart",
-            args={"file_path": new, "sheet": "Data", "data_range": "A1:C3", "chart_type": "bar"},
-            writes=True,
+        _write(
+            s,
+            "create_chart",
+            {"file_path": new, "sheet": "Data", "data_range": "A1:C3", "chart_type": "bar"},
         ),
-        Case(server=s, tool="delete_spreadsheet", args={"file_path": new}, writes=True),
-        Case(server=s, tool="delete_spreadsheet", args={"file_path": new}),
+        _write(s, "delete_spreadsheet", {"file_path": new}),
+        _read(s, "delete_spreadsheet", {"file_path": new}),
     ]
     return c
 
@@ -187,15 +181,15 @@ def word(root: Path) -> list[Case]:
     s = "word"
     c: list[Case] = []
     for f in _files(root, ".docx")[:2]:
-        c.append(Case(server=s, tool="get_document_overview", args={"file_path": f}))
-        c.append(Case(server=s, tool="read_document_content", args={"file_path": f}))
-    c.append(Case(server=s, tool="read_document_content", args={"file_path": "/missing.docx"}))
+        c.append(_read(s, "get_document_overview", {"file_path": f}))
+        c.append(_read(s, "read_document_content", {"file_path": f}))
+    c.append(_read(s, "read_document_content", {"file_path": "/missing.docx"}))
     new = "/parity_memo.docx"
     c += [
-        Case(
-            server=s,
-            tool="create_document",
-            args={
+        _write(
+            s,
+            "create_document",
+            {
                 "directory": "/",
                 "file_name": "parity_memo.docx",
                 "content": [
@@ -204,59 +198,45 @@ def word(root: Path) -> list[Case]:
                     {"type": "bullet_list", "items": ["one", "two"]},
                 ],
             },
-            writes=True,
         ),
-        Case(server=s, tool="get_document_overview", args={"file_path": new}),
-        Case(server=s, tool="read_document_content", args={"file_path": new}),
-        Case(
-            server=s,
-            tool="add_content_text",
-            args={
+        _read(s, "get_document_overview", {"file_path": new}),
+        _read(s, "read_document_content", {"file_path": new}),
+        _write(
+            s,
+            "add_content_text",
+            {
                 "file_path": new,
                 "identifier": "body.p.1",
                 "text": "Added after.",
                 "position": "after",
             },
-            writes=True,
         ),
-        Case(
-            server=s,
-            tool="edit_content_text",
-            args={"file_path": new, "identifier": "body.p.1", "new_text": "Edited paragraph."},
-            writes=True,
+        _write(
+            s,
+            "edit_content_text",
+            {"file_path": new, "identifier": "body.p.1", "new_text": "Edited paragraph."},
         ),
-        Case(
-            server=s,
-            tool="delete_content_text",
-            args={"file_path": new, "identifier": "body.p.2"},
-            writes=True,
-        ),
-        Case(server=s, tool="read_document_content", args={"file_path": new}),
-        Case(server=s, tool="delete_document", args={"file_path": new}, writes=True),
+        _write(s, "delete_content_text", {"file_path": new, "identifier": "body.p.2"}),
+        _read(s, "read_document_content", {"file_path": new}),
+        _write(s, "delete_document", {"file_path": new}),
     ]
     # errors: a relative path, another type, a page past the end, a bad identifier
     docs = _files(root, ".docx")
-    c.append(Case(server=s, tool="get_document_overview", args={"file_path": "memo.docx"}))
-    c.append(Case(server=s, tool="read_document_content", args={"file_path": "/memo.pdf"}))
+    c.append(_read(s, "get_document_overview", {"file_path": "memo.docx"}))
+    c.append(_read(s, "read_document_content", {"file_path": "/memo.pdf"}))
     for f in docs[:1]:
+        c.append(_read(s, "read_document_content", {"file_path": f, "page_index": 5}))
         c.append(
-            Case(server=s, tool="read_document_content", args={"file_path": f, "page_index": 5})
-        )
-        c.append(
-            Case(
-                server=s,
-                tool="edit_content_text",
-                args={"file_path": f, "identifier": "p.1", "new_text": "x"},
-            )
+            _read(s, "edit_content_text", {"file_path": f, "identifier": "p.1", "new_text": "x"})
         )
     # a unicode name, a table, formatting; a document long enough to page (truncation)
     uni = "/Ünïcode – mémo.docx"
     long = "/parity_long.docx"
     c += [
-        Case(
-            server=s,
-            tool="create_document",
-            args={
+        _write(
+            s,
+            "create_document",
+            {
                 "directory": "/",
                 "file_name": uni[1:],
                 "content": [
@@ -266,20 +246,16 @@ def word(root: Path) -> list[Case]:
                     {"type": "numbered_list", "items": ["eins", "zwei"]},
                 ],
             },
-            writes=True,
         ),
-        Case(server=s, tool="read_document_content", args={"file_path": uni}),
-        Case(
-            server=s,
-            tool="apply_formatting",
-            args={"file_path": uni, "identifier": "body.p.1", "underline": True},
-            writes=True,
+        _read(s, "read_document_content", {"file_path": uni}),
+        _write(
+            s, "apply_formatting", {"file_path": uni, "identifier": "body.p.1", "underline": True}
         ),
-        Case(server=s, tool="get_document_overview", args={"file_path": uni}),
-        Case(
-            server=s,
-            tool="create_document",
-            args={
+        _read(s, "get_document_overview", {"file_path": uni}),
+        _write(
+            s,
+            "create_document",
+            {
                 "directory": "/",
                 "file_name": long[1:],
                 "content": [
@@ -287,16 +263,11 @@ def word(root: Path) -> list[Case]:
                     for i in range(150)
                 ],
             },
-            writes=True,
         ),
-        Case(server=s, tool="get_document_overview", args={"file_path": long}),
-        Case(server=s, tool="read_document_content", args={"file_path": long, "page_index": 1}),
-        Case(server=s, tool="page_margins", args={"file_path": long, "action": "read"}),
-        Case(
-            server=s,
-            tool="header_footer",
-            args={"file_path": long, "action": "read", "area": "footer"},
-        ),
+        _read(s, "get_document_overview", {"file_path": long}),
+        _read(s, "read_document_content", {"file_path": long, "page_index": 1}),
+        _read(s, "page_margins", {"file_path": long, "action": "read"}),
+        _read(s, "header_footer", {"file_path": long, "action": "read", "area": "footer"}),
     ]
     return c
 
@@ -305,21 +276,17 @@ def powerpoint(root: Path) -> list[Case]:
     s = "powerpoint"
     c: list[Case] = []
     for f in _files(root, ".pptx")[:2]:
-        c.append(Case(server=s, tool="read_completedeck", args={"file_path": f}))
-        c.append(Case(server=s, tool="read_slides", args={"file_path": f}))
-        c.append(
-            Case(server=s, tool="read_individualslide", args={"file_path": f, "slide_index": 0})
-        )
-        c.append(
-            Case(server=s, tool="read_individualslide", args={"file_path": f, "slide_index": 99})
-        )
-    c.append(Case(server=s, tool="read_completedeck", args={"file_path": "/missing.pptx"}))
+        c.append(_read(s, "read_completedeck", {"file_path": f}))
+        c.append(_read(s, "read_slides", {"file_path": f}))
+        c.append(_read(s, "read_individualslide", {"file_path": f, "slide_index": 0}))
+        c.append(_read(s, "read_individualslide", {"file_path": f, "slide_index": 99}))
+    c.append(_read(s, "read_completedeck", {"file_path": "/missing.pptx"}))
     new = "/parity_deck.pptx"
     c += [
-        Case(
-            server=s,
-            tool="create_deck",
-            args={
+        _write(
+            s,
+            "create_deck",
+            {
                 "directory": "/",
                 "file_name": "parity_deck.pptx",
                 "slides": [
@@ -331,50 +298,40 @@ def powerpoint(root: Path) -> list[Case]:
                     },
                 ],
             },
-            writes=True,
         ),
-        Case(server=s, tool="read_completedeck", args={"file_path": new}),
-        Case(
-            server=s,
-            tool="add_slide",
-            args={"file_path": new, "index": 2, "layout": "title_only", "title": "Added"},
-            writes=True,
+        _read(s, "read_completedeck", {"file_path": new}),
+        _write(
+            s, "add_slide", {"file_path": new, "index": 2, "layout": "title_only", "title": "Added"}
         ),
-        Case(server=s, tool="read_individualslide", args={"file_path": new, "slide_index": 2}),
-        Case(
-            server=s,
-            tool="insert_table",
-            args={
+        _read(s, "read_individualslide", {"file_path": new, "slide_index": 2}),
+        _write(
+            s,
+            "insert_table",
+            {
                 "file_path": new,
                 "slide_index": 1,
                 "rows": [["k", "v"], ["a", "1"]],
                 "header": True,
             },
-            writes=True,
         ),
-        Case(server=s, tool="delete_deck", args={"file_path": new}, writes=True),
+        _write(s, "delete_deck", {"file_path": new}),
     ]
     # every slide of the first deck, a window of its markdown, and errors
     decks = _files(root, ".pptx")
     for f in decks[:1]:
         c += [
-            Case(server=s, tool="read_individualslide", args={"file_path": f, "slide_index": i})
-            for i in (1, 2, 3)
+            _read(s, "read_individualslide", {"file_path": f, "slide_index": i}) for i in (1, 2, 3)
         ]
-        c.append(
-            Case(server=s, tool="read_slides", args={"file_path": f, "start": 100, "end": 400})
-        )
-        c.append(
-            Case(server=s, tool="read_slides", args={"file_path": f, "start": 0, "end": 20000})
-        )
-    c.append(Case(server=s, tool="read_completedeck", args={"file_path": "deck.pptx"}))
+        c.append(_read(s, "read_slides", {"file_path": f, "start": 100, "end": 400}))
+        c.append(_read(s, "read_slides", {"file_path": f, "start": 0, "end": 20000}))
+    c.append(_read(s, "read_completedeck", {"file_path": "deck.pptx"}))
     # a unicode name, a table on a content slide, two columns, notes
     uni = "/Ünïcode – präsentation.pptx"
     c += [
-        Case(
-            server=s,
-            tool="create_deck",
-            args={
+        _write(
+            s,
+            "create_deck",
+            {
                 "directory": "/",
                 "file_name": uni[1:],
                 "slides": [
@@ -392,22 +349,20 @@ def powerpoint(root: Path) -> list[Case]:
                     },
                 ],
             },
-            writes=True,
         ),
-        Case(server=s, tool="read_slides", args={"file_path": uni}),
-        Case(server=s, tool="read_individualslide", args={"file_path": uni, "slide_index": 1}),
-        Case(
-            server=s,
-            tool="edit_slides",
-            args={
+        _read(s, "read_slides", {"file_path": uni}),
+        _read(s, "read_individualslide", {"file_path": uni, "slide_index": 1}),
+        _write(
+            s,
+            "edit_slides",
+            {
                 "file_path": uni,
                 "operations": [{"type": "update_slide_title", "index": 2, "title": "Neu"}],
             },
-            writes=True,
         ),
-        Case(server=s, tool="read_completedeck", args={"file_path": uni}),
-        Case(server=s, tool="delete_deck", args={"file_path": uni}, writes=True),
-        Case(server=s, tool="delete_deck", args={"file_path": uni}),
+        _read(s, "read_completedeck", {"file_path": uni}),
+        _write(s, "delete_deck", {"file_path": uni}),
+        _read(s, "delete_deck", {"file_path": uni}),
     ]
     return c
 
@@ -417,17 +372,17 @@ def pdfs(root: Path) -> list[Case]:
     c: list[Case] = []
     for f in _files(root, ".pdf")[:2]:
         c += [
-            Case(server=s, tool="read_pdf_pages", args={"file_path": f}),
-            Case(server=s, tool="read_pdf_pages", args={"file_path": f, "pages": [1]}),
-            Case(server=s, tool="search_pdf", args={"file_path": f, "query": "the"}),
-            Case(server=s, tool="read_page_as_image", args={"file_path": f, "page_number": 1}),
+            _read(s, "read_pdf_pages", {"file_path": f}),
+            _read(s, "read_pdf_pages", {"file_path": f, "pages": [1]}),
+            _read(s, "search_pdf", {"file_path": f, "query": "the"}),
+            _read(s, "read_page_as_image", {"file_path": f, "page_number": 1}),
         ]
-    c.append(Case(server=s, tool="read_pdf_pages", args={"file_path": "/missing.pdf"}))
+    c.append(_read(s, "read_pdf_pages", {"file_path": "/missing.pdf"}))
     c.append(
-        Case(
-            server=s,
-            tool="create_pdf",
-            args={
+        _write(
+            s,
+            "create_pdf",
+            {
                 "directory": "/",
                 "file_name": "parity.pdf",
                 "content": [
@@ -435,10 +390,9 @@ def pdfs(root: Path) -> list[Case]:
                     {"type": "paragraph", "text": "Body."},
                 ],
             },
-            writes=True,
         )
     )
-    c.append(Case(server=s, tool="read_pdf_pages", args={"file_path": "/parity.pdf"}))
+    c.append(_read(s, "read_pdf_pages", {"file_path": "/parity.pdf"}))
     return c
 
 
@@ -454,61 +408,42 @@ def _mail_ids(root: Path) -> list[str]:
 def mail(root: Path) -> list[Case]:
     s = "mail"
     ids = _mail_ids(root)
-    c = [
-        Case(server=s, tool="list_mails", args={}),
-        Case(server=s, tool="list_mails", args={"limit": 2, "offset": 1}),
-    ]
-    c += [Case(server=s, tool="read_mail", args={"mail_id": i}) for i in ids[:2]]
-    c.append(Case(server=s, tool="read_mail", args={"mail_id": "<missing@example.com>"}))
-    c.append(Case(server=s, tool="search_mail", args={"subject": "Re"}))
-    c.append(Case(server=s, tool="search_mail", args={"after_date": "2020-01-01", "limit": 3}))
+    c = _listing(
+        s,
+        "list_mails",
+        {"limit": 2, "offset": 1},
+        "read_mail",
+        "mail_id",
+        ids,
+        "<missing@example.com>",
+    )
+    c.append(_read(s, "search_mail", {"subject": "Re"}))
+    c.append(_read(s, "search_mail", {"after_date": "2020-01-01", "limit": 3}))
     c.append(
-        Case(
-            server=s,
-            tool="send_mail",
-            args={
+        _write(
+            s,
+            "send_mail",
+            {
                 "from_email": "parity@example.com",
                 "to_email": ["someone@example.com"],
                 "subject": "Parity check",
                 "body": "Hello.",
             },
-            writes=True,
         )
     )
     if ids:
+        c.append(_write(s, "reply_mail", {"original_mail_id": ids[0], "body": "Thanks."}))
         c.append(
-            Case(
-                server=s,
-                tool="reply_mail",
-                args={"original_mail_id": ids[0], "body": "Thanks."},
-                writes=True,
+            _write(
+                s,
+                "forward_mail",
+                {"original_mail_id": ids[0], "to_email": ["fwd@example.com"], "body": "FYI"},
             )
         )
-        c.append(
-            Case(
-                server=s,
-                tool="forward_mail",
-                args={"original_mail_id": ids[0], "to_email": ["fwd@example.com"], "body": "FYI"},
-                writes=True,
-            )
-        )
-        c.append(
-            Case(
-                server=s,
-                tool="reply_all_mail",
-                args={"original_mail_id": ids[0], "body": "Thanks, all."},
-                writes=True,
-            )
-        )
+        c.append(_write(s, "reply_all_mail", {"original_mail_id": ids[0], "body": "Thanks, all."}))
         # the thread the replies made (their X-Thread-ID)
-        c.append(Case(server=s, tool="search_mail", args={"thread_id": ids[0]}))
-    c.append(
-        Case(
-            server=s,
-            tool="reply_mail",
-            args={"original_mail_id": "<missing@example.com>", "body": "x"},
-        )
-    )
+        c.append(_read(s, "search_mail", {"thread_id": ids[0]}))
+    c.append(_read(s, "reply_mail", {"original_mail_id": "<missing@example.com>", "body": "x"}))
     return c
 
 
@@ -539,46 +474,25 @@ def _chat(root: Path) -> tuple[list[str], list[str], list[tuple[str, str]]]:
 def chat(root: Path) -> list[Case]:
     s = "chat"
     groups, users, posts = _chat(root)
-    c = [Case(server=s, tool="list_channels", args={}), Case(server=s, tool="get_users", args={})]
-    c += [Case(server=s, tool="get_channel_history", args={"channel_id": g}) for g in groups[:2]]
-    c.append(Case(server=s, tool="get_channel_history", args={"channel_id": "no_such_space"}))
-    c += [Case(server=s, tool="get_user_profile", args={"user_id": u}) for u in users[:1]]
+    c = [_read(s, "list_channels", {}), _read(s, "get_users", {})]
+    c += [_read(s, "get_channel_history", {"channel_id": g}) for g in groups[:2]]
+    c.append(_read(s, "get_channel_history", {"channel_id": "no_such_space"}))
+    c += [_read(s, "get_user_profile", {"user_id": u}) for u in users[:1]]
     if posts:
         g, p = posts[0]
-        c.append(Case(server=s, tool="get_thread_replies", args={"channel_id": g, "post_id": p}))
+        c.append(_read(s, "get_thread_replies", {"channel_id": g, "post_id": p}))
         c.append(
-            Case(
-                server=s,
-                tool="add_reaction",
-                args={"channel_id": g, "post_id": p, "emoji_name": "thumbsup"},
-                writes=True,
-            )
+            _write(s, "add_reaction", {"channel_id": g, "post_id": p, "emoji_name": "thumbsup"})
         )
     if groups:
-        c.append(
-            Case(
-                server=s,
-                tool="post_message",
-                args={"channel_id": groups[0], "message": "Parity note"},
-                writes=True,
-            )
-        )
+        c.append(_write(s, "post_message", {"channel_id": groups[0], "message": "Parity note"}))
     if posts:
         g, p = posts[0]
         c.append(
-            Case(
-                server=s,
-                tool="reply_to_thread",
-                args={"channel_id": g, "post_id": p, "message": "Parity reply"},
-                writes=True,
-            )
+            _write(s, "reply_to_thread", {"channel_id": g, "post_id": p, "message": "Parity reply"})
         )
-        c.append(
-            Case(server=s, tool="delete_post", args={"channel_id": g, "post_id": p}, writes=True)
-        )
-        c.append(
-            Case(server=s, tool="get_thread_replies", args={"channel_id": g, "post_id": "nope"})
-        )
+        c.append(_write(s, "delete_post", {"channel_id": g, "post_id": p}))
+        c.append(_read(s, "get_thread_replies", {"channel_id": g, "post_id": "nope"}))
     return c
 
 
@@ -592,66 +506,49 @@ def _event_ids(root: Path) -> list[str]:
 def calendar(root: Path) -> list[Case]:
     s = "calendar"
     ids = _event_ids(root)
-    c = [
-        Case(server=s, tool="list_events", args={}),
-        Case(server=s, tool="list_events", args={"limit": 1, "offset": 1}),
-    ]
-    c += [Case(server=s, tool="read_event", args={"event_id": i}) for i in ids[:2]]
-    c.append(Case(server=s, tool="read_event", args={"event_id": "no-such-event"}))
+    c = _listing(
+        s, "list_events", {"limit": 1, "offset": 1}, "read_event", "event_id", ids, "no-such-event"
+    )
     c.append(
-        Case(
-            server=s,
-            tool="create_event",
-            args={
+        _write(
+            s,
+            "create_event",
+            {
                 "summary": "Parity sync",
                 "start": {"dateTime": "2025-10-01T10:00:00+00:00"},
                 "end": {"dateTime": "2025-10-01T11:00:00+00:00"},
             },
-            writes=True,
         )
     )
     if ids:
-        c.append(
-            Case(
-                server=s,
-                tool="update_event",
-                args={"event_id": ids[0], "summary": "Renamed"},
-                writes=True,
-            )
-        )
-        c.append(Case(server=s, tool="delete_event", args={"event_id": ids[-1]}, writes=True))
+        c.append(_write(s, "update_event", {"event_id": ids[0], "summary": "Renamed"}))
+        c.append(_write(s, "delete_event", {"event_id": ids[-1]}))
     c.append(
-        Case(
-            server=s,
-            tool="create_event",
-            args={
+        _write(
+            s,
+            "create_event",
+            {
                 "summary": "Offsite",
                 "start": {"date": "2025-11-03"},
                 "end": {"date": "2025-11-04"},
             },
-            writes=True,
         )
     )
-    c.append(Case(server=s, tool="delete_event", args={"event_id": "no-such-event"}))
+    c.append(_read(s, "delete_event", {"event_id": "no-such-event"}))
     return c
 
 
 def code_execution(root: Path) -> list[Case]:
     s = "code_execution"
     return [
-        Case(server=s, tool="code_exec", args={"code": "pwd"}),
-        Case(server=s, tool="code_exec", args={"code": "ls"}),
-        Case(server=s, tool="code_exec", args={"code": "echo out; echo err >&2"}),
-        Case(server=s, tool="code_exec", args={"code": "exit 3"}),
-        Case(server=s, tool="code_exec", args={"code": "cat no_such_file"}),
-        Case(server=s, tool="code_exec", args={"code": "python3 -c 'print(6*7)'"}),
-        Case(server=s, tool="code_exec", args={"code": "import os"}),
-        Case(
-            server=s,
-            tool="code_exec",
-            args={"code": "echo made > parity.txt && cat parity.txt"},
-            writes=True,
-        ),
+        _read(s, "code_exec", {"code": "pwd"}),
+        _read(s, "code_exec", {"code": "ls"}),
+        _read(s, "code_exec", {"code": "echo out; echo err >&2"}),
+        _read(s, "code_exec", {"code": "exit 3"}),
+        _read(s, "code_exec", {"code": "cat no_such_file"}),
+        _read(s, "code_exec", {"code": "python3 -c 'print(6*7)'"}),
+        _read(s, "code_exec", {"code": "import os"}),
+        _write(s, "code_exec", {"code": "echo made > parity.txt && cat parity.txt"}),
     ]
 
 
