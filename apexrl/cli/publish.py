@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from apexrl.cli import output
 from apexrl.cli.options import JSON_TOO
+
+if TYPE_CHECKING:
+    from apexrl.publish.stage import Plan
 
 app = typer.Typer(
     help="Publish checkpoints, eval traces and task datasets to the Hugging Face Hub "
@@ -33,6 +40,14 @@ LICENSE_OPT = typer.Option(None, "--license", help="Licence id for the card (e.g
 COMMIT_OPT = typer.Option(
     20.0, "--commit-size", help="Size of each commit in GB (few large commits)."
 )
+# after each command's own options: how to stage, check, upload and report (see _run)
+_RUN_OPTIONS = {
+    "dry_run": (bool, DRY_OPT),
+    "strict": (bool, STRICT_OPT),
+    "stage": (Path, STAGE_OPT),
+    "commit_size": (float, COMMIT_OPT),
+    "json_out": (bool, JSON_TOO),
+}
 
 
 def _check_repo(repo: str) -> None:
@@ -64,7 +79,33 @@ def _stage_dir(stage: Path | None):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run(plan_fn, *, dry_run: bool, strict: bool, json_out: bool, commit_gb: float, stage) -> None:
+def _publishes(command: Callable[..., Callable[[Path], Plan]]) -> Callable[..., None]:
+    """A publish command from `command`, which takes the command's own options and
+    returns its staging (stage folder -> Plan): the options every publish command shares
+    (_RUN_OPTIONS) follow its own, and the repo check and `_run` are done here."""
+    sig = inspect.signature(command)
+    own = {k: v for k, v in command.__annotations__.items() if k != "return"}
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=type_, default=opt)
+        for name, (type_, opt) in _RUN_OPTIONS.items()
+    ]
+
+    @functools.wraps(command)
+    def publish(**kwargs: Any) -> None:
+        run = {name: kwargs.pop(name) for name in _RUN_OPTIONS}
+        _check_repo(kwargs["repo"])
+        _run(command(**kwargs), **run)
+
+    del publish.__wrapped__  # typer reads the signature below, not the command's
+    params = [*sig.parameters.values(), *shared]
+    publish.__signature__ = sig.replace(parameters=params, return_annotation=None)  # type: ignore[attr-defined]
+    publish.__annotations__ = {**own, **{n: t for n, (t, _) in _RUN_OPTIONS.items()}}
+    return publish
+
+
+def _run(
+    plan_fn, *, dry_run: bool, strict: bool, stage: Path | None, commit_size: float, json_out: bool
+) -> None:
     from apexrl.errors import ApexError, ExitCode
     from apexrl.publish import hub
 
@@ -100,7 +141,7 @@ def _run(plan_fn, *, dry_run: bool, strict: bool, json_out: bool, commit_gb: flo
             result, records = hub.upload(
                 plan,
                 token=token,
-                commit_bytes=max(1, int(commit_gb * 1024**3)),
+                commit_bytes=max(1, int(commit_size * 1024**3)),
                 on_progress=advance,
                 on_warn=output.warn,
             )
@@ -123,6 +164,7 @@ def _label(records: list, sdir: Path, stage: Path | None) -> list:
 
 
 @app.command("model")
+@_publishes
 def model(
     ckpt: Path = typer.Argument(..., help="Checkpoint folder (config, safetensors, tokenizer)."),
     repo: str = REPO_OPT,
@@ -138,37 +180,25 @@ def model(
     private: bool = PRIVATE_OPT,
     revision: str = typer.Option("main", "--revision", help="Branch to publish to."),
     license: str = LICENSE_OPT,
-    dry_run: bool = DRY_OPT,
-    strict: bool = STRICT_OPT,
-    stage: Path = STAGE_OPT,
-    commit_size: float = COMMIT_OPT,
-    json_out: bool = JSON_TOO,
-) -> None:
+) -> Callable[[Path], Plan]:
     """Check a checkpoint, write its model card, upload it and verify what landed."""
     from apexrl.publish.stage_model import stage_model
 
-    _check_repo(repo)
-    _run(
-        lambda sdir: stage_model(
-            ckpt,
-            repo=repo,
-            stage_dir=sdir,
-            evals=evals,
-            allow_incomplete=allow_incomplete,
-            base_model=base_model,
-            private=private,
-            revision=revision,
-            license=license,
-        ),
-        dry_run=dry_run,
-        strict=strict,
-        json_out=json_out,
-        commit_gb=commit_size,
-        stage=stage,
+    return lambda sdir: stage_model(
+        ckpt,
+        repo=repo,
+        stage_dir=sdir,
+        evals=evals,
+        allow_incomplete=allow_incomplete,
+        base_model=base_model,
+        private=private,
+        revision=revision,
+        license=license,
     )
 
 
 @app.command("traces")
+@_publishes
 def traces(
     run_dir: Path = typer.Argument(..., help="An `apexrl eval run` folder."),
     repo: str = REPO_OPT,
@@ -177,56 +207,31 @@ def traces(
     ),
     private: bool = PRIVATE_OPT,
     license: str = LICENSE_OPT,
-    dry_run: bool = DRY_OPT,
-    strict: bool = STRICT_OPT,
-    stage: Path = STAGE_OPT,
-    commit_size: float = COMMIT_OPT,
-    json_out: bool = JSON_TOO,
-) -> None:
+) -> Callable[[Path], Plan]:
     """Publish an eval run's trajectories as a Parquet dataset (one row per trial)."""
     from apexrl.publish.stage_traces import stage_traces
 
-    _check_repo(repo)
-    _run(
-        lambda sdir: stage_traces(
-            run_dir,
-            repo=repo,
-            stage_dir=sdir,
-            include_tokens=include_tokens,
-            private=private,
-            license=license,
-        ),
-        dry_run=dry_run,
-        strict=strict,
-        json_out=json_out,
-        commit_gb=commit_size,
-        stage=stage,
+    return lambda sdir: stage_traces(
+        run_dir,
+        repo=repo,
+        stage_dir=sdir,
+        include_tokens=include_tokens,
+        private=private,
+        license=license,
     )
 
 
 @app.command("dataset")
+@_publishes
 def dataset(
     ds_dir: Path = typer.Argument(..., help="A dataset folder from `apexrl tasks pack`."),
     repo: str = REPO_OPT,
     private: bool = PRIVATE_OPT,
     license: str = LICENSE_OPT,
-    dry_run: bool = DRY_OPT,
-    strict: bool = STRICT_OPT,
-    stage: Path = STAGE_OPT,
-    commit_size: float = COMMIT_OPT,
-    json_out: bool = JSON_TOO,
-) -> None:
+) -> Callable[[Path], Plan]:
     """Publish a packed task dataset with its card (counts per domain and world, schema)."""
     from apexrl.publish.stage_dataset import stage_dataset
 
-    _check_repo(repo)
-    _run(
-        lambda sdir: stage_dataset(
-            ds_dir, repo=repo, stage_dir=sdir, private=private, license=license
-        ),
-        dry_run=dry_run,
-        strict=strict,
-        json_out=json_out,
-        commit_gb=commit_size,
-        stage=stage,
+    return lambda sdir: stage_dataset(
+        ds_dir, repo=repo, stage_dir=sdir, private=private, license=license
     )
