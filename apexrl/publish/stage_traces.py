@@ -21,9 +21,16 @@ SHARD_BYTES = 256 * 1024 * 1024  # traces: target size of a Parquet shard
 def _trace_schema(include_tokens: bool):
     import pyarrow as pa
 
-    # every message field is text (tool calls as their JSON)
-    msg_fields = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
-    msg = pa.struct([(name, pa.string()) for name in msg_fields])
+    msg = pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("reasoning_content", pa.string()),
+            ("tool_calls", pa.string()),
+            ("tool_call_id", pa.string()),
+            ("name", pa.string()),
+        ]
+    )
     crit = pa.struct(
         [
             ("id", pa.string()),
