@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from apexrl.engine.registry import ENGINES
+from tests.scripted_engine import ENGINE as SCRIPTED_ENGINE
+
+# the tests' engine joins the registry as an outside package's would (start_engine by name)
+ENGINES[SCRIPTED_ENGINE.name] = SCRIPTED_ENGINE
+
 WORLDS = [
     {
         "world_id": "world_a",

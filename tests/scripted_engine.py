@@ -14,6 +14,9 @@ max_tokens, return_token_ids), cuts completions at `max_tokens` (finish_reason
 "length"), trims max_tokens at the window's edge and refuses what vLLM refuses
 (apexrl.engine.contract), returns one logprob per sampled token, and records every request.
 It listens on 127.0.0.1; use it as a context manager.
+
+Test support, not part of the package: tests/conftest.py registers it as the engine
+"scripted" (ENGINE below, not a `--engine` choice), the way an outside package adds one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from apexrl.engine.httpserver import JsonHandler, ServedModel, ThreadedHttpEngine
+from apexrl.engine.registry import EngineEntry
 
 FIXED_LOGPROB = -0.25
 
@@ -293,6 +297,14 @@ def launch(opts) -> ScriptedEngine:
         host=opts.host,
         port=opts.port,
     ).start()
+
+
+ENGINE = EngineEntry(
+    "scripted",
+    "fixed completions from a script, with faults (tests)",
+    launch="tests.scripted_engine:launch",
+    selectable=False,
+)
 
 
 def tool_call_text(name: str, arguments: dict, *, think: str | None = None) -> str:

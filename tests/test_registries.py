@@ -7,14 +7,18 @@ gateway, and a metric table entry reaches summary.json and the report."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from apexrl.engine.registry import ENGINES, engine_choices
 from apexrl.engine.serve import start_engine
 from apexrl.envs.registry import ENVIRONMENTS
 from apexrl.importpath import load
+
+ROOT = str(Path(__file__).resolve().parents[1])  # the fake module imports tests.scripted_engine
 
 
 def test_every_entry_points_at_real_code():
@@ -119,7 +123,7 @@ FAKE_MOD = textwrap.dedent(
         return [Problem(f"{name} is checked", "nothing to fix")]
 
     def launch(opts):
-        from apexrl.engine.scripted import ScriptedEngine
+        from tests.scripted_engine import ScriptedEngine
         return ScriptedEngine([], model="fake-served").start()
     """
 )
@@ -134,7 +138,7 @@ def test_one_registry_entry_reaches_every_consumer(tmp_path):
         text=True,
         timeout=300,
         cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200"},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), ROOT)), "COLUMNS": "200"},
     )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])

@@ -1,8 +1,8 @@
 """The vLLM-shaped HTTP server shell the in-process engines share (apexrl.engine.cpu's
-EngineServer, apexrl.engine.scripted's ScriptedEngine): a threading server on 127.0.0.1,
-the JSON handler (TCP_NODELAY, quiet log, JSON replies), vLLM's GET /health (200, empty
-body) and GET /v1/models (the served name and its `max_model_len`), start in a daemon
-thread and stop. Each engine's handler adds its own POST routes.
+EngineServer, the tests' ScriptedEngine in tests/scripted_engine.py): a threading server
+on 127.0.0.1, the JSON handler (TCP_NODELAY, quiet log, JSON replies), vLLM's GET /health
+(200, empty body) and GET /v1/models (the served name and its `max_model_len`), start in
+a daemon thread and stop. Each engine's handler adds its own POST routes.
 """
 
 from __future__ import annotations

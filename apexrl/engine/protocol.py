@@ -63,9 +63,9 @@ class Engine(Protocol):
 
 
 class HttpEngine:
-    """What the HTTP engines share (local, scripted, vLLM): the endpoint is the server's
-    `url`, health is GET /health, and a `with` block starts and stops the engine.
-    Subclasses give `kind`, `url`, `start`, `stop` and `capabilities`."""
+    """What the HTTP engines share (local, vLLM, the tests' scripted one): the endpoint is
+    the server's `url`, health is GET /health, and a `with` block starts and stops the
+    engine. Subclasses give `kind`, `url`, `start`, `stop` and `capabilities`."""
 
     kind: str
 

@@ -26,7 +26,8 @@ class EngineEntry:
     name: str
     summary: str
     launch: str  # "module:function" (StartOptions) -> a started Engine
-    selectable: bool = True  # offered as --engine NAME (scripted engines need a script)
+    # offered as --engine NAME (False: only code starts it, e.g. the tests' scripted engine)
+    selectable: bool = True
     extra: str | None = None  # the pip extra that installs it (`apexrl doctor`)
     modules: tuple[str, ...] = ()  # what that extra must make importable
     # modules checked before an eval starts it (empty: it may live in another interpreter)
@@ -70,12 +71,6 @@ ENGINES: dict[str, EngineEntry] = {
             preflight_modules=("torch", "transformers"),
             version_package="transformers",
             auto_rank=1,
-        ),
-        EngineEntry(
-            "scripted",
-            "fixed completions from a script, with faults (tests)",
-            launch="apexrl.engine.scripted:launch",
-            selectable=False,
         ),
     )
 }

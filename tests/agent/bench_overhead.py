@@ -13,11 +13,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from apexrl.engine.scripted import ScriptedEngine, tool_call_text
 from apexrl.tito.tokenizer import load_tokenizer
 from apexrl.tito.trajectory import TitoTrajectory
 from tests.agent.conftest import run_agent
 from tests.agent.hostenv import HostEnv
+from tests.scripted_engine import ScriptedEngine, tool_call_text
 
 
 def main(steps: int = 40) -> None:

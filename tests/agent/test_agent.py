@@ -6,11 +6,11 @@ import json
 import time
 
 from apexrl.agent.records import AgentRunRecord
-from apexrl.engine.scripted import ScriptedEngine, tool_call_text
 from apexrl.tito.tokenizer import load_tokenizer
 from apexrl.tito.trajectory import TitoTrajectory
 from tests.agent.conftest import run_agent
 from tests.agent.hostenv import HostEnv
+from tests.scripted_engine import ScriptedEngine, tool_call_text
 
 
 def _files(logs):

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from apexrl.engine.scripted import Fault, ScriptedEngine, tool_call_text
 from tests.agent.conftest import run_agent
 from tests.agent.hostenv import HostEnv
+from tests.scripted_engine import Fault, ScriptedEngine, tool_call_text
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.engine.scripted import Fault, ScriptedEngine, tool_call_text
 from apexrl.trial.config import TrialConfig
 from apexrl.trial.run import run_trial
+from tests.scripted_engine import Fault, ScriptedEngine, tool_call_text
 
 os.environ["HARBOR_TELEMETRY"] = "0"
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

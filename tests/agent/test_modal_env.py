@@ -18,9 +18,9 @@ import pytest
 from harbor.models.task.config import EnvironmentConfig, NetworkMode, NetworkPolicy
 from harbor.models.trial.paths import TrialPaths
 
-from apexrl.engine.scripted import ScriptedEngine
 from apexrl.envs.modal import ENTRYPOINT, ModalEnvironment
 from apexrl.errors import UsageError
+from tests.scripted_engine import ScriptedEngine
 
 ECR_REF = "123456789012.dkr.ecr.us-east-1.amazonaws.com/apexrl/world-w1:v1"
 DIGEST = "sha256:" + "ab" * 32

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from apexrl.engine.scripted import ScriptedEngine, tool_call_text
 from apexrl.tito.tokenizer import load_tokenizer
 from apexrl.tito.trajectory import TitoTrajectory
 from tests.agent.conftest import run_agent
 from tests.agent.hostenv import HostEnv
+from tests.scripted_engine import ScriptedEngine, tool_call_text
 
 BAD = '<tool_call>\n{"name": "filesystem_list_files", "arguments": {"path": \n</tool_call>'
 NUDGE = "Wrap up now"

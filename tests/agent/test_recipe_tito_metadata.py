@@ -6,9 +6,9 @@ generator builds it: the response starts at the first sampled token."""
 from __future__ import annotations
 
 from apexrl.agent.harbor_agent import RECIPE_TITO_KEYS
-from apexrl.engine.scripted import FIXED_LOGPROB, ScriptedEngine, tool_call_text
 from tests.agent.conftest import run_agent
 from tests.agent.hostenv import HostEnv
+from tests.scripted_engine import FIXED_LOGPROB, ScriptedEngine, tool_call_text
 
 
 def generator_input(metadata: dict) -> dict:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.engine.scripted import ScriptedEngine, tool_call_text, tool_call_xml
 from apexrl.trial.config import TrialConfig
 from apexrl.trial.run import run_trial
+from tests.scripted_engine import ScriptedEngine, tool_call_text, tool_call_xml
 
 os.environ["HARBOR_TELEMETRY"] = "0"
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

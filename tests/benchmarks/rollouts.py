@@ -183,8 +183,8 @@ class BenchTools:
 # --- the engine double (own process) ---------------------------------------------------------
 def _completion_bank(shape: Shape, tools: list[str], corpus: str, cpt: float):
     """Pre-tokenized completions: (text, ids) with thinking + a tool call, and finals."""
-    from apexrl.engine.scripted import tool_call_text
     from apexrl.tito.tokenizer import load_tokenizer
+    from tests.scripted_engine import tool_call_text
 
     tok = load_tokenizer("qwen3")
     rng = random.Random(7)

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from apexrl.cli.app import app
 from apexrl.engine.probe import probe_endpoint
-from apexrl.engine.scripted import FIXED_LOGPROB, Fault, ScriptedEngine, tool_call_text
 from apexrl.engine.serve import open_engine
 from apexrl.errors import RemoteError, UsageError
 from apexrl.tito.client import EngineClient, EngineError, RetryPolicy
 from apexrl.tito.parsing import parse_completion
 from apexrl.tito.tokenizer import load_tokenizer
+from tests.scripted_engine import FIXED_LOGPROB, Fault, ScriptedEngine, tool_call_text
 
 runner = CliRunner()
 

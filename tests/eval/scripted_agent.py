@@ -1,5 +1,5 @@
 """A real eval run of apexrl's agent with a scripted model: `apexrl eval run` against the
-scripted engine (apexrl.engine.scripted) in the local sandbox, with real tool calls,
+scripted engine (tests.scripted_engine) in the local sandbox, with real tool calls,
 real tool results and apexrl's grading. The model's replies depend on the task it sees
 in the prompt and on how many turns it has taken: list the world's files, run a shell
 command, then answer (the gold answer for the tasks in `right`, a wrong one otherwise).
@@ -17,7 +17,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from apexrl.cli.app import app
-from apexrl.engine.scripted import ScriptedEngine, tool_call_text
+from tests.scripted_engine import ScriptedEngine, tool_call_text
 
 
 def _instructions(tasks: Path) -> dict[str, tuple[str, str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from apexrl.cli.app import app
-from apexrl.engine.scripted import ScriptedEngine, tool_call_text
+from tests.scripted_engine import ScriptedEngine, tool_call_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.peer]
 

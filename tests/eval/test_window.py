@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from apexrl.agent.settings import Sampling, eval_budgets
 from apexrl.cli.app import app
-from apexrl.engine.scripted import ScriptedEngine
+from tests.scripted_engine import ScriptedEngine
 
 
 def test_eval_defaults_are_the_recipes():

@@ -1,6 +1,6 @@
 """The grader parity matrix: fixed trials (kept grading inputs) graded by apexrl's grader
 and by archipelago's own runner, both judged by the scripted engine's marker judge
-(apexrl.engine.scripted.marker_judge): a criterion is met exactly when its marker
+(tests.scripted_engine.marker_judge): a criterion is met exactly when its marker
 reached the judge's prompt. So each verdict says which evidence each grader showed.
 
 Rows: a final answer only; files created and edited (an xlsx past 20k characters, a
@@ -370,7 +370,7 @@ if __name__ == "__main__":
     import sys
     from pathlib import Path
 
-    from apexrl.engine.scripted import ScriptedEngine, marker_judge
+    from tests.scripted_engine import ScriptedEngine, marker_judge
 
     repo = Path(__file__).resolve().parents[2]
     os.environ.setdefault("APEXRL_PEER_DIR", str(repo / ".peer"))

@@ -198,7 +198,7 @@ def test_recipe_dataset_grades_with_the_peer_runner_in_the_local_sandbox(
 ):
     import os
 
-    from apexrl.engine.scripted import ScriptedEngine, marker_judge
+    from tests.scripted_engine import ScriptedEngine, marker_judge
 
     os.environ["HARBOR_TELEMETRY"] = "0"
     monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(tmp_path / "work"))
@@ -307,7 +307,7 @@ def test_grade_py_takes_the_recipe_trajectory_and_a_failed_grading_is_no_reward(
     runner, tmp_path, archipelago_checkout
 ):
     from apexrl.artifacts.archipelago_runner import grading_runtime
-    from apexrl.engine.scripted import ScriptedEngine, marker_judge
+    from tests.scripted_engine import ScriptedEngine, marker_judge
 
     src = expert_data(tmp_path / "apex")
     recs = convert(runner, src, tmp_path / "tasks", archipelago_checkout)
@@ -356,7 +356,7 @@ def test_test_sh_without_a_runtime_syncs_the_vendored_lock_with_uv(
     import subprocess
 
     from apexrl.artifacts.archipelago_runner import python313, uv_binary
-    from apexrl.engine.scripted import ScriptedEngine, marker_judge
+    from tests.scripted_engine import ScriptedEngine, marker_judge
 
     src = expert_data(tmp_path / "apex")
     recs = convert(runner, src, tmp_path / "tasks", archipelago_checkout)

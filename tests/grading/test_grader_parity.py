@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from apexrl.engine.scripted import ScriptedEngine, marker_judge
 from tests.grading.parity_matrix import all_markers, matrix, run_matrix, table
+from tests.scripted_engine import ScriptedEngine, marker_judge
 
 
 @pytest.fixture(scope="module")

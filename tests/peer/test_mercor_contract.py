@@ -29,9 +29,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from apexrl.engine.scripted import ScriptedEngine, chat_script, chat_tool_call, marker_judge
 from apexrl.envs.profiles import MERCOR, check_snapshot, fetch_snapshot, wait_ready
 from tests.mercor_world import start_in_sandbox, unpack_image
+from tests.scripted_engine import ScriptedEngine, chat_script, chat_tool_call, marker_judge
 
 pytestmark = pytest.mark.peer
 
@@ -236,12 +236,12 @@ def test_apexrl_agent_completes_a_task_on_the_peer_environment_gateway(
     envelopes) complete a task there; the gateway's snapshot holds what it wrote."""
     from apexrl.agent.loop import AgentLoop
     from apexrl.agent.mcp_tools import ToolBox
-    from apexrl.engine.scripted import tool_call_text
     from apexrl.tito.client import EngineClient, RetryPolicy
     from apexrl.tito.session import TitoSession
     from apexrl.tito.template import resolve_template
     from apexrl.trial.config import AgentBudgets, Sampling
     from tests.mercor_world import start_peer_environment
+    from tests.scripted_engine import tool_call_text
 
     world = tmp_path / "world"
     with zipfile.ZipFile(example_world) as z:

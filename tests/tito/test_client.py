@@ -224,7 +224,7 @@ def test_seed_limit_drops_seeds_of_long_prompts(monkeypatch):
 
 
 def test_fit_to_server_takes_the_servers_window():
-    from apexrl.engine.scripted import ScriptedEngine
+    from tests.scripted_engine import ScriptedEngine
 
     with ScriptedEngine(["hello there"], model="m", max_model_len=64) as eng:
         with EngineClient(eng.url, model="m", max_context=100_000) as c:

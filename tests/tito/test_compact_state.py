@@ -8,10 +8,10 @@ from array import array
 
 import pytest
 
-from apexrl.engine.scripted import tool_call_text
 from apexrl.tito.session import TitoSession
 from apexrl.tito.state import TokenState, TokenStateError
 from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+from tests.scripted_engine import tool_call_text
 
 TOOLS = [
     {

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.engine.scripted import FIXED_LOGPROB, Fault, ScriptedEngine, tool_call_text
 from apexrl.train.generator import GeneratorSettings, TrialGenerator
+from tests.scripted_engine import FIXED_LOGPROB, Fault, ScriptedEngine, tool_call_text
 
 pytestmark = pytest.mark.integration
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
