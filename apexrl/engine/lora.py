@@ -10,9 +10,8 @@ from apexrl.errors import UsageError
 
 
 def read_lora_deltas(adapter: str | Path) -> dict:
-    """{model parameter name: (alpha / r) * B @ A} from a PEFT LoRA adapter (tar.gz or
-    folder). Archives are read with tarfile's "data" filter (no links out, no devices)."""
-    import tarfile
+    """{model parameter name: (alpha / r) * B @ A} from a PEFT LoRA adapter (tar.gz, tar
+    or folder). Archives go through apexrl's one extractor, with its refusals and limits."""
     import tempfile
 
     import torch
@@ -21,9 +20,7 @@ def read_lora_deltas(adapter: str | Path) -> dict:
     src = Path(adapter)
     with tempfile.TemporaryDirectory(prefix="apexrl-adapter-") as tmp:
         if src.is_file():
-            with tarfile.open(src, "r:*") as tar:
-                tar.extractall(tmp, filter="data")
-            folder = Path(tmp)
+            folder = unpack_adapter(src, Path(tmp))
         elif src.is_dir():
             folder = src
         else:
@@ -55,3 +52,15 @@ def read_lora_deltas(adapter: str | Path) -> dict:
         name = module + ".weight"
         out[name] = out[name] + delta if name in out else delta
     return out
+
+
+def unpack_adapter(archive: Path, dest: Path) -> Path:
+    """Extract an adapter archive (tar.gz as SkyRL's JAX backend saves it, or plain tar)
+    into the empty folder `dest` (apexrl.artifacts.archive_extract: no links, devices
+    or names leaving `dest`; the APEXRL_ARCHIVE_MAX_* limits). Returns `dest`."""
+    from apexrl.artifacts.archive_extract import extract_tar, extract_targz
+
+    blob = archive.read_bytes()
+    extract = extract_targz if blob[:2] == b"\x1f\x8b" else extract_tar
+    extract(blob, dest, where=f"adapter {archive}", links="none", empty=True)
+    return dest
