@@ -1,6 +1,6 @@
-/* apexrl.artifacts._fasttar: the C fast paths of apexrl.artifacts.archive (extraction of
-   plain archives), of tasks.pack (the deterministic tar of a folder: see tar_dir below)
-   and of the local environment's world copy (copy_tree, at the end).
+/* apexrl.artifacts._fasttar: the C fast paths of apexrl.artifacts.archive_extract
+   (extraction of plain archives), of apexrl.tasks.pack (the deterministic tar of a folder:
+   see tar_dir below) and of the local environment's world copy (copy_tree, at the end).
 
    extract(raw, dest, strip, limits, compressed_size)  an uncompressed tar
    extract_gz(blob, dest, strip, limits)                a gzip tar, inflated here (zlib)
@@ -95,7 +95,7 @@ static int plan_add(plan_t *p, const char *name, size_t len, int is_dir, int exe
     return 0;
 }
 
-/* A tar numeric field as archive._octal reads it: up to the first NUL, spaces
+/* A tar numeric field as archive_extract._octal reads it: up to the first NUL, spaces
    trimmed both ends, octal digits only (empty is 0). -1: not for this path. */
 static int parse_octal(const unsigned char *f, size_t len, uint64_t *out) {
     size_t end = 0;
@@ -156,7 +156,7 @@ typedef struct {
     uint64_t size;
 } pax_t;
 
-/* archive._pax_records with the lean parser's key rules. 0 ok, -1 decline. */
+/* archive_extract._pax_records with the lean parser's key rules. 0 ok, -1 decline. */
 static int parse_pax(const unsigned char *d, size_t n, pax_t *pax) {
     size_t pos = 0;
     memset(pax, 0, sizeof *pax);
@@ -510,8 +510,8 @@ out:
     return rc;
 }
 
-/* gunzip() of archive.py: gzip members (zero padding after the last), the output held
-   to `allowed` bytes. DONE with *raw (malloc'd), DECLINE for anything gunzip would
+/* gunzip() of archive_extract.py: gzip members (zero padding after the last), the output
+   held to `allowed` bytes. DONE with *raw (malloc'd), DECLINE for anything gunzip would
    refuse or that passes the bound (gunzip then names it), NOMEM. */
 static int inflate_gz(const unsigned char *blob, size_t n, size_t allowed, unsigned char **raw,
                       size_t *raw_len) {
@@ -802,10 +802,10 @@ static PyObject *fasttar_extract_gz_many(PyObject *self, PyObject *args) {
 /* --- packing: the deterministic tar of a folder ------------------------------------------
 
    tar_dir(path) -> (tar, {"task.toml": bytes, "archipelago.json": bytes}) | None
-   The bytes of tasks.pack.tar_task_dir: walk_sorted's order (a folder's entries sorted
-   by name, then each sub-folder's in turn), archive.tar_header's ustar blocks (PAX
-   `path` records for names over 100 bytes), mtime 0, modes 0755/0644, 1024 zero bytes
-   at the end. None for what the Python path reports or spells otherwise: a link, a
+   The bytes of tasks.pack.tar_task_dir: archive_write.walk_sorted's order (a folder's
+   entries sorted by name, then each sub-folder's in turn), archive_write.tar_header's
+   ustar blocks (PAX `path` records for names over 100 bytes), mtime 0, modes 0755/0644,
+   1024 zero bytes at the end. None for what the Python path reports or spells otherwise: a link, a
    special file, a non-ASCII name, a file of 8 GiB or more, any error on the way. */
 
 typedef struct {
@@ -824,7 +824,7 @@ static int out_reserve(out_t *o, size_t more) {
     return 0;
 }
 
-/* archive._ustar_block into o->buf + at (512 bytes). */
+/* archive_write._ustar_block into o->buf + at (512 bytes). */
 static void ustar_block(unsigned char *h, const char *name, size_t name_len, unsigned long mode,
                         unsigned long long size, char typeflag) {
     memset(h, 0, 512);
@@ -843,7 +843,7 @@ static void ustar_block(unsigned char *h, const char *name, size_t name_len, uns
     h[155] = ' ';
 }
 
-/* archive.tar_header(name, size, mode, kind) appended to o (names are ASCII here). */
+/* archive_write.tar_header(name, size, mode, kind) appended to o (names are ASCII here). */
 static int put_header(out_t *o, const char *name, size_t name_len, unsigned long mode,
                       unsigned long long size, char typeflag) {
     if (name_len > 100) {
@@ -1143,7 +1143,7 @@ static PyObject *fasttar_tar_dir(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* ---- copy_tree: the world copy of a local trial (apexrl.envs.local._make_world) --------
+/* ---- copy_tree: a local trial's world copy (apexrl.envs.local.environment._copy_world) --
 
    copy_tree(src, dst, uid) -> n_files | None
    Every folder and regular file of src into the folder dst, merged as
@@ -1337,7 +1337,7 @@ static PyMethodDef fasttar_methods[] = {
 };
 
 static struct PyModuleDef fasttar_module = {
-    PyModuleDef_HEAD_INIT, "_fasttar", "The C fast paths of tar extraction and packing (apexrl.artifacts.archive).", -1,
+    PyModuleDef_HEAD_INIT, "_fasttar", "The C fast paths of tar extraction and packing (apexrl.artifacts.archive_extract, apexrl.tasks.pack).", -1,
     fasttar_methods, NULL, NULL, NULL, NULL,
 };
 
