@@ -33,6 +33,9 @@ class EngineEntry:
     # modules checked before an eval starts it (empty: it may live in another interpreter)
     preflight_modules: tuple[str, ...] = ()
     version_package: str | None = None  # distribution whose version the run records
+    # how its server is given a wider context window, for the eval's hint when the
+    # window asked for is more than an engine serves ("{n}": the tokens asked for)
+    window_hint: str | None = None
     gpu: bool = False  # wants CUDA GPUs (its CPU build is chosen explicitly)
     # "auto" tries engines by rank, lowest first; None: only when named
     auto_rank: int | None = None
@@ -56,6 +59,7 @@ ENGINES: dict[str, EngineEntry] = {
             extra="serve",
             modules=("vllm",),
             version_package="vllm",
+            window_hint="--max-model-len {n} (vLLM)",
             gpu=True,
             auto_rank=0,
             usable="apexrl.engine.vllm:auto_usable",

@@ -583,16 +583,19 @@ def check_window(endpoint: str, model: str | None, context_window: int | None) -
     """A context window the engine cannot serve stops the run before any trial (each
     trial would otherwise be cut to the engine's window, or end context_length)."""
     from apexrl.engine.probe import probe_endpoint
+    from apexrl.engine.registry import ENGINES
 
     if context_window is None:
         return
     info = probe_endpoint(endpoint, model=model)
     if info.max_model_len is not None and context_window > info.max_model_len:
+        # any engine may be behind the endpoint: each one's way to a wider window
+        wider = [e.window_hint.format(n=context_window) for e in ENGINES.values() if e.window_hint]
+        serve = f"serve the model with {' or '.join(wider)}, or " if wider else ""
         raise UsageError(
             f"--context-window {context_window:,} is more than the engine at {endpoint} "
             f"serves ({info.max_model_len:,} tokens for {info.model})",
-            hint=f"serve the model with --max-model-len {context_window} (vLLM), or pass "
-            f"--context-window {info.max_model_len}",
+            hint=f"{serve}pass --context-window {info.max_model_len}",
         )
 
 
