@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -52,14 +53,21 @@ def iter_lines(source: str | Path) -> Iterator[tuple[int, bytes]]:
                 yield n, line
 
 
-def read_records[M: BaseModel](source: str | Path, model: type[M]) -> Iterator[M]:
-    """Read and validate records; errors name the file and line."""
+def iter_json(source: str | Path) -> Iterator[tuple[str, Any]]:
+    """(where, value) of each non-blank line, `where` naming the file and line; a line
+    that is not JSON is a BadRecordError there."""
     for n, line in iter_lines(source):
         where = f"{source}:{n}"
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as e:
             raise BadRecordError(where, f"invalid JSON: {e}") from None
+        yield where, obj
+
+
+def read_records[M: BaseModel](source: str | Path, model: type[M]) -> Iterator[M]:
+    """Read and validate records; errors name the file and line."""
+    for where, obj in iter_json(source):
         try:
             yield model.model_validate(obj)
         except ValidationError as e:

@@ -60,18 +60,12 @@ def slugify(name: str, task_id: str) -> str:
 def load_images(path: Path) -> dict[str, ImageRecord]:
     """images.jsonl of `image push` (world_id, ref, digest), or - for stdin. `world pack`
     output (archives on disk, not yet pushed) is refused with what to run first."""
-    import orjson
     from pydantic import ValidationError
 
-    from apexrl.artifacts.jsonl import iter_lines
+    from apexrl.artifacts.jsonl import iter_json
 
     out: dict[str, ImageRecord] = {}
-    for n, line in iter_lines(path):
-        where = f"{path}:{n}"
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise BadRecordError(where, f"invalid JSON: {e}") from None
+    for where, obj in iter_json(path):
         if isinstance(obj, dict) and "archive" in obj and "ref" not in obj:
             raise BadRecordError(
                 where,
