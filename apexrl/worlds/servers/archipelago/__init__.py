@@ -5,6 +5,7 @@ implemented over apexrl's world logic. See `apexrl.worlds.surface`."""
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,36 @@ def image_file(world: World, image_path: str) -> Path:
     if ext not in ("jpg", "jpeg", "png"):
         raise Failed(f"Unsupported image format: {ext}. Supported formats: jpg, jpeg, png")
     return img
+
+
+class ImageCache:
+    """The images a read tool listed, kept by (file path, annotation key) as the JPEG that
+    read_image returns: the peer keeps them in memory so, and answers read_image only
+    for an image a read listed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jpegs: dict[tuple[str, str], bytes] = {}
+
+    def keep(self, file_path: str, key: str, blob: bytes) -> None:
+        """Keep an image (raises when its bytes are no image PIL reads)."""
+        data = jpeg(blob)
+        with self._lock:
+            self._jpegs[(file_path, key)] = data
+
+    def image(self, file_path: str, key: str) -> Any:
+        """The kept image as MCP image content, None when none is kept under the key."""
+        import base64
+
+        from mcp.types import ImageContent
+
+        with self._lock:
+            data = self._jpegs.get((file_path, key))
+        if data is None:
+            return None
+        return ImageContent(
+            type="image", data=base64.b64encode(data).decode(), mimeType="image/jpeg"
+        )
 
 
 def jpeg(blob: bytes) -> bytes:

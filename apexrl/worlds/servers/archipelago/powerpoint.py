@@ -8,9 +8,9 @@ markers, `#` titles, pipe tables, picture links, notes), cut to [start, end)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-import threading
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -19,11 +19,11 @@ from apexrl.errors import ApexError
 from apexrl.worlds.apps import slides as _slides
 from apexrl.worlds.servers.archipelago import (
     Failed,
+    ImageCache,
     existing_file,
     file_arg,
     image_file,
     internal_error,
-    jpeg,
     path_problem,
     transform_image,
 )
@@ -378,8 +378,7 @@ def _build(prs, s: SlideDefinition, index: int | None = None) -> None:
 
 
 def tools(world: World) -> list:
-    images: dict[tuple[str, str], bytes] = {}
-    cache_lock = threading.Lock()
+    images = ImageCache()
 
     def read_slides(
         file_path: PptxPath,
@@ -504,13 +503,8 @@ def tools(world: World) -> list:
                         "height": (sh.height or 0) / EMU_PER_INCH,
                     }
                 )
-                try:
-                    blob = jpeg(sh.image.blob)
-                except Exception:
-                    blob = None
-                if blob is not None:
-                    with cache_lock:
-                        images[(file_path, ann)] = blob
+                with contextlib.suppress(Exception):  # an image PIL cannot read is not kept
+                    images.keep(file_path, ann, sh.image.blob)
             comps.append(c)
         notes = None
         if sl.has_notes_slide and sl.notes_slide.notes_text_frame is not None:
@@ -660,22 +654,17 @@ def tools(world: World) -> list:
     ):
         """Return a picture of a slide, by the key read_individualslide listed (read the
         slide first)."""
-        import base64
-
         from mcp.shared.exceptions import MCPError
-        from mcp.types import ImageContent
 
-        with cache_lock:
-            blob = images.get((file_path, (annotation or "").strip()))
-        if blob is None:
+        img = images.image(file_path, (annotation or "").strip())
+        if img is None:
             raise MCPError(
                 -32602,
                 f"Invalid params: Error calling tool 'read_image': Image not found in cache for "
                 f"file '{file_path}' with annotation '{annotation}'. Make sure you've called "
                 "read_individualslide first to extract images.",
             )
-        data = base64.b64encode(blob).decode()
-        return ImageContent(type="image", data=data, mimeType="image/jpeg")
+        return img
 
     @_json_answer
     def add_image(

@@ -11,9 +11,8 @@ tables go onto a page in document order until their estimated size passes a budg
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import re
-import threading
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,11 +22,11 @@ from apexrl.errors import ApexError
 from apexrl.worlds.apps import docs as _docs
 from apexrl.worlds.servers.archipelago import (
     Failed,
+    ImageCache,
     existing_file,
     failures_as_text,
     image_file,
     internal_error,
-    jpeg,
     path_problem,
     transform_image,
 )
@@ -248,8 +247,7 @@ def _rgb_hex(value: str) -> str | None:
 
 
 def tools(world: World) -> list:
-    images: dict[tuple[str, str], bytes] = {}
-    cache_lock = threading.Lock()
+    images = ImageCache()
 
     @failures_as_text
     def get_document_overview(file_path: DocxPath) -> str:
@@ -338,12 +336,9 @@ def tools(world: World) -> list:
                     ]
                     out.append(f"  Row {ri}: " + " | ".join(cells))
                 out.append("")
-        with cache_lock:
-            for ann, (_run, rid) in found:
-                try:
-                    images[(file_path, ann)] = jpeg(d.part.related_parts[rid].blob)
-                except Exception:
-                    continue
+        for ann, (_run, rid) in found:
+            with contextlib.suppress(Exception):  # an image PIL cannot read is not kept
+                images.keep(file_path, ann, d.part.related_parts[rid].blob)
         return "\n".join(out)
 
     def read_image(
@@ -354,20 +349,15 @@ def tools(world: World) -> list:
     ):
         """Return an image embedded in a document, by the annotation key that
         read_document_content printed (read the document first)."""
-        from mcp.types import ImageContent
-
-        key = (annotation or "").strip().lstrip("@")
-        with cache_lock:
-            blob = images.get((file_path, key))
-        if blob is None:
+        img = images.image(file_path, (annotation or "").strip().lstrip("@"))
+        if img is None:
             raise internal_error(
                 "read_image",
                 f"Image not found in cache for file '{file_path}' with annotation "
                 f"'{annotation}'. Make sure you've called read_document_content first to "
                 "extract images.",
             )
-        data = base64.b64encode(blob).decode()
-        return ImageContent(type="image", data=data, mimeType="image/jpeg")
+        return img
 
     @failures_as_text
     def create_document(
