@@ -529,6 +529,13 @@ def extract_targz(
     return _extract_tar_python(raw, dest, where, links, limits, strip, skip_refused, len(blob))
 
 
+def extract_tar_or_targz(blob: bytes, dest: Path, *, where: str, **kw: Any) -> Extracted:
+    """extract_targz when `blob` starts with gzip's magic, else extract_tar: for archives
+    whose writer may or may not compress (a SkyRL adapter, a sandbox's world snapshot)."""
+    extract = extract_targz if blob[:2] == b"\x1f\x8b" else extract_tar
+    return extract(blob, dest, where=where, **kw)
+
+
 def _extract_tar_python(
     raw: bytes,
     dest: Path,

@@ -58,9 +58,9 @@ def unpack_adapter(archive: Path, dest: Path) -> Path:
     """Extract an adapter archive (tar.gz as SkyRL's JAX backend saves it, or plain tar)
     into the empty folder `dest` (apexrl.artifacts.archive_extract: no links, devices
     or names leaving `dest`; the APEXRL_ARCHIVE_MAX_* limits). Returns `dest`."""
-    from apexrl.artifacts.archive_extract import extract_tar, extract_targz
+    from apexrl.artifacts.archive_extract import extract_tar_or_targz
 
-    blob = archive.read_bytes()
-    extract = extract_targz if blob[:2] == b"\x1f\x8b" else extract_tar
-    extract(blob, dest, where=f"adapter {archive}", links="none", empty=True)
+    extract_tar_or_targz(
+        archive.read_bytes(), dest, where=f"adapter {archive}", links="none", empty=True
+    )
     return dest

@@ -318,11 +318,12 @@ class ModalEnvironment(BaseEnvironment):
         self._tmp = tempfile.TemporaryDirectory(prefix="apexrl-modal-before-")
         before = Path(self._tmp.name) / "world"
         before.mkdir()
-        from apexrl.artifacts.archive_extract import extract_tar, extract_targz
+        from apexrl.artifacts.archive_extract import extract_tar_or_targz
 
         # sandbox-written bytes (gzip or plain tar): links, devices and escapes are skipped
-        extract = extract_targz if data[:2] == b"\x1f\x8b" else extract_tar
-        res = extract(data, before, where="world snapshot (sandbox)", skip_refused=True)
+        res = extract_tar_or_targz(
+            data, before, where="world snapshot (sandbox)", skip_refused=True
+        )
         for r in res.refused:
             self.logger.warning(f"world snapshot: refused {r.name!r}: {r.reason}")
         self.world_before_dir = before
