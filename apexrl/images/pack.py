@@ -34,6 +34,7 @@ from apexrl.errors import BadRecordError, UsageError
 from apexrl.images import oci
 from apexrl.worlds.sources import SKIP_NAMES, WorldSource, walk_entries
 from apexrl.worlds.store import WORLD_META
+from apexrl.worlds.world import known_apps
 
 WORLD_DIR = "world"  # -> /world in the image
 RUNTIME_DIR = "opt/apexrl"
@@ -323,7 +324,7 @@ class Packer:
 
     def _spec(self, world: WorldSource, layers: list[oci.Layer]) -> oci.ImageSpec:
         port = self.opts.port
-        apps = _known_apps(world.meta.get("apps") or [])
+        apps = known_apps(world.meta.get("apps") or [])
         pythonpath = "/" + RUNTIME_DIR + (":/" + DEPS_DIR if self.opts.deps else "")
         mercor = self.opts.profile == "mercor"
         return oci.ImageSpec(
@@ -416,10 +417,3 @@ def _locked(fn: Callable[[int], None] | None) -> Callable[[int], None] | None:
             fn(n)
 
     return call
-
-
-def _known_apps(names: list[str]) -> list[str]:
-    """The world's apps as gateway server names (unknown names are left out)."""
-    from apexrl.worlds.world import known_apps
-
-    return known_apps(names)
