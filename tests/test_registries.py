@@ -18,7 +18,24 @@ from apexrl.engine.serve import start_engine
 from apexrl.envs.registry import ENVIRONMENTS
 from apexrl.importpath import load
 
-ROOT = str(Path(__file__).resolve().parents[1])  # the fake module imports tests.scripted_engine
+ROOT = str(Path(__file__).resolve().parents[1])  # the scripts import tests.* modules
+
+
+def run_script(tmp_path: Path, script: str, arg: Path) -> dict:
+    """Run `script` in a fresh interpreter (so the entries it adds come before apexrl's
+    other modules load), with tmp_path's modules and the repo importable; the JSON of
+    its last stdout line."""
+    (tmp_path / "script.py").write_text(script)
+    p = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py"), str(arg)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), ROOT)), "COLUMNS": "200"},
+    )
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def test_every_entry_points_at_real_code():
@@ -131,17 +148,7 @@ FAKE_MOD = textwrap.dedent(
 
 def test_one_registry_entry_reaches_every_consumer(tmp_path):
     (tmp_path / "fake_env_mod.py").write_text(FAKE_MOD)
-    (tmp_path / "one_more.py").write_text(ONE_MORE)
-    p = subprocess.run(
-        [sys.executable, str(tmp_path / "one_more.py"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), ROOT)), "COLUMNS": "200"},
-    )
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out = run_script(tmp_path, ONE_MORE, tmp_path)
     assert all(n in out["eval_help"] for n in ("fakeenv", "fakeeng", "fakeagent"))
     assert out["agent_path"] == ["fake_env_mod:FakeAgent", ["budgets", "chat_template", "endpoint"]]
     assert "fakeeng" in out["serve"]  # the usage error lists the registry's choices
@@ -235,17 +242,7 @@ def test_one_server_spec_reaches_the_world_gateway(tmp_path):
     (notes / "q3.txt").write_text("close the books by Friday")
     (tmp_path / "world" / "world.json").write_text(json.dumps({"apps": ["Notebook", "files"]}))
     (tmp_path / "fake_notes_server.py").write_text(FAKE_SERVER)
-    (tmp_path / "one_more_server.py").write_text(ONE_MORE_SERVER)
-    p = subprocess.run(
-        [sys.executable, str(tmp_path / "one_more_server.py"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
-    )
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out = run_script(tmp_path, ONE_MORE_SERVER, tmp_path)
     assert out["hint"].endswith(", code, notes")  # the known apps, in mount order
     assert out["apps"] == ["files", "notes"]
     assert out["health"] == {
@@ -299,24 +296,11 @@ def test_one_metric_entry_reaches_summary_report_and_json(tmp_path):
     """One more MetricKind in the table (before apexrl's other modules load) is a field of
     summary.json and of each domain's figures, a row of the report and of a comparison,
     and a key of the report's JSON; its figure is the mean of its per-task values."""
-    from pathlib import Path
-
     from apexrl.eval import resume
     from apexrl.eval.metrics import Columns, TaskTable
 
-    repo = Path(__file__).resolve().parents[1]
     run = tmp_path / "run"
-    (tmp_path / "one_metric.py").write_text(ONE_METRIC)
-    p = subprocess.run(
-        [sys.executable, str(tmp_path / "one_metric.py"), str(run)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": str(repo), "COLUMNS": "200"},
-    )
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out = run_script(tmp_path, ONE_METRIC, run)
     # the expected figure, from the run's rows without the new metric
     tasks = TaskTable.from_columns(Columns.from_table(resume.read_results_table(run)))
     expected = float((tasks.c == 0).mean())
