@@ -34,9 +34,9 @@ def write_adapter(folder: Path) -> dict:
     return t
 
 
-def pack(folder: Path, out: Path, mode: str, extra=None) -> Path:
+def pack(folder: Path, out: Path, mode: str, extra=None, **kw) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(out, mode) as tar:
+    with tarfile.open(out, mode, **kw) as tar:
         tar.add(folder, arcname="")  # SkyRL's pack_and_upload: the folder's root as ""
         if extra:
             extra(tar)
@@ -69,6 +69,8 @@ def test_tar_gz_tar_and_folder_give_the_same_deltas(tmp_path):
     name = "model.layers.0.self_attn.q_proj.weight"
     for src in (
         pack(tmp_path / "ad", tmp_path / "adapter.tar.gz", "w:gz"),
+        # as SkyRL's pack_and_upload writes it: gzip at level 0 (stored blocks)
+        pack(tmp_path / "ad", tmp_path / "skyrl.tar.gz", "w:gz", compresslevel=0),
         pack(tmp_path / "ad", tmp_path / "adapter.tar", "w"),
         tmp_path / "ad",
     ):
