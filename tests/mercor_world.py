@@ -1,6 +1,6 @@
 """A world image that follows the contract of Mercor's prebuilt world images.
 
-The contract (FACTS.md section 2): started with `/app/tools/start.sh <task_slug>`, a
+The contract (docs/facts.md section 2): started with `/app/tools/start.sh <task_slug>`, a
 gateway on port 8000 (`/health`, MCP over HTTP at `/mcp/`), the world's data at
 `/filesystem` and `/.apps_data`, and a snapshot (a tar of both) from `POST
 /data/snapshot`. Mercor's own servers are not public, so the image's server is a small

@@ -1,6 +1,6 @@
 """A small dataset in the shape of the published APEX-Agents data (mercor/apex-agents).
 
-Built from the published field list (FACTS.md section 2), not from apexrl's example
+Built from the published field list (docs/facts.md section 2), not from apexrl's example
 generator: title-case domains, task ids `task_<32 hex>`, task names like
 `World221_IB_01`, `task_input_files` null or an opaque snapshot id `snap_<32 hex>`
 whose files are the folder `task_files/<task_id>/` laid out like a world

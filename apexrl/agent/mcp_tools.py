@@ -5,7 +5,7 @@
     out = await box.call("filesystem_read_text_file", {"file_path": "/a.txt"}, timeout_s=600)
     out.status  # ok | timeout | mcp_error | empty_content | fatal_mcp_error
 
-Classification (FACTS.md section 5):
+Classification (docs/facts.md section 5):
   ok               the tool answered with non-empty content
   mcp_error        the tool answered with isError (bad arguments, missing file,
                    unknown tool): the model sees the message and can fix its call

@@ -1,6 +1,6 @@
 """How each ending of a trial counts: ONE table per named outcome policy.
 
-`recipe` reproduces the public ApexAgents-SkyRL recipe (FACTS.md section 5) and is the
+`recipe` reproduces the public ApexAgents-SkyRL recipe (docs/facts.md section 5) and is the
 training default; `strict` is apexrl's earlier behaviour (every budget ending trains
 with reward 0, repairs run out into an error).
 

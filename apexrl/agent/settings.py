@@ -29,7 +29,7 @@ def _budget_model(name: str, doc: str, recipe_only: bool) -> type[BaseModel]:
 # line there): AgentBudgets holds all of them, AgentLimits those a recipe's [agent] sets,
 # under their recipe keys (apexrl.agent.budgets.budgets_from_recipe maps them back).
 AgentBudgets = _budget_model(
-    "AgentBudgets", "Recipe defaults worth keeping (FACTS.md section 5).", recipe_only=False
+    "AgentBudgets", "Recipe defaults worth keeping (docs/facts.md section 5).", recipe_only=False
 )
 AgentLimits = _budget_model(
     "AgentLimits", "The budgets a recipe's [agent] table sets.", recipe_only=True

@@ -1,6 +1,6 @@
 """Pass@1, Pass@k, Pass^k and mean score with 95% bootstrap CIs over tasks.
 
-Definitions (FACTS.md section 3):
+Definitions (docs/facts.md section 3):
 
 - A trial passes when it completed and met every rubric criterion. Its score is
   the fraction of criteria met when it completed, else 0: trials that did not

@@ -1,7 +1,7 @@
 """Does a rubric need the LLM judge, and is one configured? (checked before any trial)
 
 A criterion needs the judge when it has no deterministic `check`: every criterion of
-the published APEX-Agents rubrics is free text (FACTS.md section 3). Running such
+the published APEX-Agents rubrics is free text (docs/facts.md section 3). Running such
 tasks without a judge scores every one of those criteria 0, silently, so runners
 (`eval run`, `train`) call `check_judge` first:
 

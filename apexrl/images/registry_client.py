@@ -484,7 +484,7 @@ class RegistryClient:
         opener: Callable[[], IO[bytes]],
         on_bytes: Callable[[int], None] | None = None,
     ) -> None:
-        """POST + one monolithic PUT ?digest= (what ECR handles reliably, FACTS §9).
+        """POST + one monolithic PUT ?digest= (what ECR handles reliably, docs/facts.md section 9).
 
         The body streams from a reader thread that hashes ahead of the socket; the
         last chunk goes out only once the content is known to match `digest`."""

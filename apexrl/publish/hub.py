@@ -10,7 +10,7 @@
 4. list the remote tree again and compare every file's size and content id.
 
 429 and 5xx answers and network errors are retried with exponential backoff
-(honouring Retry-After); other 4xx are not (FACTS.md section 9): they stop with
+(honouring Retry-After); other 4xx are not (docs/facts.md section 9): they stop with
 the Hub's message and what to do. A missing or rejected token exits 3.
 """
 
@@ -34,7 +34,7 @@ BACKOFF_S = 2.0  # first wait; doubles each attempt
 BACKOFF_MAX_S = 60.0
 COMMIT_BYTES = 20 * 1024**3  # few large commits (the Hub allows ~128 commits/hour)
 COMMIT_FILES = 2_000
-COMMITS_PER_HOUR = 128  # FACTS.md section 9
+COMMITS_PER_HOUR = 128  # docs/facts.md section 9
 TIMEOUT = {"connect": 30.0, "read": 300.0, "write": 300.0, "pool": 60.0}
 
 

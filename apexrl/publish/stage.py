@@ -24,7 +24,7 @@ from apexrl.errors import UsageError
 from apexrl.publish.models import PublishFile
 from apexrl.publish.redact import Redactor
 
-# Hub limits (FACTS.md section 9)
+# Hub limits (docs/facts.md section 9)
 MAX_REPO_FILES = 100_000
 MAX_FOLDER_FILES = 10_000
 

@@ -1,6 +1,6 @@
 """`apexrl tasks example`: a synthetic expert dataset in the APEX-Agents layout.
 
-Layout written under OUT (FACTS.md section 2):
+Layout written under OUT (docs/facts.md section 2):
 
     tasks_and_rubrics.json            list of ApexTask records
     world_descriptions.json           list of ApexWorld records

@@ -21,7 +21,7 @@ how it was started, so for one started elsewhere set APEXRL_ENGINE_SEED_MAX_PROM
 (e.g. 2048): `seed_max_prompt` then drops the seed of longer prompts (counted in
 `seeds_dropped`) instead of sending a request that would crash the engine.
 
-Failures are classified (FACTS section 5):
+Failures are classified (docs/facts.md section 5):
   context_window_exceeded  not retried
   bad_request              deterministic 4xx, not retried
   timeout                  retried with exponential backoff

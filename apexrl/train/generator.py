@@ -11,8 +11,8 @@ len(response_ids[i]) == len(loss_masks[i]) == len(rollout_logprobs[i]).
 Every trial runs in its own process (a fresh interpreter from `ProcessExecutor`,
 or a Ray task from `RayExecutor` on a cluster; the executors live in
 apexrl.trial.executors): the agent's asyncio loop, MCP streams and SSL contexts
-never share a process (FACTS 5). `executor = "shards"` (`ShardExecutor`) is the middle
-way at hundreds of concurrent trials: `shards` long-lived worker processes, each
+never share a process (docs/facts.md section 5). `executor = "shards"` (`ShardExecutor`) is the
+middle way at hundreds of concurrent trials: `shards` long-lived worker processes, each
 running many trials in its own event loop
 (apexrl.trial.shards): memory grows with the shards, not with the trials, and no
 event loop carries more than concurrency/shards agent loops. A semaphore caps the

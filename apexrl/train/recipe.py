@@ -222,7 +222,8 @@ class RolloutSection(_S):
     # a ceiling the recipe's authors published or measured: `auto` never goes above it, and
     # a number above it is warned about
     ceiling: int | None = None
-    avg_tokens: int = 101_441  # expected trajectory length, for the planner (FACTS 8)
+    # expected trajectory length, for the planner (docs/facts.md section 8)
+    avg_tokens: int = 101_441
     rate_limit_per_s: float = 0.0  # trial starts per second; 0 = unlimited
     session_affinity: bool = True
     trial_retries: int = 2  # reruns of trials whose sandbox failed to start

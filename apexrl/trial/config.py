@@ -2,7 +2,7 @@
 
 `apexrl.trial.run.run_trial(task_dir, config) -> TrialOutcome` runs one trial and
 never raises for a trial-level failure: the outcome's `result.status` and
-`result.error_class` classify it (FACTS.md section 5), and non-completed trials
+`result.error_class` classify it (docs/facts.md section 5), and non-completed trials
 score 0.
 """
 

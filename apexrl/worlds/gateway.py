@@ -39,7 +39,7 @@ MCP_PATH = "/mcp/"
 
 
 def tool_name(server: str, base: str, n_servers: int, surface: str | None = None) -> str:
-    """FACTS.md section 2: with several servers, tool names carry the server's name
+    """docs/facts.md section 2: with several servers, tool names carry the server's name
     (archipelago's surface always prefixes)."""
     return get_surface(surface).tool_name(server, base, n_servers)
 

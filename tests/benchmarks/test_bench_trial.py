@@ -267,7 +267,7 @@ def _tasks(root: Path, n: int) -> tuple[Path, Path]:
     return tree, root / "ex" / "world_files_zipped"
 
 
-WORLD_FILES = 166  # the published dataset's files per world (FACTS.md: ~166)
+WORLD_FILES = 166  # the published dataset's files per world (docs/facts.md section 2: ~166)
 
 
 def _pad_worlds(worlds: Path, files: int = WORLD_FILES) -> int:

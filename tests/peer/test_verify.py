@@ -82,7 +82,7 @@ def test_a_new_checkout_builds_its_own(checkout, tmp_path):
 
 
 # What apexrl's archipelago surface matches byte for byte (after normalisation); the
-# README lists what still differs and why.
+# docs/worlds.md lists what still differs and why.
 MATCHED = {
     ("excel", None),
     ("code_execution", None),
@@ -94,7 +94,7 @@ MATCHED = {
     ("word", None),
     ("powerpoint", None),
 }
-# known differences inside those (README): archipelago's guidance prose (not copied:
+# known differences inside those (docs/worlds.md): archipelago's guidance prose (not copied:
 # search_files' hint on an empty result at the root, code_exec's raw-Python refusal,
 # read_csv's truncation banner) and a page rendered by another engine (pdfium, not
 # MuPDF)

@@ -9,7 +9,7 @@ included (they are charged to the group that wrote them). When apexrl runs as ro
 - cgroup v2: the same under apexrl's own group where the `memory` controller is enabled
   for its children (`cgroup.subtree_control`), with `memory.max` and `memory.swap.max`.
 Elsewhere (not root, nothing writable) `group_for` returns None and the per-process
-limits hold alone (README, threat model).
+limits hold alone (docs/security.md).
 
 Processes join by writing 0 ("myself") to the group's `cgroup.procs` before they run
 anything of the trial: the fork server's child through a descriptor it is handed, a
