@@ -41,7 +41,7 @@ PEER_DIR ?= .peer
 PEER_APT_PACKAGES := libreoffice-calc gcc
 PEER_FOUND := $(shell test -d "$(APEXRL_ARCHIPELAGO)/mcp_servers" && echo yes)
 
-.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions demo clean train-env test-train jax-env bench-jax peer peer-servers peer-grader wheel wheelhouse
+.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions cli-docs demo clean train-env test-train jax-env bench-jax peer peer-servers peer-grader wheel wheelhouse
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
@@ -58,6 +58,7 @@ help:
 	@echo "make bench        run benchmarks, write bench/results.json"
 	@echo "make lint         ruff check + format check"
 	@echo "make completions  regenerate completions/ from the CLI"
+	@echo "make cli-docs     regenerate docs/cli.md (every command's --help) from the CLI"
 	@echo "make wheel        $(DIST)/: the sdist, the manylinux CPython 3.12 wheel (C extension) and the pure-Python wheel"
 	@echo "make wheelhouse   $(WHEELHOUSE)/: wheels of the default dependencies (the install tests install from it, offline)"
 
@@ -184,6 +185,9 @@ format: install
 
 completions: install
 	$(PY) -m apexrl.completions
+
+cli-docs: install
+	$(PY) -m apexrl.clidocs
 
 # The pipeline on embedded defaults: example -> convert -> pack -> unpack -> validate
 # -> split, world images, a TITO check of the bundled Qwen3 tokenizer, evaluation

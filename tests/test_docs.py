@@ -60,3 +60,20 @@ def test_relative_links_resolve():
 
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_cli_reference_is_current():
+    from apexrl import clidocs
+
+    assert (ROOT / clidocs.OUT).read_text("utf-8") == clidocs.render(), (
+        "docs/cli.md is stale: run `make cli-docs`"
+    )
+
+
+def test_cli_reference_covers_every_command():
+    from apexrl import clidocs
+
+    text = (ROOT / clidocs.OUT).read_text("utf-8")
+    paths = clidocs.command_paths()
+    assert ("eval", "run") in paths and ("image", "push") in paths
+    assert all(f"`{' '.join(('apexrl', *p))}`" in text for p in paths)

@@ -1,7 +1,8 @@
 """Imports flow one way: cli -> commands -> core. A test over the source, not a convention.
 
-- Nothing below `apexrl.cli` imports from it (only the entry points `apexrl.__main__`
-  and the completion generator `apexrl.completions` sit above the CLI).
+- Nothing below `apexrl.cli` imports from it (only the entry points `apexrl.__main__`,
+  the completion generator `apexrl.completions` and the CLI reference generator
+  `apexrl.clidocs` sit above the CLI).
 - A "module:attr" string naming apexrl code (a registry's import path, a trial function,
   loaded by apexrl.importpath) counts as an import of that module between packages: it
   may not point up any more than an import statement may.
@@ -17,7 +18,7 @@ import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "apexrl"
-ABOVE_CLI = {"apexrl.__main__", "apexrl.completions"}
+ABOVE_CLI = {"apexrl.__main__", "apexrl.completions", "apexrl.clidocs"}
 
 
 def modules() -> dict[str, Path]:
