@@ -13,6 +13,9 @@ from JSON). What they find:
   (standard or URL-safe, at any alignment, wrapped or not);
 - in UTF-8, any 8-bit encoding (read as Latin-1), and UTF-16LE/BE with or without a BOM
   (runs of ASCII code units, at either byte alignment);
+- in escaped text as it reads decoded (JSON, `\\xHH`; up to 3 levels: a tool result
+  stored as JSON text inside a JSON trace), so `\\naws_secret_access_key=...` is a
+  line that starts with the key name, not a word that ends in `naws`;
 - inside zip, gzip and tar archives whatever the file is called (3 levels deep), the
   archive rebuilt with the matches redacted.
 
@@ -23,6 +26,7 @@ binary data, and recorded as a finding (never with its value).
 from __future__ import annotations
 
 import base64
+import bisect
 import os
 import re
 from collections import Counter
@@ -40,6 +44,10 @@ _UTF16_RUNS = (
     (re.compile(r"(?:\x00[\t\n\r\x20-\x7e]){8,}"), 1),
 )
 _WORD = re.compile(r"[A-Za-z0-9_]")
+# one escaped character of JSON (or Python) string text
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|[\\\"'/bfnrtv])")
+_ESCAPED = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+MAX_ESCAPE_DEPTH = 3  # text escaped in text escaped in text
 MAX_ARCHIVE_BYTES = 512 * 1024 * 1024  # bigger archives are scanned as binary instead
 MAX_DEPTH = 3  # archives in archives
 
@@ -76,6 +84,48 @@ def _random_looking(s: str, digits: bool) -> bool:
         and (not digits or len(_DIGITS.findall(run)) >= 2)
         for run in _ALNUM_RUN.findall(s)
     )
+
+
+class _Unescaped:
+    """`raw` with one level of escapes decoded, and the way back: a decoded offset to the
+    raw offset it starts at (an escape is one decoded character)."""
+
+    def __init__(self, raw: str) -> None:
+        parts: list[str] = []
+        self._dec: list[int] = []  # where each segment starts, decoded and raw
+        self._raw: list[int] = []
+        at = d = 0
+        for m in _ESCAPE.finditer(raw):
+            if m.start() > at:
+                self._segment(parts, raw[at : m.start()], d, at)
+                d += m.start() - at
+            self._segment(parts, _unescape_one(m[0]), d, m.start())
+            d += 1
+            at = m.end()
+        if at < len(raw):
+            self._segment(parts, raw[at:], d, at)
+            d += len(raw) - at
+        self.text = "".join(parts)
+        self._len_raw = len(raw)
+
+    def _segment(self, parts: list[str], text: str, d: int, r: int) -> None:
+        parts.append(text)
+        self._dec.append(d)
+        self._raw.append(r)
+
+    def raw(self, p: int) -> int:
+        """The raw offset of decoded offset `p` (0 to len(text))."""
+        if p >= len(self.text):
+            return self._len_raw
+        i = bisect.bisect_right(self._dec, p) - 1
+        return self._raw[i] + (p - self._dec[i])
+
+
+def _unescape_one(esc: str) -> str:
+    c = esc[1]
+    if c in "ux":
+        return chr(int(esc[2:], 16))
+    return _ESCAPED.get(c, c)
 
 
 class Redactor:
@@ -153,15 +203,28 @@ class Redactor:
                     hits.append((at, m.end(), name))
         return hits
 
-    def _hits(self, s: str) -> list[Hit]:
-        """Every match in `s` and in the UTF-16 text inside it, without overlaps, in order."""
+    def _find_decoded(self, s: str, depth: int = 0) -> list[Hit]:
+        """Matches in `s` and in `s` read with its escapes decoded (recursively), each
+        given as the raw span it covers (whole escapes)."""
         hits = self._find(s)
+        if depth < MAX_ESCAPE_DEPTH and "\\" in s:
+            dec = _Unescaped(s)
+            if dec.text != s:
+                found = self._find_decoded(dec.text, depth + 1)
+                hits += [(dec.raw(a), dec.raw(b), k) for a, b, k in found]
+        return hits
+
+    def _hits(self, s: str) -> list[Hit]:
+        """Every match in `s`, in its escaped text decoded and in the UTF-16 text inside
+        it, without overlaps, in order."""
+        hits = self._find_decoded(s)
         if "\x00" in s:
             for rx, off in _UTF16_RUNS:
                 for run in rx.finditer(s):
                     units = run[0][off::2]
                     base = run.start()
-                    hits += [(base + 2 * a, base + 2 * b, k) for a, b, k in self._find(units)]
+                    found = self._find_decoded(units)
+                    hits += [(base + 2 * a, base + 2 * b, k) for a, b, k in found]
         hits.sort(key=lambda h: (h[0], h[0] - h[1]))  # stable: known values win ties
         out: list[Hit] = []
         end = -1
