@@ -15,7 +15,7 @@ function __apexrl_subs
         case 'publish'
             echo dataset model traces
         case 'tasks'
-            echo convert example ls pack split unpack validate
+            echo convert example ls pack split synthetic unpack validate
         case 'tito'
             echo verify
         case 'world'
@@ -230,6 +230,7 @@ complete -c apexrl -n '__apexrl_is "tasks"' -a example -d 'Write a synthetic exp
 complete -c apexrl -n '__apexrl_is "tasks"' -a ls -d 'List tasks: path, task id, domain, world, size, and where each is (dat'
 complete -c apexrl -n '__apexrl_is "tasks"' -a pack -d 'Pack task directories into a sharded Parquet dataset (path, task_binar'
 complete -c apexrl -n '__apexrl_is "tasks"' -a split -d 'Split a dataset into train and eval sets that share no world.'
+complete -c apexrl -n '__apexrl_is "tasks"' -a synthetic -d 'Write the tool-use task family (answers only in the worlds files) in t'
 complete -c apexrl -n '__apexrl_is "tasks"' -a unpack -d 'Extract a Parquet task dataset into task directories, safely and resum'
 complete -c apexrl -n '__apexrl_is "tasks"' -a validate -d 'Check tasks: Harbor config, instruction, rubric, verifier entrypoint, '
 complete -c apexrl -n '__apexrl_is "tasks"' -l help -s h -d 'Show help and exit.'
@@ -261,6 +262,12 @@ complete -c apexrl -n '__apexrl_is "tasks split"' -l eval-fraction -x -d 'Share 
 complete -c apexrl -n '__apexrl_is "tasks split"' -l seed -x
 complete -c apexrl -n '__apexrl_is "tasks split"' -l shard-size -x -d 'Target shard size in MB.'
 complete -c apexrl -n '__apexrl_is "tasks split"' -F
+complete -c apexrl -n '__apexrl_is "tasks synthetic"' -l force -d 'Replace a non-empty -o folder apexrl did not write.'
+complete -c apexrl -n '__apexrl_is "tasks synthetic"' -l help -s h -d 'Show help and exit.'
+complete -c apexrl -n '__apexrl_is "tasks synthetic"' -l out -s o -r -F -d 'Directory to write the source into.'
+complete -c apexrl -n '__apexrl_is "tasks synthetic"' -l seed -x -d 'Seed; the same seed gives the same bytes.'
+complete -c apexrl -n '__apexrl_is "tasks synthetic"' -l worlds -x -d 'Worlds (two tasks each: read, find).'
+complete -c apexrl -n '__apexrl_is "tasks synthetic"' -l avoid -r -F -d 'Another splits source: draw no (file, key, value) it has (a held-out s'
 complete -c apexrl -n '__apexrl_is "tasks unpack"' -l strict -d 'Stop at the first bad row.'
 complete -c apexrl -n '__apexrl_is "tasks unpack"' -l json -d 'NDJSON output on a terminal too.'
 complete -c apexrl -n '__apexrl_is "tasks unpack"' -l help -s h -d 'Show help and exit.'

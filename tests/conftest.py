@@ -10,10 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from apexrl.engine.registry import ENGINES
+from tests.acting_teacher import ENGINE as TEACHER_ENGINE
 from tests.scripted_engine import ENGINE as SCRIPTED_ENGINE
 
 # the tests' engine joins the registry as an outside package's would (start_engine by name)
 ENGINES[SCRIPTED_ENGINE.name] = SCRIPTED_ENGINE
+ENGINES[TEACHER_ENGINE.name] = TEACHER_ENGINE
 
 WORLDS = [
     {

@@ -35,6 +35,31 @@ def example(
     output.emit_records([summary], json_out=True)
 
 
+@app.command("synthetic")
+def synthetic(
+    out: Path = typer.Option(..., "-o", "--out", help="Directory to write the source into."),
+    seed: int = typer.Option(0, "--seed", help="Seed; the same seed gives the same bytes."),
+    worlds: int = typer.Option(16, "--worlds", help="Worlds (two tasks each: read, find)."),
+    avoid: Path = typer.Option(
+        None,
+        "--avoid",
+        help="Another split's source: draw no (file, key, value) it has (a held-out set).",
+    ),
+    force: bool = FORCE_OPT,
+) -> None:
+    """Write the tool-use task family (answers only in the world's files) in the APEX-Agents
+    layout: `tasks convert` it, then every command takes it."""
+    from apexrl.tasks.tooluse import write_synthetic
+
+    output.refuse_dash(out, "-o", "a folder of expert data")
+    tasks = write_synthetic(out, seed=seed, n_worlds=worlds, avoid_src=avoid, force=force)
+    output.info(f"wrote {len(tasks)} tool-use task(s) in {worlds} world(s) to {out}")
+    kinds: dict[str, int] = {}
+    for t in tasks:
+        kinds[t.kind] = kinds.get(t.kind, 0) + 1
+    output.emit_records([{"out": str(out), "seed": seed, "tasks": kinds}], json_out=True)
+
+
 def _fail_or_partial(errors: list, strict: bool) -> None:
     """Report skipped bad records; exit 5 when some were skipped."""
     import typer as _typer
