@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from apexrl import __version__
+from apexrl.publish.sessions import HARNESS, SESSIONS_DIR
 
 
 @dataclass
@@ -257,7 +258,11 @@ def traces_card(
         {
             "config_name": "default",
             "data_files": [{"split": "train", "path": "data/train-*.parquet"}],
-        }
+        },
+        {
+            "config_name": "sessions",
+            "data_files": [{"split": "train", "path": f"{SESSIONS_DIR}/*/*.jsonl"}],
+        },
     ]
     model = (
         (run.get("model") or {}).get("name")
@@ -269,7 +274,11 @@ def traces_card(
     out.append(
         f"{n_rows} trials of an `apexrl eval run` (one row per trial) in {len(shards)} Parquet "
         "shard(s) under `data/`. The run's resolved configuration is in `run.json`, its metrics in "
-        "`summary.json`.\n\n## Run\n\n"
+        "`summary.json`.\n\n"
+        f"Each trial is also one Session Traces file, `{SESSIONS_DIR}/<task>/<trial>.jsonl` (the "
+        f"`sessions` config; harness `{HARNESS}`): a session header, then the system prompt, "
+        "the task, every assistant turn with its tool calls and every tool result, which the "
+        "Hub's trace viewer renders.\n\n## Run\n\n"
     )
     facts = [
         ("model", model),

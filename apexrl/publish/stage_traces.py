@@ -8,14 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from apexrl.artifacts.nofollow import is_regular, read_regular, read_tail, regular_files
+from apexrl.artifacts.parquet_write import ROW_GROUP_BYTES, write_parquet
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
 from apexrl.publish.redact import Redactor
+from apexrl.publish.sessions import session_lines, session_path, to_jsonl
 from apexrl.publish.stage import Plan, finish_with_card, new_plan, stage_text
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".json", ".jsonl")
 LOG_TAIL = 64 * 1024
-SHARD_BYTES = 256 * 1024 * 1024  # traces: target size of a Parquet shard
+SHARD_BYTES = 256 * 1024 * 1024  # traces: target size of a Parquet shard (file)
 
 
 def _trace_schema(include_tokens: bool):
@@ -95,12 +97,21 @@ def _messages(atif: dict) -> list[dict]:
                 "role": str(m.get("role") or ""),
                 "content": _text(m.get("content")),
                 "reasoning_content": _text(m.get("reasoning_content")),
-                "tool_calls": json.dumps(calls, ensure_ascii=False) if calls else None,
+                "tool_calls": calls if isinstance(calls, list) and calls else None,
                 "tool_call_id": m.get("tool_call_id"),
                 "name": m.get("name"),
             }
         )
     return out
+
+
+def _column_messages(messages: list[dict]) -> list[dict]:
+    """The messages column: tool calls as one JSON string (their shapes vary by model)."""
+    return [
+        {**m, "tool_calls": json.dumps(m["tool_calls"], ensure_ascii=False) if m["tool_calls"]
+         else None}
+        for m in messages
+    ]  # fmt: skip
 
 
 def _tokens(path: Path) -> tuple[list[int], list[int]]:
@@ -271,6 +282,12 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
         before = red.total
         messages = red.obj(messages, where)
         spelled = red.total > before  # the token ids spell the messages, a secret included
+        header = red.obj(
+            {"id": tid, "name": f"{row.get('task_id')} attempt {row.get('attempt')}",
+             "task_id": row.get("task_id"), "attempt": row.get("attempt"),
+             "status": row.get("status"), "reward": row.get("reward")},
+            where,
+        )  # fmt: skip
         out = {
             "trial_id": tid,
             "task_id": row.get("task_id"),
@@ -283,7 +300,7 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
             "criteria_met": row.get("criteria_met"),
             "criteria_total": row.get("criteria_total"),
             "criteria": _verdicts(row, [tdir, run_dir / "logs" / tid]),
-            "messages": messages,
+            "messages": _column_messages(messages),
             "turns": row.get("turns"),
             "tool_calls": row.get("tool_calls"),
             "tokens_in": row.get("tokens_in"),
@@ -298,7 +315,7 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
             if spelled:
                 red.note(where, "token-ids-withheld")
             out["token_ids"], out["loss_mask"] = ids, mask
-        yield out
+        yield out, header, messages
 
 
 def _row_bytes(row: dict) -> int:
@@ -319,38 +336,45 @@ def stage_traces(
     license: str | None = None,
     redactor: Redactor | None = None,
     shard_bytes: int = SHARD_BYTES,
+    row_group_bytes: int = ROW_GROUP_BYTES,
 ) -> Plan:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"run folder {run_dir} does not exist")
     plan = new_plan(repo, "dataset", private=private, stage_dir=stage_dir, redactor=redactor)
     schema = _trace_schema(include_tokens)
-    groups: list[list[dict]] = [[]]
-    size = 0
-    tmp_names: list[Path] = []
     data_dir = plan.stage_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
+    run = plan.redactor.obj(cards.read_json(run_dir / "run.json"), "run.json")
+    summary = plan.redactor.obj(cards.read_json(run_dir / "summary.json"), "summary.json")
+    model = run.get("model")
+    model = model.get("name") if isinstance(model, dict) else model
+    entries: list[tuple[str, Path]] = []
+    tmp_names: list[Path] = []
 
     def flush(group: list[dict]) -> None:
         path = data_dir / f".part-{len(tmp_names):05d}.parquet"
-        pq.write_table(pa.Table.from_pylist(group, schema=schema), path, compression="zstd")
+        write_parquet(path, group, schema, row_group_bytes=row_group_bytes)
         tmp_names.append(path)
 
-    n_rows = 0
-    for row in trace_rows(run_dir, include_tokens, plan.redactor):
+    group: list[dict] = []
+    size = n_rows = 0
+    sessions: set[str] = set()
+    for row, header, messages in trace_rows(run_dir, include_tokens, plan.redactor):
+        rel = session_path(row["task_id"], row["trial_id"])
+        while rel in sessions:  # two trial ids that differ only in unsafe characters
+            rel = rel.removesuffix(".jsonl") + "_.jsonl"
+        sessions.add(rel)
+        lines = session_lines(header, messages, model if isinstance(model, str) else None)
+        entries.append((rel, stage_text(plan, rel, to_jsonl(lines))))
         b = _row_bytes(row)
-        if groups[-1] and size + b > shard_bytes:
-            flush(groups[-1])
-            groups[-1] = []
-            size = 0
-        groups[-1].append(row)
+        if group and size + b > shard_bytes:
+            flush(group)
+            group, size = [], 0
+        group.append(row)
         size += b
         n_rows += 1
-    flush(groups[-1])
-    entries: list[tuple[str, Path]] = []
+    flush(group)
     shards = []
     for i, p in enumerate(tmp_names):
         name = f"data/train-{i:05d}-of-{len(tmp_names):05d}.parquet"
@@ -358,8 +382,6 @@ def stage_traces(
         p.replace(final)
         shards.append(name)
         entries.append((name, final))
-    run = plan.redactor.obj(cards.read_json(run_dir / "run.json"), "run.json")
-    summary = plan.redactor.obj(cards.read_json(run_dir / "summary.json"), "summary.json")
     for name, obj in (("run.json", run), ("summary.json", summary)):
         if obj:
             text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -201,7 +201,7 @@ def test_traces_dry_run_has_no_secret(runner, run_dir, tmp_path, monkeypatch):
         assert kind in r.stderr
     assert "[REDACTED:env:OPENAI_API_KEY]" in (stage / "run.json").read_text()
     assert "--- README.md (card) ---" in r.stderr and "# Agent traces: acme/tiny-agent" in r.stderr
-    assert "4 file(s)" in r.stderr
+    assert "8 file(s)" in r.stderr  # 4 trials: 4 sessions, 1 shard, run, summary, card
 
 
 def test_model_dry_run_lists_exact_files(runner, ckpt, run_dir, tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import pytest
 from apexrl.cli.app import app
 from apexrl.trial.config import TrialConfig, TrialOutcome
 from tests.eval.conftest import eval_runner
+from tests.publish.hub_formats import check_parquet_for_viewer, check_session_file
 from tests.publish.conftest import PLANTED, make_checkpoint
 
 
@@ -178,3 +179,37 @@ def test_links_planted_in_trial_logs_are_never_followed(runner, mini_apex, tmp_p
     for p in stage.rglob("*"):
         if p.is_file():
             assert b"HOST-ONLY-HASH" not in p.read_bytes(), p
+
+
+def test_traces_of_the_demo_run_open_in_the_hubs_viewers(runner, eval_run, tmp_path):
+    """Issue 44: one Session Traces file per trial, parsed line by line against the format's
+    required fields; Parquet whose row groups are under 100 MB, with a page index."""
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app, ["publish", "traces", str(eval_run), "--repo", "acme/t", "--dry-run",
+              "--stage", str(stage), "--json"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    staged = {json.loads(x)["path"] for x in r.stdout.splitlines()}
+    results = pq.read_table(eval_run / "results.parquet").to_pylist()
+    sessions = sorted(stage.glob("sessions/*/*.jsonl"))
+    assert len(sessions) == len(results) > 1
+    assert {p.relative_to(stage).as_posix() for p in sessions} <= staged
+    ids = set()
+    for p in sessions:
+        header = json.loads(p.read_text().splitlines()[0])
+        assert header["harness"] == "apexrl"
+        ids.add(header["id"])
+        messages = check_session_file(p)
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+        assert messages[1]["toolCalls"][0]["function"]["name"] == "files_read"
+        assert messages[2]["toolCallId"] == messages[1]["toolCalls"][0]["id"]
+        assert messages[2]["content"] == "token=[REDACTED:hf-token]"  # the same scanner
+        assert PLANTED["hf"] not in p.read_text()
+    assert ids == {x["trial_id"] for x in results}
+    shards = sorted(stage.glob("data/*.parquet"))
+    assert shards
+    for shard in shards:
+        check_parquet_for_viewer(shard)
+    card = (stage / "README.md").read_text()
+    assert "config_name: sessions" in card and "sessions/*/*.jsonl" in card

@@ -191,7 +191,10 @@ def test_traces_roundtrip(runner, hub_env, run_dir, tmp_path):
     r = _publish(runner, "traces", str(run_dir), "--repo", "acme/traces", "--include-tokens")
     assert r.exit_code == 0, r.stderr
     paths = {x["path"] for x in _rows(r)}
-    assert paths == {"README.md", "data/train-00000-of-00001.parquet", "run.json", "summary.json"}
+    sessions = {f"sessions/{t[:6]}/{t}.jsonl" for t in ("task_a.a0", "task_a.a1", "task_b.a0",
+                                                        "task_b.a1")}  # fmt: skip
+    assert paths == {"README.md", "data/train-00000-of-00001.parquet", "run.json",
+                     "summary.json"} | sessions  # fmt: skip
     repo = hub.repo("acme/traces", "dataset")
     assert repo.private  # traces are private by default
     for p in paths:
