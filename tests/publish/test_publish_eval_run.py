@@ -10,8 +10,8 @@ import pytest
 from apexrl.cli.app import app
 from apexrl.trial.config import TrialConfig, TrialOutcome
 from tests.eval.conftest import eval_runner
-from tests.publish.hub_formats import check_parquet_for_viewer, check_session_file
 from tests.publish.conftest import PLANTED, make_checkpoint
+from tests.publish.hub_formats import check_parquet_for_viewer, check_session_file
 
 
 def _meta(task_dir):
