@@ -101,6 +101,8 @@ complete -c apexrl -n '__apexrl_is "eval report"' -l help -s h -d 'Show help and
 complete -c apexrl -n '__apexrl_is "eval report"' -l format -s f -x -a 'table md json html' -d 'table (terminal default), md, json (piped default), html.'
 complete -c apexrl -n '__apexrl_is "eval report"' -l out -s o -r -F -d 'File to write, - for stdout (html default: RUN_DIR/report.html).'
 complete -c apexrl -n '__apexrl_is "eval report"' -F
+complete -c apexrl -n '__apexrl_is "eval run"' -l shuffle -d 'Select in a random order fixed by --seed (0 when unset).'
+complete -c apexrl -n '__apexrl_is "eval run"' -l extend -d 'Add this selection (tasks, -k) to the RUN_DIRs plan.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l no-judge -d 'Run without a judge: free-text criteria unjudged (unmet).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l retry-errors -d 'Rerun errored trials.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l force -d 'Discard a RUN_DIR of another config.'
@@ -117,6 +119,7 @@ complete -c apexrl -n '__apexrl_is "eval run"' -l agent -x -a 'apexrl oracle' -d
 complete -c apexrl -n '__apexrl_is "eval run"' -l attempts -s k -x -d 'Attempts per task.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l concurrency -s n -x -d 'Trials in flight.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l limit -x -d 'Only the first N tasks.'
+complete -c apexrl -n '__apexrl_is "eval run"' -l task-id -r -F -d 'Only this task (its id or folder name; repeatable).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l domain -x -d 'Only this domain (repeatable).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l judge -x -d 'LiteLLM judge model for free-text criteria (gemini/..., openai/...).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l judge-api-base -x -d 'OpenAI-compatible URL serving the judge (openai/<name>).'

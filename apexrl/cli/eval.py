@@ -101,6 +101,15 @@ def run(
     attempts: int = typer.Option(1, "-k", "--attempts", help="Attempts per task."),
     concurrency: int = typer.Option(1, "-n", "--concurrency", help="Trials in flight."),
     limit: int = typer.Option(None, "--limit", help="Only the first N tasks."),
+    task_id: list[str] = typer.Option(
+        None, "--task-id", help="Only this task (its id or folder name; repeatable)."
+    ),
+    shuffle: bool = typer.Option(
+        False, "--shuffle", help="Select in a random order fixed by --seed (0 when unset)."
+    ),
+    extend: bool = typer.Option(
+        False, "--extend", help="Add this selection (tasks, -k) to the RUN_DIR's plan."
+    ),
     domain: list[str] = typer.Option(None, "--domain", help="Only this domain (repeatable)."),
     judge: str = typer.Option(
         None, "--judge", help="LiteLLM judge model for free-text criteria (gemini/..., openai/...)."
@@ -249,6 +258,9 @@ def run(
         attempts=attempts,
         concurrency=concurrency,
         limit=limit,
+        task_ids=list(task_id or []),
+        shuffle=shuffle,
+        extend=extend,
         domains=list(domain or []),
         judge=NO_JUDGE if no_judge else judge,
         judge_api_base=judge_api_base,

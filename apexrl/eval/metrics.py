@@ -35,6 +35,7 @@ SEED = 0
 LEVEL = 0.95
 
 COLUMNS = (
+    "trial_id",
     "task_id",
     "domain",
     "attempt",
@@ -74,6 +75,7 @@ class Columns:
     duration_s: np.ndarray
     criteria_unjudged: np.ndarray | None = None  # free-text criteria run without a judge
     error_message: list | None = None  # why a trial did not complete (None: not recorded)
+    trial_id: list | None = None  # None: rows without ids (a bare list of results)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping | object]) -> Columns:
@@ -125,6 +127,7 @@ class Columns:
             duration_s=num("duration_s"),
             criteria_unjudged=num("criteria_unjudged", np.int64),
             error_message=lst("error_message"),
+            trial_id=lst("trial_id"),
         )
 
     def __len__(self) -> int:
@@ -132,9 +135,18 @@ class Columns:
 
     def only_tasks(self, task_ids) -> Columns:
         """The rows of these tasks (a comparison's shared tasks), in the same order."""
+        mask = np.isin(self.task_id.astype(str), np.asarray(list(task_ids), dtype=str))
+        return self._where(mask)
+
+    def only_trials(self, trial_ids) -> Columns:
+        """The rows of these trials (a run's plan), in the same order."""
+        ids = set(trial_ids)
+        mask = np.array([t in ids for t in (self.trial_id or [None] * len(self))], dtype=bool)
+        return self._where(mask)
+
+    def _where(self, mask: np.ndarray) -> Columns:
         import dataclasses
 
-        mask = np.isin(self.task_id.astype(str), np.asarray(list(task_ids), dtype=str))
         keep = np.flatnonzero(mask)
         out = {}
         for f in dataclasses.fields(self):

@@ -9,7 +9,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from apexrl.agent.prompts import PromptInfo
-from apexrl.artifacts.models import Record, TrialResult
+from apexrl.artifacts.models import SAFE_ID, Record, TrialResult
 from apexrl.eval.metric_table import METRICS, MetricCI
 from apexrl.trial.config import TrialSpec
 
@@ -21,6 +21,48 @@ TRAJECTORIES_DIR = "trajectories"
 LOGS_DIR = "logs"
 TASKS_DIR = "tasks"  # where a packed dataset is unpacked
 LOCK_FILE = ".lock"
+
+
+def trial_id_for(task_name: str, attempt: int) -> str:
+    """The id of a task's attempt: `<task dir name>.a<attempt>`, one safe path segment."""
+    tid = f"{task_name}.a{attempt}"
+    if not SAFE_ID.match(tid):  # long names: keep the id one safe path segment
+        tid = f"{task_name[:100]}-{hashlib.sha256(task_name.encode()).hexdigest()[:8]}.a{attempt}"
+    return tid
+
+
+class RunPlan(BaseModel):
+    """What a run set out to do: these tasks (dir names, in run order), each attempted
+    `attempts` times. A rerun into the same RUN_DIR must select the same plan, or extend
+    it explicitly (`--extend`); every figure is computed over the planned trials only."""
+
+    model_config = ConfigDict(extra="forbid")
+    tasks: list[str]
+    attempts: int
+
+    def trial_ids(self) -> list[str]:
+        return [trial_id_for(t, a) for a in range(self.attempts) for t in self.tasks]
+
+    def extended(self, other: RunPlan) -> RunPlan:
+        """This plan with the other's tasks added (after its own) and the larger k."""
+        seen = set(self.tasks)
+        tasks = self.tasks + [t for t in other.tasks if t not in seen]
+        return RunPlan(tasks=tasks, attempts=max(self.attempts, other.attempts))
+
+    def difference(self, other: RunPlan) -> str:
+        """How `other` differs from this plan, in words."""
+        parts = []
+        if other.attempts != self.attempts:
+            parts.append(f"attempts {self.attempts} -> {other.attempts}")
+        added = [t for t in other.tasks if t not in set(self.tasks)]
+        dropped = [t for t in self.tasks if t not in set(other.tasks)]
+        if added:
+            parts.append(f"{len(added)} task(s) not in the plan (e.g. {added[0]})")
+        if dropped:
+            parts.append(f"{len(dropped)} planned task(s) not selected (e.g. {dropped[0]})")
+        if not parts and other.tasks != self.tasks:
+            parts.append("the same tasks in another order")
+        return "; ".join(parts)
 
 
 class EvalResultRow(TrialResult):
@@ -60,7 +102,8 @@ class EvalRunConfig(Record, TrialSpec):
     The trial settings (agent, environment, worlds_dir, tokenizer, chat_template, judge,
     reward, budgets, sampling, sandbox, pass_env) are apexrl.trial.config.TrialSpec's
     fields, recorded flat as before. `identity()` is what must match for a rerun to
-    resume into the same RUN_DIR; the selection (attempts, limit, domains), concurrency,
+    resume into the same RUN_DIR; the selection is compared through `plan` (a rerun that
+    selects other tasks or attempts is refused unless it extends the plan); concurrency,
     endpoint URL, judge_api_base, sandbox resources and timestamps may change between
     reruns."""
 
@@ -77,7 +120,11 @@ class EvalRunConfig(Record, TrialSpec):
     domains: list[str] = Field(default_factory=list)
     concurrency: int = 1
     ray_address: str | None = None
-    trials_planned: int | None = None  # attempts x selected tasks of the latest invocation
+    trials_planned: int | None = None  # attempts x planned tasks
+    plan: RunPlan | None = None  # None: a run dir from before plans were recorded
+    # how the plan's tasks were chosen (--task-id, --shuffle with --seed), for the record
+    task_ids: list[str] = Field(default_factory=list)
+    shuffle: bool = False
     command: str | None = None  # the command line that ran it: rerun it to resume
     regraded_from: str | None = None  # `eval regrade`: the run whose trials were graded again
     # runtime = "archipelago": the checkout's commit (None: not a git checkout) and the
@@ -139,11 +186,20 @@ GroupMetrics = create_model(
 )
 
 
+def plan_ids(config: EvalRunConfig | None) -> set[str] | None:
+    """The planned trials' ids; None when the run recorded no plan (older run dirs)."""
+    if config is None or config.plan is None:
+        return None
+    return set(config.plan.trial_ids())
+
+
 def planned_trials(config: EvalRunConfig | None) -> int | None:
-    """Trials the run's latest invocation planned: run.json's count, else (run dirs from
+    """Trials the run planned: its plan's, else run.json's count, else (run dirs from
     before it was recorded) attempts x tasks when no domain filter hides the count."""
     if config is None:
         return None
+    if config.plan is not None:
+        return len(config.plan.tasks) * config.plan.attempts
     if config.trials_planned is not None:
         return config.trials_planned
     if config.domains:

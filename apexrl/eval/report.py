@@ -16,7 +16,7 @@ from pathlib import Path
 from apexrl.eval import resume
 from apexrl.eval.metric_table import Metric, MetricCI, report_metrics
 from apexrl.eval.metrics import Columns, compare, summarize
-from apexrl.eval.models import EvalRunConfig, EvalSummary, planned_trials
+from apexrl.eval.models import EvalRunConfig, EvalSummary, plan_ids, planned_trials
 
 
 @dataclass
@@ -47,6 +47,9 @@ def load_run(run_dir: Path) -> LoadedRun:
         raise UsageError(f"{run_dir} is not a run directory", hint="pass -o RUN_DIR of eval run")
     cols = Columns.from_table(resume.read_results_table(run_dir))
     config = resume.load_config(run_dir)
+    ids = plan_ids(config)
+    if ids is not None:  # the figures cover the planned trials only
+        cols = cols.only_trials(ids)
     return LoadedRun(run_dir, config, cols, summarize(cols, planned=planned_trials(config)))
 
 

@@ -34,6 +34,7 @@ from apexrl.eval.models import (
     EvalResultRow,
     EvalRunConfig,
     EvalSummary,
+    RunPlan,
 )
 
 INFRA_FILE = "infra.jsonl"  # trials a Ray cluster lost (a dead worker or node), one line a loss
@@ -94,6 +95,40 @@ def prepare_run_dir(run_dir: Path, config: EvalRunConfig, *, force: bool) -> Non
             )
         clear_results(run_dir)
     write_bytes_atomic(run_dir / RUN_FILE, config.model_dump_json(indent=2).encode() + b"\n")
+
+
+def settle_plan(
+    old: EvalRunConfig | None,
+    config: EvalRunConfig,
+    selected: RunPlan,
+    *,
+    extend: bool,
+    force: bool,
+    run_dir: Path | None = None,
+) -> RunPlan:
+    """The plan this invocation runs. A new run, one from before plans were recorded, or
+    one of another configuration (refused or started over by prepare_run_dir) takes the
+    selection. A resumed run must select its own plan: another selection is refused
+    like a changed setting, unless `extend` (the union: the plan's tasks, then the new
+    ones, at the larger k) or `force` (the selection replaces the plan; results of
+    trials in both are kept, the others no longer count)."""
+    if old is None or old.plan is None or old.fingerprint() != config.fingerprint():
+        return selected
+    if selected == old.plan:
+        return selected
+    if extend:
+        return old.plan.extended(selected)
+    if force:
+        return selected
+    where = f"{run_dir} holds" if run_dir else "the run folder holds"
+    plan = old.plan
+    raise UsageError(
+        f"{where} a run planned as {len(plan.tasks)} task(s) x {plan.attempts} attempt(s); "
+        f"this selection differs ({plan.difference(selected)})",
+        hint="rerun with the run's own selection to resume it"
+        + (f" ({old.command})" if old.command else "")
+        + ", add --extend to add this selection to its plan, or use another -o RUN_DIR",
+    )
 
 
 def _identity_diff(old: dict, new: dict, prefix: str = "") -> list[str]:

@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field
 from apexrl import __version__
 from apexrl.agent.prompts import PromptInfo
 from apexrl.agent.settings import AgentBudgets, eval_budgets
-from apexrl.artifacts.models import SAFE_ID, TrialResult
+from apexrl.artifacts.models import TrialResult
 from apexrl.errors import ApexError, UsageError
 from apexrl.eval import resume
 from apexrl.eval.metrics import summarize
@@ -33,6 +33,8 @@ from apexrl.eval.models import (
     EvalResultRow,
     EvalRunConfig,
     EvalSummary,
+    RunPlan,
+    trial_id_for,
 )
 from apexrl.trial.config import TrialConfig, TrialOutcome, TrialSpec
 
@@ -129,13 +131,41 @@ def resolve_tasks(
     return refs, info
 
 
-def select_tasks(tasks: list[TaskRef], *, domains: list[str], limit: int | None) -> list[TaskRef]:
+def select_tasks(
+    tasks: list[TaskRef],
+    *,
+    domains: list[str],
+    limit: int | None,
+    task_ids: list[str] | None = None,
+    shuffle: bool = False,
+    seed: int | None = None,
+) -> list[TaskRef]:
+    """The run's selection: --task-id (a task id or task dir name, repeatable), --domain,
+    then --shuffle (a permutation fixed by --seed, 0 when unset), then --limit."""
+    if task_ids:
+        known = {t.task_id: t for t in tasks} | {t.name: t for t in tasks}
+        for x in task_ids:
+            if x not in known:
+                import difflib
+
+                near = difflib.get_close_matches(x, list(known), n=1)
+                raise UsageError(
+                    f"--task-id {x!r}: no task of the dataset has that id or folder name",
+                    hint=f"did you mean {near[0]!r}?" if near else "see `apexrl tasks ls`",
+                )
+        wanted = {known[x].name for x in task_ids}
+        tasks = [t for t in tasks if t.name in wanted]
     if domains:
-        known = {t.domain for t in tasks}
+        known_d = {t.domain for t in tasks}
         for d in domains:
-            if d not in known:
-                raise UsageError(f"no task has domain {d!r}", hint=f"domains: {sorted(known)}")
+            if d not in known_d:
+                raise UsageError(f"no task has domain {d!r}", hint=f"domains: {sorted(known_d)}")
         tasks = [t for t in tasks if t.domain in domains]
+    if shuffle:
+        import random
+
+        tasks = list(tasks)
+        random.Random(0 if seed is None else seed).shuffle(tasks)
     return tasks[:limit] if limit is not None else tasks
 
 
@@ -150,12 +180,7 @@ class PlannedTrial:
 
 
 def trial_id(task: TaskRef, attempt: int) -> str:
-    tid = f"{task.name}.a{attempt}"
-    if not SAFE_ID.match(tid):  # long names: keep the id one safe path segment
-        import hashlib
-
-        tid = f"{task.name[:100]}-{hashlib.sha256(task.name.encode()).hexdigest()[:8]}.a{attempt}"
-    return tid
+    return trial_id_for(task.name, attempt)
 
 
 def plan_trials(
@@ -327,6 +352,7 @@ def run_trials(
     done = resume.load_journal(run_dir, repair=True)
     resume.remove_stale_temp(run_dir)
     todo, planned = plan_trials(tasks, run.attempts, done, retry_errors=retry_errors)
+    ids = {trial_id(t, a) for a in range(run.attempts) for t in tasks}
     prog = Progress(total=len(todo))
     if on_start:
         on_start(len(todo), planned)
@@ -341,9 +367,17 @@ def run_trials(
         if on_result:
             on_result(td.row, prog)
         if time.monotonic() - last_compact > COMPACT_EVERY_S:
-            resume.write_results(run_dir, done)
-            resume.write_summary(run_dir, summarize(done.values(), planned=planned))
+            compact()
             last_compact = time.monotonic()
+
+    def compact() -> EvalSummary:
+        """results.parquet and summary.json over the planned trials only (a journal may
+        hold rows of trials outside the plan: run dirs from before plans were recorded)."""
+        rows = [r for tid, r in done.items() if tid in ids]
+        resume.write_results(run_dir, rows)
+        summary = summarize(rows, planned=planned)
+        resume.write_summary(run_dir, summary)
+        return summary
 
     lost: list[str] = []
     try:
@@ -354,9 +388,7 @@ def run_trials(
             else:
                 _run_threads(trial_fn, todo, configs, run.concurrency, record)
     finally:
-        resume.write_results(run_dir, done)
-        summary = summarize(done.values(), planned=planned)
-        resume.write_summary(run_dir, summary)
+        summary = compact()
     skipped = planned - len(todo)
     return RunReport(summary, ran=prog.done, planned=planned, skipped=skipped, lost=lost)
 
@@ -489,6 +521,9 @@ class EvalRequest(TrialSpec):
     limit: int | None = None
     domains: list[str] = Field(default_factory=list)
     ray_address: str | None = None
+    task_ids: list[str] = Field(default_factory=list)  # --task-id (repeatable)
+    shuffle: bool = False  # --shuffle: the selection in a random order fixed by the seed
+    extend: bool = False  # --extend: add this selection to the run's plan
     retry_errors: bool = False
     force: bool = False
     command: str | None = None  # the command line, recorded in run.json for resuming
@@ -526,11 +561,17 @@ def run_eval(
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     with resume.run_lock(run_dir), _cluster_session(req.ray_address):
-        tasks, dataset = resolve_tasks(
+        every, dataset = resolve_tasks(
             req.tasks, run_dir, on_error=on_bad_task, selection=req.selection
         )
-        tasks = select_tasks(tasks, domains=req.domains, limit=req.limit)
-        check_judge_setting(tasks, req)  # before any trial: exit 2 (no judge) or 3 (no key)
+        selected = select_tasks(
+            every,
+            domains=req.domains,
+            limit=req.limit,
+            task_ids=req.task_ids,
+            shuffle=req.shuffle,
+            seed=req.sampling.seed,
+        )
         run = build_run_config(
             resolved=resolved,
             dataset=dataset,
@@ -544,7 +585,20 @@ def run_eval(
             extra_prompt=req.extra_prompt,
             command=req.command,
         )
+        run.task_ids, run.shuffle = list(req.task_ids), req.shuffle
+        run.plan = resume.settle_plan(
+            resume.load_config(run_dir),
+            run,
+            RunPlan(tasks=[t.name for t in selected], attempts=req.attempts),
+            extend=req.extend,
+            force=req.force,
+            run_dir=run_dir,
+        )
+        by_name = {t.name: t for t in every}
+        tasks = [by_name[n] for n in run.plan.tasks]
+        run.attempts = run.plan.attempts
         run.trials_planned = run.attempts * len(tasks)
+        check_judge_setting(tasks, req)  # before any trial: exit 2 (no judge) or 3 (no key)
         if trial_fn is None:  # apexrl's own trials: check their environment up front
             preflight(req, tasks, resolved)
             if req.runtime == "archipelago":  # the servers' runtimes built once, not per trial

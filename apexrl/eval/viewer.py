@@ -23,7 +23,7 @@ import orjson
 
 from apexrl.eval import resume
 from apexrl.eval.metrics import Columns, summarize
-from apexrl.eval.models import EvalRunConfig, planned_trials
+from apexrl.eval.models import EvalRunConfig, plan_ids, planned_trials
 from apexrl.eval.transcript import DEFAULT_CAP, read_trial
 
 VIEW_FILE = "viewer.html"
@@ -91,13 +91,14 @@ def load_view_run(run_dir: Path) -> ViewRun:
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir} is not a run directory", hint="pass -o RUN_DIR of eval run")
     table = resume.read_results_table(run_dir)
-    rows = table.to_pylist()
+    config = resume.load_config(run_dir)
+    ids = plan_ids(config)
+    rows = [r for r in table.to_pylist() if ids is None or r.get("trial_id") in ids]
     rows.sort(key=lambda r: (str(r.get("task_id")), r.get("attempt") or 0))
     cols = Columns.from_rows(rows)  # the same (task, attempt) order: a stable sort
     passed, score = cols.passed().tolist(), cols.score().tolist()
     for r, p, s in zip(rows, passed, score, strict=True):
         r["passed"], r["score"] = bool(p), float(s)
-    config = resume.load_config(run_dir)
     s = summarize(cols, planned=planned_trials(config))
     summary = {
         "n_tasks": s.n_tasks,

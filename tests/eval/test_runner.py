@@ -70,7 +70,9 @@ def test_more_attempts_and_limit_extend_the_same_run(task_dirs, tmp_path):
     run_dir = tmp_path / "run"
     r1, _ = run_eval(req(task_dirs, run_dir, limit=5), trial_fn=passing_trial)
     assert r1.ran == 5
-    r2, cfg = run_eval(req(task_dirs, run_dir, limit=5, attempts=3), trial_fn=passing_trial)
+    r2, cfg = run_eval(
+        req(task_dirs, run_dir, limit=5, attempts=3, extend=True), trial_fn=passing_trial
+    )
     assert (r2.ran, r2.skipped) == (10, 5)
     assert r2.summary.pass_at_k["3"].value == r2.summary.pass_hat_k["3"].value == 1.0
     assert len(set(parquet_ids(run_dir))) == 15
