@@ -103,9 +103,7 @@ def test_task_id_selects_repeatably_with_a_did_you_mean(numbered, tmp_path):
     tasks, names = numbered
     runner = eval_runner(passing_trial)
     run_dir = tmp_path / "run"
-    res = runner.invoke(
-        app, run_args(tasks, run_dir, "--task-id", names[2], "--task-id", names[5])
-    )
+    res = runner.invoke(app, run_args(tasks, run_dir, "--task-id", names[2], "--task-id", names[5]))
     assert res.exit_code == 0, res.output
     plan = EvalRunConfig.model_validate_json((run_dir / "run.json").read_bytes()).plan
     assert plan is not None and plan.tasks == [names[2], names[5]]
