@@ -176,12 +176,25 @@ def model(
         "--allow-incomplete",
         help="Accept an interrupted --eval run (the card marks it INCOMPLETE).",
     ),
+    benchmark: str = typer.Option(
+        None,
+        "--benchmark",
+        help="Hub dataset (ORG/NAME[:TASK]) the --eval runs' .eval_results files name "
+        "(default: each run's own dataset when it came from the Hub).",
+    ),
+    eval_source: str = typer.Option(
+        None,
+        "--eval-source",
+        help="URL the .eval_results files cite as their source (e.g. the published traces; "
+        "default: the model repo).",
+    ),
     base_model: str = typer.Option(None, "--base-model", help="Hub id of the base model."),
     private: bool = PRIVATE_OPT,
     revision: str = typer.Option("main", "--revision", help="Branch to publish to."),
     license: str = LICENSE_OPT,
 ) -> Callable[[Path], Plan]:
-    """Check a checkpoint, write its model card, upload it and verify what landed."""
+    """Check a checkpoint, write its model card (and .eval_results/ for each --eval run's
+    benchmark), upload it and verify what landed."""
     from apexrl.publish.stage_model import stage_model
 
     return lambda sdir: stage_model(
@@ -190,6 +203,8 @@ def model(
         stage_dir=sdir,
         evals=evals,
         allow_incomplete=allow_incomplete,
+        benchmark=benchmark,
+        eval_source=eval_source,
         base_model=base_model,
         private=private,
         revision=revision,

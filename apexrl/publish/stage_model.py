@@ -11,8 +11,9 @@ from pathlib import Path
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
 from apexrl.publish.checkpoint import INDEX, check_checkpoint
+from apexrl.publish.eval_results import eval_results_files
 from apexrl.publish.redact import Redactor
-from apexrl.publish.stage import Plan, finish_with_card, new_plan, redacted_copy
+from apexrl.publish.stage import Plan, finish_with_card, new_plan, redacted_copy, stage_text
 
 TOKENIZER_FILES = {
     "tokenizer.json",
@@ -42,6 +43,8 @@ def stage_model(
     license: str | None = None,
     redactor: Redactor | None = None,
     allow_incomplete: bool = False,
+    benchmark: str | None = None,
+    eval_source: str | None = None,
 ) -> Plan:
     ckpt = Path(ckpt)
     if not ckpt.is_dir():
@@ -80,6 +83,7 @@ def stage_model(
     if base_model is None:
         base_model = _base_model(info.config, manifest)
     entries_eval = []
+    runs = []
     for run_dir in evals:
         run_dir = Path(run_dir)
         summary = cards.read_json(run_dir / "summary.json")
@@ -88,7 +92,8 @@ def stage_model(
                 f"{run_dir}: no readable summary.json",
                 hint="pass a finished `apexrl eval run` folder to --eval",
             )
-        entry = cards.eval_entry(run_dir.name, summary, cards.read_json(run_dir / "run.json"))
+        run = cards.read_json(run_dir / "run.json")
+        entry = cards.eval_entry(run_dir.name, summary, run)
         if entry is None:
             raise BadRecordError(f"{run_dir / 'summary.json'}", "has no pass_at_1 metric")
         if not entry.complete and not allow_incomplete:
@@ -100,6 +105,16 @@ def stage_model(
                 "--allow-incomplete (the card then says INCOMPLETE)",
             )
         entries_eval.append(entry)
+        runs.append((entry, run))
+    files, left_out = eval_results_files(
+        runs, repo=repo, benchmark=benchmark, source_url=eval_source
+    )
+    for rel, text in files.items():
+        entries.append((rel, stage_text(plan, rel, plan.redactor.text(text, rel).encode())))
+    for name in left_out:
+        plan.skipped.append(
+            (name, "no .eval_results file: its dataset is not a Hub dataset (pass --benchmark)")
+        )
     card = cards.model_card(
         repo=repo,
         config=info.config,

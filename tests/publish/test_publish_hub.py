@@ -56,6 +56,7 @@ def test_model_roundtrip(runner, hub_env, ckpt, run_dir, tmp_path):
         "README.md", "chat_template.jinja", "config.json", "generation_config.json",
         "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
         "model.safetensors.index.json", "recipe.toml", "tokenizer.json", "tokenizer_config.json",
+        ".eval_results/apex-tasks.yaml",
     }  # fmt: skip
     assert {x["status"] for x in rows} == {"uploaded"}
     assert "verified" in r.stderr
@@ -73,7 +74,7 @@ def test_model_roundtrip(runner, hub_env, ckpt, run_dir, tmp_path):
     # the tree the client lists is the plan, with LFS for the weights
     tree = {f.path: f for f in HfApi(endpoint=hub.url, token=WRITE_TOKEN).list_repo_tree(
         "acme/tiny", recursive=True)}  # fmt: skip
-    assert set(tree) == paths
+    assert set(tree) == paths | {".eval_results"}  # its folder listed too
     assert tree["model-00001-of-00002.safetensors"].lfs is not None
     card = _download(hub, "acme/tiny", "README.md", tmp_path).decode()
     assert "base_model: Qwen/Qwen3-0.6B" in card and "model-index:" in card
