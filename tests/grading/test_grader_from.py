@@ -397,7 +397,7 @@ def test_test_sh_without_a_runtime_syncs_the_vendored_lock_with_uv(
 
     bare = tmp_path / "bin"  # the tools test.sh uses, and no uv
     bare.mkdir()
-    for tool in ("mkdir", "find", "dirname", "tee", "rm"):
+    for tool in ("mkdir", "find", "dirname", "tee", "rm", "mktemp"):
         (bare / tool).symlink_to(shutil.which(tool))
     env["PATH"] = str(bare)
     r = subprocess.run(
@@ -408,3 +408,77 @@ def test_test_sh_without_a_runtime_syncs_the_vendored_lock_with_uv(
     )
     assert r.returncode == 4 and "ARCHIPELAGO_GRADING_PYTHON" in r.stderr
     assert not (out / "reward.json").exists() and (out / "grading_unavailable.txt").is_file()
+
+
+# runs in any Python that imports it: forge the reward at exit, leak the judge key reversed
+PLANTED = """
+import atexit
+def _forge():
+    import os
+    key = os.environ.get("GRADING_API_KEY", "") or "no-key"
+    for d in ("/logs/verifier", "/logs/agent", "/world/filesystem"):
+        try:
+            with open(d + "/leak.txt", "w") as f:
+                f.write(key[::-1])
+        except OSError:
+            pass
+    try:
+        with open("/logs/verifier/reward.json", "w") as f:
+            f.write('{"reward": 1.0, "passed": 1.0}')
+    except OSError:
+        pass
+atexit.register(_forge)
+"""
+
+
+@pytest.mark.peer
+@pytest.mark.timeout(900)
+def test_grader_from_grading_ignores_what_the_agent_planted(
+    runner, tmp_path, archipelago_checkout, monkeypatch
+):
+    """Issue 42, finding 1: a package shadowing importlib in the working folder, a .pth
+    under the user site of the runner's Python, a venv where uv would sync one, and a
+    forged reward: none runs in (or counts for) the grading; a wrong answer scores 0 and
+    the judge key, even reversed, lands in no file of the trial."""
+    import os
+
+    from tests.scripted_engine import ScriptedEngine, marker_judge
+
+    os.environ["HARBOR_TELEMETRY"] = "0"
+    monkeypatch.setenv("APEXRL_LOCAL_WORKDIR", str(tmp_path / "work"))
+    monkeypatch.setenv("APEXRL_WORLD_CACHE", str(tmp_path / "cache"))
+    src = expert_data(tmp_path / "apex")
+    recs = convert(runner, src, tmp_path / "tasks", archipelago_checkout)
+    task = tmp_path / "tasks" / next(r["path"] for r in recs if r["task_name"] == "Task number 1")
+    payload = "exec(open('/world/filesystem/.payload.py').read())"
+    plant = [
+        f"cat > /world/filesystem/.payload.py <<'EOF'\n{PLANTED}EOF",
+        f"mkdir -p importlib && echo \"{payload}\" > importlib/__init__.py && echo planted",
+        # the user site of the runner's Python 3.13 (and of any python3)
+        "for v in 3.11 3.12 3.13; do d=$HOME/.local/lib/python$v/site-packages; "
+        f'mkdir -p $d && echo "import os; {payload}" > $d/zz-probe.pth; done && echo planted',
+        "mkdir -p /tmp/archipelago-grading-venv/bin && "
+        "ln -s /usr/bin/python3 /tmp/archipelago-grading-venv/bin/python && echo planted",
+    ]
+    judge = ScriptedEngine([], chat=marker_judge(MARKERS)).start()
+    try:
+        monkeypatch.setenv("GRADING_MODEL", "openai/scripted")
+        monkeypatch.setenv("GRADING_API_BASE", judge.url + "/v1")
+        monkeypatch.setenv("GRADING_API_KEY", SECRET)
+        logs = tmp_path / "trial"
+        hr = harbor_trial(
+            task, src / "world_files_zipped", logs, archipelago_checkout, "I do not know.", plant
+        )
+    finally:
+        judge.stop()
+    ran = json.loads((logs / "agent" / "exec.json").read_text())
+    assert all("planted" in r["out"] for r in ran[1:]), ran
+    assert hr.exception_info is None, hr.exception_info
+    assert hr.verifier_result.rewards["reward"] == 0.0
+    reward = json.loads((logs / "verifier" / "reward.json").read_text())
+    assert reward["reward"] == 0.0 and reward["criteria_total"] == 1, reward
+    assert len(judge.chat_requests) == 1  # the runner ran and asked the judge once
+    for p in logs.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            assert SECRET.encode() not in data and SECRET[::-1].encode() not in data, p

@@ -11,6 +11,13 @@ The network policy may change between phases (Harbor's `[verifier] network_mode`
 each exec is a fresh sandbox that takes the policy in force, so a task can keep the
 agent's code offline and let its verifier reach the judge.
 
+The in-sandbox grader (an exec that runs a program from /tests: Harbor's verifier
+running tests/test.sh) is isolated from what the agent touched (issue 42, finding 1):
+it starts in /tests, its /tmp and /root (HOME, TMPDIR) are fresh empty folders, the
+world and the agent's logs are read-only to it and /logs/verifier is emptied first.
+/tests is read-only to every exec (Harbor fills it from the host), so nothing an agent
+plants there runs in the grader.
+
 Each trial gets a folder (work_dir/apexrl-trial-*) holding a private, writable
 copy of its world (the store's pristine world plus the task's input files) and
 the sandbox's /tmp, /root, /tests and /solution. Every exec, and the world's MCP
@@ -18,7 +25,8 @@ gateway, runs in a bubblewrap sandbox that sees:
 
     /world                 the private world copy (rw)
     /logs/agent, /logs/verifier, /logs/artifacts   the trial's log folders (rw)
-    /tests, /solution, /tmp, /root                 private folders (rw)
+    /solution, /tmp, /root                         private folders (rw)
+    /tests                 the task's tests, as Harbor uploads them (ro)
     /usr, /bin, /lib*, a few /etc files, the Python running apexrl (ro)
 
 and nothing else of the host: no home, no project folder, no host environment
@@ -47,6 +55,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import sys
@@ -99,6 +108,9 @@ ENV_TYPE = "apexrl-local"
 DEFAULT_CWD = "/world/filesystem"
 PEER_CWD = "/filesystem"
 PEER_START_S = 180.0  # archipelago's servers: ~3-10 s each, started at once, on a busy host
+TESTS = "/tests"
+# the grader's own /tmp and /root: fresh folders in the trial folder, made per grading
+GRADER_DIRS = {"/tmp": "grader-tmp", "/root": "grader-home"}
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -341,13 +353,21 @@ class LocalEnvironment(BaseEnvironment):
 
             merged.setdefault(SANDBOX_PYTHON_ENV, self._grading_runtime.python)
         await asyncio.to_thread(self._own_log_dirs)
+        program = tests_program(command)
+        grading = program is not None
+        if program is not None:  # the grader: nothing the agent left in its way (module doc)
+            await asyncio.to_thread(self._fresh_grader_dirs, program)
+            merged.update(HOME="/root", TMPDIR="/tmp")
         # bwrap and its helpers get the fixed base environment only; the merged values
         # reach the command inside the sandbox through a descriptor (never argv)
         cmd, env_fd = sandbox.with_env(["/bin/bash", "-c", command], merged)
+        if grading:
+            cwd = TESTS
         argv = (
             self._bwrap_argv(
                 cwd=cwd or self.task_env_config.workdir or self._default_cwd(),
                 network=self._network_policy.network_mode != NetworkMode.NO_NETWORK,
+                grading=grading,
             )
             + cmd
         )
@@ -543,10 +563,46 @@ class LocalEnvironment(BaseEnvironment):
                 if os.lstat(d).st_uid != uid:
                     os.chown(d, uid, uid, follow_symlinks=False)
 
-    def _bwrap_argv(self, *, cwd: str, network: bool) -> list[str]:
+    def _bwrap_argv(self, *, cwd: str, network: bool, grading: bool = False) -> list[str]:
         uid = self._slot.uid if self._slot is not None else None
         ro = self._grading_runtime.paths if self._grading_runtime is not None else ()
-        return sandbox.bwrap_argv(self._mounts_rw(), cwd=cwd, network=network, uid=uid, ro=ro)
+        rw, ro_binds = self._exec_binds(grading)
+        return sandbox.bwrap_argv(rw, cwd=cwd, network=network, uid=uid, ro=ro, ro_binds=ro_binds)
+
+    def _exec_binds(self, grading: bool) -> tuple[list[tuple[str, Path]], list[tuple[str, Path]]]:
+        """(read-write, read-only) binds of an exec. /tests is read-only to every exec
+        (Harbor writes it from the host). An agent's: the rest writable. The grader's:
+        /logs/verifier writable, /tmp and /root its own fresh folders, the rest (the
+        world, the agent's logs, /solution) read-only."""
+        assert self.root is not None
+        rw: list[tuple[str, Path]] = []
+        ro: list[tuple[str, Path]] = []
+        for target, source in self._mounts_rw():
+            if target == TESTS:
+                ro.append((target, source))
+            elif target in GRADER_DIRS and grading:
+                rw.append((target, self.root / GRADER_DIRS[target]))
+            elif grading and target != "/logs/verifier":
+                ro.append((target, source))
+            else:
+                rw.append((target, source))
+        return rw, ro
+
+    def _fresh_grader_dirs(self, program: str) -> None:
+        """Empty /tmp, /root and /logs/verifier for the grader (no link followed), and
+        make the program it runs executable (Harbor's `chmod +x` runs as an ordinary
+        exec, which sees /tests read-only)."""
+        assert self.root is not None
+        uid = self._slot.uid if self._slot is not None else None
+        for name in GRADER_DIRS.values():  # in the trial folder: no agent writes there
+            d = self.root / name
+            d.mkdir(exist_ok=True)
+            _empty_folder(d)
+            chown_tree(d, uid)
+        _empty_folder(self.trial_paths.verifier_dir)
+        script = self.host_path(program)
+        if script is not None and script.is_file() and not script.is_symlink():
+            script.chmod(script.stat().st_mode | 0o555)
 
     def _resolve_grading_runtime(self):
         from apexrl.artifacts.archipelago_runner import grading_runtime
@@ -594,6 +650,38 @@ class LocalEnvironment(BaseEnvironment):
             self._slot.kill()
         if self.root is not None and not self._keep:
             sandbox.remove_trial_folder(self.root)
+
+
+def tests_program(command: str) -> str | None:
+    """The program from /tests an exec runs (Harbor's verifier running the task's
+    tests/test.sh: `(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1`), else None."""
+    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    try:
+        words = list(lex)
+    except ValueError:
+        return None
+    while words and words[0] == "(":
+        words = words[1:]
+    if words and PurePosixPath(words[0]).name in ("bash", "sh"):
+        words = words[1:]
+    if not words:
+        return None
+    p = PurePosixPath(words[0])
+    if p.is_relative_to(TESTS) and p != PurePosixPath(TESTS) and ".." not in p.parts:
+        return words[0]
+    return None
+
+
+def _empty_folder(folder: Path) -> None:
+    """Remove what is in `folder` (links removed, never followed)."""
+    if not folder.is_dir():
+        return
+    for p in folder.iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def _refuse_env(env: dict[str, str], where: str) -> None:

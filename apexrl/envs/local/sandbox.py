@@ -346,10 +346,12 @@ def bwrap_argv(
     uid: int | None = None,
     limits: SandboxLimits | None = None,
     ro: tuple[str, ...] | list[str] = (),
+    ro_binds: list[tuple[str, Path]] | None = None,
 ) -> list[str]:
     """bubblewrap's command line up to the command: read-only system, `rw` binds, the
     privilege drop and limits. `ro`: more host folders bound read-only at their own
-    paths (e.g. a grading runtime's venv and interpreter). Run it with
+    paths (e.g. a grading runtime's venv and interpreter); `ro_binds`: (target, source)
+    pairs bound read-only like `rw`'s (the world as a grader sees it). Run it with
     `subprocess(env=base_env(...))`."""
     argv = [
         bwrap_path(),
@@ -390,9 +392,10 @@ def bwrap_argv(
                 made.add(d)
                 argv.extend(["--perms", "0755", "--dir", d])
 
-    for target, source in sorted(rw, key=lambda t: len(t[0])):  # parents first
+    binds = [(t, s, "--bind") for t, s in rw] + [(t, s, "--ro-bind") for t, s in ro_binds or ()]
+    for target, source, how in sorted(binds, key=lambda t: len(t[0])):  # parents first
         mount_point(target, leaf=False)
-        argv += ["--bind", str(source), target]
+        argv += [how, str(source), target]
         made.add(target)
     bound = list(python_paths())
     for p in bound:

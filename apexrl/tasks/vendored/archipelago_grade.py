@@ -223,8 +223,13 @@ def main():
         traj = {"messages": messages, "status": "completed", "time_elapsed": elapsed, "output": {}}
         (work / "trajectory.json").write_text(json.dumps(traj), encoding="utf-8")
         (work / "settings.json").write_text(json.dumps(settings()), encoding="utf-8")
+        # -E -s -B: no PYTHON* variables, no user site, no bytecode written; the runner
+        # imports from its own folder (the working folder), never from the world
         argv = [
             sys.executable,
+            "-E",
+            "-s",
+            "-B",
             "-m",
             "runner.main",
             "--grading-run-id",

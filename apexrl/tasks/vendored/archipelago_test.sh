@@ -16,14 +16,20 @@ mkdir -p "$out"
 # clear it, keeping only the stdout log Harbor is writing for this script.
 find "$out" -mindepth 1 -maxdepth 1 ! -name test-stdout.txt -exec rm -rf -- {} +
 here="$(cd "$(dirname "$0")" && pwd)"
+# Nothing the agent left runs here: start in the tests folder, with a fresh HOME and
+# TMPDIR (a .pth under the agent's user site, a venv or uv cache it planted), and an
+# isolated Python (-I: a package like importlib/ in the working folder is not imported).
+cd "$here"
+scratch="$(mktemp -d)"
+export HOME="$scratch" TMPDIR="$scratch"
 py="${ARCHIPELAGO_GRADING_PYTHON:-}"
 has_deps='import importlib.util as u, sys; sys.exit(not (u.find_spec("litellm") and u.find_spec("pydantic")))'
-if [ -n "$py" ] && ! "$py" -c "$has_deps" >/dev/null 2>&1; then
+if [ -n "$py" ] && ! "$py" -I -c "$has_deps" >/dev/null 2>&1; then
   echo "ARCHIPELAGO_GRADING_PYTHON=$py cannot import the runner's dependencies" >&2
   py=""
 fi
 if [ -z "$py" ] && command -v uv >/dev/null 2>&1; then
-  venv="${TMPDIR:-/tmp}/archipelago-grading-venv"
+  venv="$TMPDIR/archipelago-grading-venv"
   if UV_PROJECT_ENVIRONMENT="$venv" uv sync --frozen --no-dev --no-install-project \
     --project "$here/runner" --quiet >&2; then
     py="$venv/bin/python"
@@ -39,4 +45,4 @@ if [ -z "$py" ]; then
   echo "$msg" | tee "$out/grading_unavailable.txt" >&2
   exit 4
 fi
-exec "$py" "$here/grade.py"
+exec "$py" -I "$here/grade.py"
