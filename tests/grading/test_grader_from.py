@@ -453,7 +453,7 @@ def test_grader_from_grading_ignores_what_the_agent_planted(
     payload = "exec(open('/world/filesystem/.payload.py').read())"
     plant = [
         f"cat > /world/filesystem/.payload.py <<'EOF'\n{PLANTED}EOF",
-        f"mkdir -p importlib && echo \"{payload}\" > importlib/__init__.py && echo planted",
+        f'mkdir -p importlib && echo "{payload}" > importlib/__init__.py && echo planted',
         # the user site of the runner's Python 3.13 (and of any python3)
         "for v in 3.11 3.12 3.13; do d=$HOME/.local/lib/python$v/site-packages; "
         f'mkdir -p $d && echo "import os; {payload}" > $d/zz-probe.pth; done && echo planted',
