@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from apexrl import __version__
 from apexrl.cli.app import app
 
@@ -61,29 +63,82 @@ def test_doctor_reports_presence_never_values(runner, monkeypatch):
 
 
 def test_every_command_group_imports_and_a_broken_one_is_loud(runner, monkeypatch):
-    """A command group whose module fails to import is never dropped in silence: it stays
-    a command that fails with the reason, and doctor reports it (exit 1)."""
-    import typer
-
+    """A command whose module fails to import is never dropped in silence: it stays a
+    command that fails with the reason, and doctor reports it (exit 1)."""
     from apexrl.cli import app as root
-    from apexrl.cli import groups
 
-    assert groups.BROKEN_GROUPS == {}
     shown = runner.invoke(app, ["--help"]).stdout
-    assert all(name in shown for name in groups.COMMAND_GROUPS)
-    broken: dict[str, str] = {}
-    monkeypatch.setattr(groups, "BROKEN_GROUPS", broken)
-    other = typer.Typer()
-    other.callback()(lambda: None)
-    root.register_group(other, "no_such_group", "app")
-    assert "ModuleNotFoundError" in broken["no_such_group"]
-    res = runner.invoke(other, ["no_such_group"])
+    assert all(name in shown for name in root.COMMANDS)
+    res = runner.invoke(app, ["doctor", "--json"])
+    assert root.BROKEN_COMMANDS == {}, root.BROKEN_COMMANDS
+    broken_entry = root.CommandEntry("apexrl.cli.no_such_group:app", "Nothing.")
+    monkeypatch.setitem(root.COMMANDS, "no_such_group", broken_entry)
+    monkeypatch.setattr(root, "BROKEN_COMMANDS", {})
+    res = runner.invoke(app, ["no_such_group"])
     assert res.exit_code == 1 and "apexrl.cli.no_such_group:app failed to import" in res.stderr
+    assert "ModuleNotFoundError" in root.BROKEN_COMMANDS["no_such_group"]
     res = runner.invoke(app, ["doctor", "--json"])
     assert res.exit_code == 1 and "no_such_group" in res.stderr
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     cmds = next(r for r in rows if r["name"] == "commands")
     assert cmds["ok"] is False and "no_such_group" in cmds["detail"]
+
+
+def test_the_table_summary_is_each_commands_own_help(capsys, monkeypatch):
+    """`apexrl --help` lists the table's summaries without importing a command; with every
+    command imported, the listing is the same bytes (a summary cannot drift from the help
+    of its command)."""
+    import typer.main
+    from typer import _click
+
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def root_help(root) -> str:
+        root.get_help(_click.Context(root, info_name="apexrl"))
+        return capsys.readouterr().out
+
+    lazy = typer.main.get_command(app)
+    listed = root_help(lazy)
+    assert lazy.commands == {} and "Serve a world's MCP tool servers" in listed
+    built = typer.main.get_command(app)
+    for name in built.list_commands(None):
+        assert built.get_command(None, name) is not None
+    assert set(built.commands) == set(built.list_commands(None))
+    assert root_help(built) == listed
+
+
+START_UP = """
+import json, sys
+from typer.testing import CliRunner
+from apexrl.cli.app import COMMANDS, app
+args = sys.argv[1:]
+r = CliRunner().invoke(app, args)
+assert r.exit_code == 0, r.output
+modules = {e.target.split(":")[0] for e in COMMANDS.values()}
+print(json.dumps(sorted(m for m in modules if m in sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "loaded"),
+    [
+        (["--help"], []),
+        (["--version"], []),
+        (["image", "push", "--help"], ["apexrl.cli.image"]),
+        (["eval", "--help"], ["apexrl.cli.eval"]),
+        (["world", "--help"], ["apexrl.cli.world"]),
+        (["tasks", "ls", "--help"], ["apexrl.cli.tasks"]),
+        (["train", "--help"], ["apexrl.cli.train"]),
+    ],
+)
+def test_start_up_imports_only_the_chosen_command(args, loaded):
+    """No command module imports another command group: the CLI imports the one a
+    command line chooses (none for the root's help), whatever that module imports."""
+    p = subprocess.run(
+        [sys.executable, "-c", START_UP, *args], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == loaded
 
 
 def test_help_does_not_import_heavy_libraries():
@@ -130,7 +185,8 @@ def test_every_record_has_a_schema(runner):
 
 
 def _all_commands(group, path=()):
-    for name, cmd in getattr(group, "commands", {}).items():
+    for name in group.list_commands(None) if hasattr(group, "list_commands") else []:
+        cmd = group.get_command(None, name)
         yield (*path, name), cmd
         yield from _all_commands(cmd, (*path, name))
 
@@ -154,7 +210,9 @@ def test_no_command_help_shows_typer_style_metavars(runner):
     from typer.main import get_command
 
     root = get_command(app)
-    for path, _cmd in _all_commands(root):
+    paths = [path for path, _cmd in _all_commands(root)]
+    assert ("eval", "run") in paths and ("image", "push") in paths and len(paths) > 30
+    for path in paths:
         r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
         assert r.exit_code == 0, (path, r.output)
         assert not re.search(r"<(bool|path|int|float|str|text)>", r.output), (path, r.output)

@@ -1,25 +1,158 @@
-"""Root of the `apexrl` command: global options, error handling, command groups."""
+"""Root of the `apexrl` command: global options, error handling, and the command table.
+
+The command table names each command by `"module:attr"` with the one line `apexrl --help`
+shows for it. Only the command a command line chooses is imported (`apexrl image push`
+loads `apexrl.cli.image` and nothing of `eval`, `train` or `world`); `apexrl --help` lists
+the table without importing any command module. `tests/test_cli_basics.py` checks that
+each summary is what the command's own help says and that start-up imports no command.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 import typer
-from typer.core import TyperGroup
+from typer import _click
+from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from apexrl import __version__
 from apexrl.cli import help_style, output
-from apexrl.cli.groups import COMMAND_GROUPS
 
 help_style.install()
 
 _state = {"debug": bool(os.environ.get("APEXRL_DEBUG"))}
 
 
+@dataclass(frozen=True)
+class CommandEntry:
+    """One top-level command: where it lives (a Typer app is a group of commands, a
+    function is one command) and its line in `apexrl --help`."""
+
+    target: str
+    summary: str
+
+
+# In the order `apexrl --help` lists them.
+COMMANDS: dict[str, CommandEntry] = {
+    "schema": CommandEntry(
+        "apexrl.cli.schema:schema",
+        "Print the JSON Schema of an artifact record (omit NAME to list names).",
+    ),
+    "doctor": CommandEntry(
+        "apexrl.cli.doctor:doctor",
+        "Report Python, optional extras, GPUs, tools and which credentials are set.",
+    ),
+    "train": CommandEntry(
+        "apexrl.cli.train:command", "Train (or evaluate) with SkyRL on Ray from a versioned recipe."
+    ),
+    "tasks": CommandEntry(
+        "apexrl.cli.tasks:app", "Convert, pack, unpack, validate and split task datasets."
+    ),
+    "world": CommandEntry(
+        "apexrl.cli.world:app",
+        "Serve a world's MCP tool servers, snapshot and diff world state, pack world images.",
+    ),
+    "image": CommandEntry("apexrl.cli.image:app", "Push world images to ECR or any OCI registry."),
+    "tito": CommandEntry(
+        "apexrl.cli.tito:app",
+        "Token-in/token-out (TITO): check that tokenizer, chat template and engine agree.",
+    ),
+    "engine": CommandEntry(
+        "apexrl.cli.engine:app",
+        "Inference engines: vLLM (GPU, or its CPU build from `make vllm`), a local CPU engine "
+        "for small checkpoints (same /v1/completions contract).",
+    ),
+    "eval": CommandEntry(
+        "apexrl.cli.eval:app",
+        "Evaluate a model on a task dataset (Pass@1, Pass@k, Pass^k) and report runs.",
+    ),
+    "plan": CommandEntry("apexrl.cli.plan:app", "Capacity planning: KV-cache rollout concurrency."),
+    "publish": CommandEntry(
+        "apexrl.cli.publish:app",
+        "Publish checkpoints, eval traces and task datasets to the Hugging Face Hub (redacted, "
+        "resumable, verified).",
+    ),
+}
+# commands whose module failed to import: name -> why. Never dropped in silence: the
+# command stays and fails with the reason (exit 1), and `apexrl doctor` reports it.
+BROKEN_COMMANDS: dict[str, str] = {}
+
+
+def _noop() -> None:
+    pass
+
+
+def build_command(name: str, entry: CommandEntry) -> _click.Command:
+    """The click command for one table entry, built as `add_typer`/`command` on the root
+    would build it; a module that fails to import gives a command that says why."""
+    from apexrl.importpath import load
+
+    holder = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
+    holder.callback()(_noop)
+    try:
+        obj = load(entry.target)
+    except Exception as e:  # any failure: kept, reported, never dropped
+        why = f"{entry.target} failed to import: {type(e).__name__}: {e}"
+        BROKEN_COMMANDS[name] = why
+
+        def broken() -> None:
+            output.error(why)
+            raise typer.Exit(1)
+
+        holder.command(name, help=f"(unavailable: {why})")(broken)
+    else:
+        if isinstance(obj, typer.Typer):
+            holder.add_typer(obj, name=name)
+        else:
+            holder.command(name)(obj)
+    return typer.main.get_command(holder).commands[name]
+
+
 class ApexGroup(TyperGroup):
-    """Turns ApexError into a message + exit code (traceback only with --debug)."""
+    """The root group: commands from the table, imported when chosen; ApexError turned
+    into a message + exit code (traceback only with --debug)."""
+
+    _listing = False  # while the help lists commands: their summaries, nothing imported
+
+    def list_commands(self, ctx) -> list[str]:
+        return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
+
+    def get_command(self, ctx, cmd_name: str):
+        if cmd_name in self.commands or cmd_name not in COMMANDS:
+            return self.commands.get(cmd_name)
+        entry = COMMANDS[cmd_name]
+        if self._listing:
+            return TyperCommand(cmd_name, help=entry.summary)
+        self.commands[cmd_name] = build_command(cmd_name, entry)
+        return self.commands[cmd_name]
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except _click.exceptions.UsageError as e:  # Typer suggests from the commands built
+            if args and "Did you mean" not in e.message:  # so far: from the table instead
+                from difflib import get_close_matches
+
+                if matches := get_close_matches(args[0], self.list_commands(ctx)):
+                    suggestions = ", ".join(f"{m!r}" for m in matches)
+                    e.message = f"{e.message.rstrip('.')}. Did you mean {suggestions}?"
+            raise
+
+    def format_help(self, ctx, formatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def load_all(self) -> dict[str, str]:
+        """Import every command (`apexrl doctor`): the ones that failed, name -> why."""
+        for name in COMMANDS:
+            self.get_command(None, name)
+        return {n: why for n, why in BROKEN_COMMANDS.items() if n in COMMANDS}
 
     def invoke(self, ctx):
         try:
@@ -61,42 +194,6 @@ def root(
         _state["debug"] = True
         os.environ["APEXRL_DEBUG"] = "1"
         os.environ["LITELLM_LOG"] = "DEBUG"  # third-party logs only with --debug
-
-
-def _register() -> None:
-    # Each group module is light: heavy libraries load inside the commands.
-    from apexrl.cli import doctor, schema, tasks
-
-    app.add_typer(tasks.app, name="tasks")
-    app.command("schema")(schema.schema)
-    app.command("doctor")(doctor.doctor)
-    for name, attr in COMMAND_GROUPS.items():
-        register_group(app, name, attr)  # a failure is kept in BROKEN_GROUPS (cli/groups.py)
-
-
-def register_group(root: typer.Typer, name: str, attr: str) -> None:
-    from apexrl.cli.groups import BROKEN_GROUPS
-    from apexrl.importpath import load
-
-    try:
-        obj = load(f"apexrl.cli.{name}:{attr}")
-    except Exception as e:  # any failure: kept, reported, never dropped
-        why = f"apexrl.cli.{name}:{attr} failed to import: {type(e).__name__}: {e}"
-        BROKEN_GROUPS[name] = why
-
-        def broken() -> None:
-            output.error(why)
-            raise typer.Exit(1)
-
-        root.command(name, help=f"(unavailable: {why})")(broken)
-        return
-    if attr == "app":
-        root.add_typer(obj, name=name)
-    else:
-        root.command(name)(obj)
-
-
-_register()
 
 
 def quiet_third_party_bars() -> None:

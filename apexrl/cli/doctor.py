@@ -9,6 +9,7 @@ from apexrl.cli.options import JSON_NDJSON
 
 
 def doctor(
+    ctx: typer.Context,
     json_out: bool = JSON_NDJSON,
     no_cache: bool = typer.Option(
         False,
@@ -18,26 +19,29 @@ def doctor(
     ),
 ) -> None:
     """Report Python, optional extras, GPUs, tools and which credentials are set."""
-    from apexrl.cli.groups import BROKEN_GROUPS, COMMAND_GROUPS
     from apexrl.doctor import collect_checks
 
+    # the root command (cli/app.py) imports every command of its table: one that fails
+    # to import is an install defect, named here
+    root = ctx.find_root().command
+    broken = root.load_all()
     rows = collect_checks(use_cache=not no_cache)
     rows.insert(
         1,
         {
             "section": "apexrl",
             "name": "commands",
-            "ok": not BROKEN_GROUPS,
-            "detail": "; ".join(BROKEN_GROUPS.values())
-            or f"{len(COMMAND_GROUPS)} command groups imported",
+            "ok": not broken,
+            "detail": "; ".join(broken.values())
+            or f"{len(root.list_commands(None))} command groups imported",
         },
     )
-    for why in BROKEN_GROUPS.values():
+    for why in broken.values():
         output.error(why)
     output.emit_records(
         rows,
         json_out=json_out,
         columns=["section", "name", "ok", "detail"],
     )
-    if BROKEN_GROUPS:  # an install defect, not a missing extra
+    if broken:  # an install defect, not a missing extra
         raise typer.Exit(1)
