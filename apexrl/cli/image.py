@@ -44,7 +44,7 @@ def _archives(items: list[str]) -> list[tuple[Path, str | None]]:
 
 
 def _checked(ctx: typer.Context, param: typer.CallbackParam, value):
-    """The value checks the fast path (cli/entry.py) makes too: one verdict per command line."""
+    """The value checks of `image push`'s options (image_push.option_value_problem)."""
     if ctx.resilient_parsing or value is None:
         return value
     problem = option_value_problem(param.opts[-1] if param.opts else param.name, value)
@@ -54,7 +54,7 @@ def _checked(ctx: typer.Context, param: typer.CallbackParam, value):
 
 
 def _checked_option(default, *decls: str, **kw):
-    """An option the fast path takes too: its value is checked by the same rules."""
+    """An option whose value is checked by option_value_problem."""
     return typer.Option(default, *decls, callback=_checked, **kw)
 
 

@@ -1,6 +1,4 @@
-"""The body of `image push` once its command line is parsed, without Typer: run by the
-Typer command and by the entry point's fast path (which parses plain command lines
-itself, so a push does not pay for loading Typer and pydantic).
+"""The body of `image push` once its command line is parsed.
 
 An unchanged re-push is answered by one light HEAD per image (standard library only):
 when every tag already names its image, it reports exactly what the push would have
@@ -14,7 +12,7 @@ from typing import Any
 
 from apexrl.cli import output
 
-# `image push` defaults, shared by the Typer command and the entry point's fast path
+# `image push` defaults
 DEFAULT_TAG = "{world_id}"
 DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 64
@@ -22,9 +20,8 @@ DEFAULT_TIMEOUT_S = 30.0
 
 
 def option_value_problem(option: str, value: object) -> str | None:
-    """Why a value given to one of `image push`'s options is refused by both parsers (the
-    Typer command's callbacks and the entry point's fast path), or None. A value that
-    looks like an option (`--tag --dry-run`) is refused rather than taken as a tag."""
+    """Why a value given to one of `image push`'s options is refused, or None. A value
+    that looks like an option (`--tag --dry-run`) is refused rather than taken as a tag."""
     if isinstance(value, str) and value.startswith("-"):
         return f"{option} got {value!r}, which looks like an option: give {option} a value"
     if option == "--timeout" and isinstance(value, float) and not 0 < value < float("inf"):

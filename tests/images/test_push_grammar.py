@@ -1,7 +1,6 @@
-"""Issue 29, finding 7c: `image push` has two parsers, the entry point's fast path and the
-Typer command, and one verdict. The option grammar is enumerated (every value option
-in every spelling, with odd values); whatever the fast path takes, Typer takes with the
-same values, and a value that looks like an option is refused by both."""
+"""Issue 29, finding 7c: `image push` has one verdict per command line. The option
+grammar is enumerated (every value option in every spelling, with odd values): a value
+that looks like an option is refused, and the plain spellings give the values meant."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import re
 import pytest
 import typer.main
 
-from apexrl.cli import entry
 from apexrl.cli.app import app as root_app
 from apexrl.cli.image import app
 from tests.images.conftest import apexrl
@@ -82,21 +80,26 @@ def _command_lines() -> list[list[str]]:
     return lines
 
 
-def test_the_fast_path_takes_nothing_typer_would_read_otherwise(monkeypatch):
+def test_plain_spellings_give_the_values_meant(monkeypatch):
     monkeypatch.delenv("APEXRL_REGISTRY_ENDPOINT", raising=False)
     lines = _command_lines()
-    taken = 0
-    for args in lines:
-        fast = entry.parse_image_push(["image", "push", *args])
-        typer_says = _typer(args)
-        if fast is None:
-            continue
-        taken += 1
-        assert isinstance(typer_says, dict), (args, typer_says)
-        assert {k: fast[k] for k in _KEYS} == {k: typer_says[k] for k in _KEYS}, args
-        assert fast["json_out"] == typer_says["json_out"] and not typer_says["dry_run"], args
-    assert taken >= 40  # plain spellings still take the fast path
     assert len(lines) > 300
+    read = [_typer(args) for args in lines]
+    assert sum(isinstance(r, dict) for r in read) >= 40
+    got = _typer(["a.tar", "--to", "h/r", "--tag=x", "-n", "3", "--timeout=2.5", "--json"])
+    assert (got["archives"], got["to"], got["tag"], got["concurrency"]) == (
+        ["a.tar"],
+        "h/r",
+        "x",
+        3,
+    )
+    assert got["timeout"] == 2.5 and got["json_out"] and not got["dry_run"]
+    for args, r in zip(lines, read, strict=True):
+        if isinstance(r, dict):  # nothing that looks like an option became a value
+            assert not any(
+                isinstance(r[k], str) and r[k].startswith("-")
+                for k in ("to", "tag", "registry_endpoint")
+            ), args
 
 
 @pytest.mark.parametrize(
@@ -109,13 +112,12 @@ def test_a_value_that_looks_like_an_option_is_refused_by_both(opt, value, monkey
     base = [] if opt == "--to" else ["--to", "h/r"]
     for spelled in _spellings(opt, value)[:2]:
         args = ["a.tar", *base, *spelled]
-        assert entry.parse_image_push(["image", "push", *args]) is None, args
         assert isinstance(_typer(args), str), args
 
 
 def test_tag_dry_run_is_a_usage_error_not_a_push(runner, tmp_path):
     """`--tag --dry-run` read as a tag would push for real: exit 2, naming the option,
-    from the Typer app and from the installed command (fast path first)."""
+    from the Typer app and from the installed command."""
     archive = tmp_path / "w.tar"
     archive.write_bytes(b"")
     args = ["image", "push", str(archive), "--to", "127.0.0.1:9/r", "--tag", "--dry-run"]

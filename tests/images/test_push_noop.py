@@ -1,6 +1,6 @@
-"""`image push` from the entry point's fast path (no Typer, no pydantic) and the unchanged
-re-push (no httpx, no Rich either): the same output and exit codes as the Typer command
-with the full client, and the Typer app for anything that is not a plain command line."""
+"""`image push` imports no other command group, and an unchanged re-push answers from one
+light HEAD per image (no httpx): the same output and exit codes as a push through the
+full client."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.cli.entry import parse_image_push
 from apexrl.cli.image_push import image_record
 from apexrl.images import oci
 from apexrl.images.refs import parse_reference
@@ -18,11 +17,11 @@ from apexrl.images.registry_client import probe_manifest_digests
 from tests.images.conftest import PY, REPO_ROOT, Registry, apexrl, make_world, records
 
 # the full client, forced: the light probe never answers with a proxy configured, and
-# httpx (trust_env) goes around the dead proxy for loopback; --debug: the Typer app
+# httpx (trust_env) goes around the dead proxy for loopback
 FULL_PATH_ENV = {"HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1"}
 
 
-def typer_push(*args: str):
+def full_push(*args: str):
     return apexrl("--debug", "image", "push", *args, env=FULL_PATH_ENV)
 
 
@@ -44,35 +43,6 @@ def test_image_record_is_the_model_dump():
     got = image_record(*args)
     assert got == want.model_dump(mode="json")
     assert list(got) == list(want.model_dump(mode="json"))  # same key order in NDJSON
-
-
-def test_parse_image_push_takes_only_plain_command_lines(monkeypatch):
-    monkeypatch.delenv("APEXRL_REGISTRY_ENDPOINT", raising=False)
-    o = parse_image_push(["image", "push", "a.tar", "--to", "h/r", "--tag=x", "-n", "3", "--json"])
-    assert o is not None
-    assert (o["archives"], o["to"], o["tag"], o["json_out"]) == (["a.tar"], "h/r", "x", True)
-    assert o["timeout"] == 30.0 and o["registry_endpoint"] is None
-    monkeypatch.setenv("APEXRL_REGISTRY_ENDPOINT", "http://127.0.0.1:1")
-    assert parse_image_push(["image", "push", "a", "--to", "h/r"])["registry_endpoint"] == (
-        "http://127.0.0.1:1"
-    )
-    for argv in (
-        ["image", "push", "a.tar", "--to", "h/r", "--dry-run"],
-        ["image", "push", "a.tar", "--to", "h/r", "--help"],
-        ["image", "push", "a.tar", "--to", "h/r", "--bogus"],
-        ["image", "push", "a.tar", "--to", "h/r", "--to", "h/s"],  # Typer says which wins
-        ["image", "push", "a.tar"],  # no --to: Typer's usage error
-        ["image", "push", "--to", "h/r"],  # no archive
-        ["image", "push", "images.jsonl", "--to", "h/r"],  # record files: Typer path
-        ["image", "push", "a.tar", "--to", "h/r", "-n", "0"],
-        ["image", "push", "a.tar", "--to", "h/r", "-n", "x"],
-        ["image", "push", "a.tar", "--to", "h/r", "--retries", "0"],
-        ["image", "push", "a.tar", "--to", "h/r", "--timeout", "soon"],
-        ["image", "push", "a.tar", "--to"],
-        ["--debug", "image", "push", "a.tar", "--to", "h/r"],
-        ["image", "ls"],
-    ):
-        assert parse_image_push(argv) is None, argv
 
 
 def test_plain_info_is_what_rich_prints():
@@ -101,35 +71,42 @@ def _push(archive: Path, to: str, *extra: str, env: dict | None = None):
     return p
 
 
-def test_unchanged_repush_fast_path_prints_what_the_full_push_prints(archives, registry):
+def test_unchanged_repush_prints_what_the_full_push_prints(archives, registry):
     to = f"{registry.host}/worlds"
     first = _push(archives[0], to)
     assert "0 blobs uploaded" not in first.stderr
-    fast = _push(archives[0], to)
-    full = typer_push(str(archives[0]), "--to", to)
-    assert "0 blobs uploaded (0 bytes), 3 already there" in fast.stderr
-    assert (fast.stdout, fast.stderr) == (full.stdout, full.stderr)
-    assert records(fast.stdout)[0]["digest"] == oci.open_image(archives[0]).manifest_digest
+    light = _push(archives[0], to)
+    full = full_push(str(archives[0]), "--to", to)
+    assert "0 blobs uploaded (0 bytes), 3 already there" in light.stderr
+    assert (light.stdout, light.stderr) == (full.stdout, full.stderr)
+    assert records(light.stdout)[0]["digest"] == oci.open_image(archives[0]).manifest_digest
     # the same with --json and a tag template, two images at once
     both = [str(a) for a in archives]
     _push(Path(both[0]), to, "--tag", "{world_id}-{digest12}")  # first image's tag
     _push(Path(both[1]), to, "--tag", "{world_id}-{digest12}")
     argv = ["image", "push", *both, "--to", to, "--tag", "{world_id}-{digest12}", "--json"]
-    fast = apexrl(*argv)
-    full = typer_push(*argv[2:])
-    assert fast.returncode == full.returncode == 0, fast.stderr + full.stderr
-    assert (fast.stdout, fast.stderr) == (full.stdout, full.stderr)
-    assert len(records(fast.stdout)) == 2
+    light = apexrl(*argv)
+    full = full_push(*argv[2:])
+    assert light.returncode == full.returncode == 0, light.stderr + full.stderr
+    assert (light.stdout, light.stderr) == (full.stdout, full.stderr)
+    assert len(records(light.stdout)) == 2
 
 
-def test_fast_path_loads_no_typer_pydantic_and_noop_no_httpx(archives, registry):
+def test_push_loads_no_other_command_and_noop_no_httpx(archives, registry):
     to = f"{registry.host}/worlds"
     code = (
         "import sys\n"
-        "from apexrl.cli.entry import fast_image_push\n"
-        "code = fast_image_push(sys.argv[1:])\n"
-        "heavy = sorted(m for m in ('typer', 'pydantic', 'httpx', 'rich.console', 'click')"
-        " if m in sys.modules)\n"
+        "from apexrl.cli.app import COMMANDS\n"
+        "from apexrl.cli.entry import main\n"
+        "sys.argv[0] = 'apexrl'\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    code = e.code or 0\n"
+        "else:\n"
+        "    code = 0\n"
+        "groups = {e.target.split(':')[0] for e in COMMANDS.values()}\n"
+        "heavy = sorted(m for m in ('httpx', *groups) if m in sys.modules)\n"
         "print('RESULT', code, heavy, file=sys.stderr)\n"
     )
 
@@ -138,37 +115,29 @@ def test_fast_path_loads_no_typer_pydantic_and_noop_no_httpx(archives, registry)
             [PY, "-c", code, *argv], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
         )
 
-    # a new push: the full client (httpx, without its CLI's click), no Typer or pydantic
+    # a new push: the full client (httpx), no other command group
     p = run("image", "push", str(archives[0]), "--to", to, "--tag", "fast")
-    assert "RESULT 0 ['httpx']" in p.stderr, p.stderr
+    assert "RESULT 0 ['apexrl.cli.image', 'httpx']" in p.stderr, p.stderr
     assert "3 blobs uploaded" in p.stderr
     assert records(p.stdout)[0]["ref"] == f"{to}:fast"
-    # unchanged: one light HEAD, nothing heavy
+    # unchanged: one light HEAD, no httpx
     p = run("image", "push", str(archives[0]), "--to", to, "--tag", "fast")
-    assert "RESULT 0 []" in p.stderr, p.stderr
+    assert "RESULT 0 ['apexrl.cli.image']" in p.stderr, p.stderr
     assert "0 blobs uploaded (0 bytes), 3 already there" in p.stderr
     # the tag moves to another image: pushed as always (the shared runtime layer skipped)
     p = run("image", "push", str(archives[1]), "--to", to, "--tag", "fast")
     assert "RESULT 0" in p.stderr and "1 already there" in p.stderr, p.stderr
     assert records(p.stdout)[0]["digest"] == oci.open_image(archives[1]).manifest_digest
-    # not plain, or inputs it cannot open: left to the Typer app, nothing printed
-    for argv in (
-        ["image", "push", str(archives[0]), "--to", to, "--dry-run"],
-        ["image", "push", str(archives[0]) + ".missing", "--to", to],
-        ["image", "push", str(archives[0]), "--to", "bad ref!"],
-    ):
-        p = run(*argv)
-        assert "RESULT None []" in p.stderr and p.stdout == "", p.stderr
 
 
-def test_fast_path_failures_are_reported_as_the_app_reports_them(archives, tmp_path):
+def test_push_failures_are_reported_with_and_without_debug(archives, tmp_path):
     gone = Registry(tmp_path / "gone")  # never started: connection refused
     args = (str(archives[0]), "--to", f"{gone.host}/w", "--retries", "1")
-    fast = apexrl("image", "push", *args)
+    plain = apexrl("image", "push", *args)
     full = apexrl("--debug", "image", "push", *args, env={"APEXRL_DEBUG": ""})
-    assert fast.returncode == full.returncode == 4, fast.stderr + full.stderr
-    assert fast.stdout == full.stdout == ""
-    assert fast.stderr.startswith("error: ") and "gave up after 1 attempts" in fast.stderr
+    assert plain.returncode == full.returncode == 4, plain.stderr + full.stderr
+    assert plain.stdout == full.stdout == ""
+    assert plain.stderr.startswith("error: ") and "gave up after 1 attempts" in plain.stderr
 
 
 def test_probe_answers_basic_challenges_and_hands_over_otherwise(archives, tmp_path, monkeypatch):
@@ -228,27 +197,3 @@ def test_installed_command_starts_at_the_entry_point():
         cwd=REPO_ROOT,
     )
     assert p.returncode == 0 and p.stdout.startswith("apexrl "), p.stderr
-
-
-def test_fast_parser_options_are_the_typer_commands():
-    """One command, two parsers: the fast path knows every option of `image push` but
-    --dry-run (which it hands to Typer), and takes the same defaults."""
-    import typer.main
-
-    from apexrl.cli import entry
-    from apexrl.cli.image import app
-
-    cmd = typer.main.get_command(app)
-    cmd = cmd.commands["push"] if hasattr(cmd, "commands") else cmd  # a one-command app
-    typer_opts = {o for p in cmd.params for o in p.opts if o.startswith("-")}
-    typer_opts -= {"--install-completion", "--show-completion"}  # Typer's, on a bare sub-app
-    fast_opts = set(entry._VALUE_OPTIONS) | {"--json"}
-    assert typer_opts - fast_opts == {"--dry-run"}
-    assert fast_opts <= typer_opts
-    defaults = {p.name: p.default for p in cmd.params}
-    o = entry.parse_image_push(["image", "push", "a.tar", "--to", "h/r"])
-    assert (o["tag"], o["concurrency"], o["timeout"]) == (
-        defaults["tag"],
-        defaults["concurrency"],
-        defaults["timeout"],
-    )
