@@ -69,6 +69,9 @@ BUDGETS: tuple[Budget, ...] = (
         eval_default=2000.0,
     ),
     Budget("tool_result_max_chars", int, 42_000, "Characters of one tool result kept."),
+    # bytes of one tool reply read from the gateway: a larger reply is refused while it
+    # streams in (the model is told), so the driver's memory per trial stays bounded
+    Budget("tool_reply_max_bytes", int, 16 * 1024 * 1024, "Bytes of one tool reply read."),
     Budget("max_tool_call_repairs", int, 2, "Malformed tool calls repaired per step."),
     # tell the model to wrap up below this share of the context left
     Budget("nudge_ratio", float, 0.2, "Wrap-up nudge below this.", "--nudge-ratio"),

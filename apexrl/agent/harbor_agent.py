@@ -183,7 +183,7 @@ class ApexAgent(BaseAgent):
             if mml:  # the server's window wins: vLLM trims max_tokens silently past it
                 ctx = min(ctx, mml)
             client.max_context = ctx
-            tools = ToolBox(url)
+            tools = ToolBox(url, max_reply_bytes=self.budgets.tool_reply_max_bytes)
             g0 = time.monotonic()
             try:
                 await tools.connect(ready_timeout_s=self.gateway_ready_timeout_s)

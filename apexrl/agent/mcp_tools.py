@@ -13,12 +13,18 @@ Classification (docs/facts.md section 5):
   timeout          no answer within the per-call timeout (the gateway is still up)
   fatal_mcp_error  the gateway cannot be reached or the session broke; the caller
                    reconnects once (`reconnect`) and retries
+
+Replies are read through a byte cap (`max_reply_bytes`, the `tool_reply_max_bytes`
+budget): a reply that grows past it is refused while it streams in (never held whole),
+and the model reads an mcp_error saying so. The world's tool servers cap their replies at
+the source as well (`apexrl.worlds.servers.caps`); this cap holds for any server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -34,6 +40,10 @@ ToolStatus = Literal["ok", "timeout", "mcp_error", "empty_content", "fatal_mcp_e
 OPEN_ATTEMPT_S = 120.0
 
 
+DEFAULT_REPLY_MAX_BYTES = 16 * 1024 * 1024
+_SSL: Any = None
+
+
 class GatewayNotReady(Exception):
     """The gateway did not answer /health and tools/list in time."""
 
@@ -46,10 +56,20 @@ class ToolOutcome:
     error: str | None = None
 
 
+def refused_text(name: str, limit: int) -> str:
+    return (
+        f"Error: the reply of the tool {name} was larger than {limit:,} bytes (the limit of "
+        "one tool reply) and was not read. Ask for a smaller part: a page, a range of lines "
+        "or cells, or a search."
+    )
+
+
 @dataclass
 class ToolBox:
     url: str  # the MCP endpoint (…/mcp/)
     headers: dict[str, str] = field(default_factory=dict)
+    max_reply_bytes: int = DEFAULT_REPLY_MAX_BYTES  # 0: no cap
+    refused: int = 0  # replies refused for their size
     tools: list[dict] = field(default_factory=list)  # OpenAI function schemas
     names: set[str] = field(default_factory=set)
     _client: Any = None
@@ -122,17 +142,22 @@ class ToolBox:
         raise ConnectionError(f"MCP session did not open: {err or 'closed'}")
 
     async def _own(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
+        import httpx2
         from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
 
-        target: Any = self.url
         try:
             async with contextlib.AsyncExitStack() as stack:
-                if self.headers:
-                    import httpx
-                    from mcp.client.streamable_http import streamable_http_client
-
-                    hc = await stack.enter_async_context(httpx.AsyncClient(headers=self.headers))
-                    target = streamable_http_client(self.url, http_client=hc)
+                hc = await stack.enter_async_context(
+                    httpx2.AsyncClient(
+                        headers={**self.headers, "accept-encoding": "identity"},
+                        timeout=httpx2.Timeout(30.0, read=300.0),  # the SDK's own defaults
+                        transport=_capped_transport_class()(self),
+                    )
+                )
+                target = streamable_http_client(
+                    self.url, http_client=hc, max_sse_event_size=self.max_reply_bytes or None
+                )
                 client = await stack.enter_async_context(Client(target))
                 ready.set_result(client)
                 await stop.wait()
@@ -198,6 +223,7 @@ class ToolBox:
             return done("fatal_mcp_error", "Error: the tool gateway is not connected.", "closed")
         owner = self._owner
         assert owner is not None
+        refused = self.refused
         task = asyncio.create_task(self._client.call_tool(name, arguments))
         finished, _ = await asyncio.wait(
             {task, owner}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
@@ -217,6 +243,8 @@ class ToolBox:
             return done("fatal_mcp_error", "Error: the tool gateway stopped answering.", "down")
         if task.cancelled():
             return done("fatal_mcp_error", "Error: the tool call was cancelled.", "cancelled")
+        if self.refused != refused:
+            return done("mcp_error", refused_text(name, self.max_reply_bytes), "reply_too_large")
         exc = task.exception()
         if exc is not None:
             err = f"{type(exc).__name__}: {exc}"[:500]
@@ -248,3 +276,76 @@ def _content_text(content: list | None) -> str:
             with contextlib.suppress(Exception):
                 parts.append(json.dumps(c.model_dump(mode="json"), ensure_ascii=False))
     return "\n".join(parts)
+
+
+def _ssl_context() -> Any:
+    """One default SSL context per process (loading the CA bundle costs ~60 ms)."""
+    global _SSL
+    if _SSL is None:
+        import ssl
+
+        _SSL = ssl.create_default_context()
+    return _SSL
+
+
+@functools.cache
+def _capped_transport_class() -> type:
+    """httpx2's own transport, each POST's response body counted as it streams in: past
+    the box's `max_reply_bytes` it is cut and refused (at once when its length header
+    says so). A compressed body is refused too: its size on the wire says nothing of its
+    size read. (A class made on first use: httpx2 is imported lazily.)"""
+    import httpx2
+
+    class ReplyTooLarge(httpx2.StreamError):
+        """Raised inside the body stream: the MCP client's JSON and SSE readers end the
+        request as failed; the ToolBox tells the model why."""
+
+    class CappedStream(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any, box: ToolBox, refuse: str | None) -> None:
+            self._inner, self._box, self._refuse = inner, box, refuse
+
+        def _refused(self, why: str) -> Exception:
+            self._box.refused += 1
+            return ReplyTooLarge(f"tool reply refused: {why}")
+
+        async def __aiter__(self):
+            if self._refuse:
+                raise self._refused(self._refuse)
+            n, limit = 0, self._box.max_reply_bytes
+            async for chunk in self._inner:
+                n += len(chunk)
+                if n > limit:
+                    raise self._refused(f"over {limit} bytes")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class CappedTransport(httpx2.AsyncBaseTransport):
+        def __init__(self, box: ToolBox, inner: Any = None) -> None:
+            self._box = box
+            self._inner = inner or httpx2.AsyncHTTPTransport(verify=_ssl_context())
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await self._inner.handle_async_request(request)
+            limit = self._box.max_reply_bytes
+            if request.method != "POST" or limit <= 0:
+                return response  # the GET stream: notifications, each SSE event capped
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            length = response.headers.get("content-length", "")
+            refuse = None
+            if encoding not in ("", "identity"):
+                refuse = f"compressed ({encoding})"
+            elif length.isdigit() and int(length) > limit:
+                refuse = f"{length} bytes, over {limit}"
+            return httpx2.Response(
+                status_code=response.status_code,
+                headers=response.headers,
+                stream=CappedStream(response.stream, self._box, refuse),
+                extensions=response.extensions,
+            )
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return CappedTransport

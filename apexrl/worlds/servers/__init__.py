@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from apexrl.worlds.servers.caps import capped
+
 
 class CallFailed(Exception):
     """A failed call that the model sees in archipelago's words: an error result whose text
@@ -44,13 +46,14 @@ _EXPECTED = (Exception,)
 
 def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn any exception a tool raises into a ToolError whose text the agent sees; an
-    MCPError (a JSON-RPC error some archipelago servers answer with) passes as it is."""
+    MCPError (a JSON-RPC error some archipelago servers answer with) passes as it is.
+    Every answer is capped (`caps.capped`: text and image size limits, with a note)."""
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             try:
-                return as_text(await fn(*args, **kwargs))
+                return capped(as_text(await fn(*args, **kwargs)))
             except _EXPECTED as e:
                 return _answer_failure(fn.__name__, e)
 
@@ -59,7 +62,7 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return as_text(fn(*args, **kwargs))
+            return capped(as_text(fn(*args, **kwargs)))
         except _EXPECTED as e:
             return _answer_failure(fn.__name__, e)
 

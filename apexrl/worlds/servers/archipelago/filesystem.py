@@ -14,7 +14,7 @@ from pydantic import Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import files as _files
-from apexrl.worlds.servers import CallFailed
+from apexrl.worlds.servers import CallFailed, caps
 from apexrl.worlds.servers.archipelago import vpath
 from apexrl.worlds.world import World
 
@@ -163,6 +163,22 @@ def _walk_unsorted(world: World, base):
                 yield full
 
 
+def _read_text(p: Path, encoding: str) -> str:
+    """The file's text; for a file far over the reply limit only its head is read (the
+    guard would cut the rest), with a note saying so."""
+    import codecs
+
+    limit = caps.reply_max_chars()
+    size = p.stat().st_size
+    if limit <= 0 or size <= 4 * limit:  # 4 bytes at most per character
+        return p.read_bytes().decode(encoding)
+    with p.open("rb") as fh:
+        head = codecs.getincrementaldecoder(encoding)().decode(fh.read(4 * limit), final=False)
+    keep = max(0, limit - 400)  # room for the note: the guard cuts no further
+    note = caps.truncation_note(min(keep, len(head)), f"a file of {size:,} bytes")
+    return f"{head[:keep]}\n\n{note}"
+
+
 def tools(world: World) -> list:
     def list_files(path: PathArg = "/") -> str:
         """List files and folders directly inside a directory: one line per entry,
@@ -202,7 +218,7 @@ def tools(world: World) -> list:
         if not p.is_file():
             raise CallFailed(f"Not a file: {file_path}")
         try:
-            return p.read_bytes().decode(encoding)
+            return _read_text(p, encoding)
         except LookupError as e:
             raise CallFailed(f"Failed to read text file: {e!r}") from None
         except UnicodeDecodeError as e:
@@ -223,6 +239,9 @@ def tools(world: World) -> list:
         p = _resolve(world, file_path)
         if not p.is_file():
             raise CallFailed(f"Not a file: {file_path}")
+        size = p.stat().st_size
+        if 0 < caps.image_max_bytes() < size:
+            return caps.image_note(size)  # never read: the reply could not carry it
         data = base64.b64encode(p.read_bytes()).decode("ascii")
         return ImageContent(type="image", data=data, mimeType=IMAGE_FORMATS[ext])
 
