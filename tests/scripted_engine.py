@@ -272,15 +272,33 @@ def prompt_text(body: dict) -> str:
     return "\n".join(parts)
 
 
-def marker_judge(markers: dict[str, str]) -> Callable[[dict], str]:
+def marker_judge(markers: dict[str, str], db_table: str = "deals") -> Callable[[dict], str | dict]:
     """A deterministic judge for `chat=`: `markers` maps a tag written in a criterion's
     text to a marker string. The criterion being judged is the one whose tag is in the
     prompt; the verdict is true exactly when its marker reached the prompt too. The
-    reply is the verdict JSON every grader asks for ({rationale, is_criteria_true})."""
+    reply is the verdict JSON every grader asks for ({rationale, is_criteria_true}).
 
-    def answer(body: dict) -> str:
+    It also plays the two other parts a grader may give its judge: the selection step
+    (asked for `selected_artifact_indices`: it keeps every item) and the database tool
+    loop (offered `submit_verdict`: it reads the added rows of `db_table` with get_rows,
+    then submits 1 exactly when the criterion's marker is in what the tools returned)."""
+
+    def answer(body: dict) -> str | dict:
         text = prompt_text(body)
         tags = [t for t in markers if t in text]
+        if "selected_artifact_indices" in json.dumps(body.get("response_format") or {}) + text:
+            return json.dumps(
+                {"rationale": "every item", "selected_artifact_indices": list(range(1, 100))}
+            )
+        tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
+        if "submit_verdict" in tools:
+            seen = "\n".join(
+                str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "tool"
+            )
+            if not seen:
+                return chat_tool_call("get_rows", {"table_name": db_table, "change_type": "added"})
+            met = len(tags) == 1 and markers[tags[0]] in seen
+            return chat_tool_call("submit_verdict", {"result": int(met), "reason": f"seen: {met}"})
         met = len(tags) == 1 and markers[tags[0]] in text
         why = f"tag {tags[0] if tags else 'none'}: marker {'seen' if met else 'not seen'}"
         return json.dumps({"rationale": why, "is_criteria_true": met})

@@ -244,7 +244,11 @@ def grade_kept(
     with tempfile.TemporaryDirectory(prefix="apexrl-regrade-") as tmp:
         state = world_state(Path(tmp), inputs, before, after, task_dir, worlds_dir)
         changes = diff_world(state) if inputs.changes is not None else None
-        files = collect_files(state, changes) if changes is not None and judge else None
+        files = (
+            collect_files(state, changes, frozenset(options))
+            if changes is not None and judge
+            else None
+        )
         return asyncio.run(
             grade(
                 criteria,

@@ -18,7 +18,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from apexrl.grading.evidence import MAX_FILE_CHARS, MAX_TOTAL_CHARS, FileEvidence, render_files
+from apexrl.grading import budget
+from apexrl.grading.evidence import (
+    MAX_FILE_CHARS,
+    MAX_TOTAL_CHARS,
+    FileEvidence,
+    file_block,
+    item_body,
+    render_files,
+    select_files,
+)
 from apexrl.grading.judge import (
     MAX_ANSWER_CHARS,
     PROMPT_VERSION,
@@ -26,6 +35,7 @@ from apexrl.grading.judge import (
     JudgeSettings,
     criterion_scope,
     system_prompt,
+    user_prompt,
 )
 from apexrl.grading.models import FileChangeSummary, GradeResult, Verdict
 from apexrl.tasks.vendored import grade as runner
@@ -46,6 +56,17 @@ GRADER_OPTIONS: dict[str, str] = {
     "fixed_sampling": "judge at temperature 0 with at most 1,024 output tokens "
     "(default: neither sent)",
     "few_retries": "3 judge attempts per criterion, 120 s per call (default: 10 and 3600 s)",
+    "show_hidden_sheets": "show hidden and very hidden sheets of a workbook "
+    "(default: left out, as archipelago)",
+    "show_hidden_paths": "show files under dot-named folders, dot files and compiled Python "
+    "(default: left out, as archipelago)",
+    "sniff_text": "show any file that decodes as text, such as .mbox mailboxes "
+    "(default: only archipelago's text suffixes; other files are listed by path)",
+    "deleted_paths_only": "list a deleted file by its path only (default: its former content)",
+    "workbook_whole": "show a workbook as one item of at most 20,000 cells "
+    "(default: each sheet its own item, as archipelago)",
+    "db_as_file": "judge a 'Database Files (.db)' criterion on the row diff as text in one "
+    "prompt (default: the judge explores the diff with tools, as archipelago)",
 }
 
 
@@ -81,6 +102,80 @@ def final_answer(answer: str, messages: list[dict] | None, options: frozenset[st
     from apexrl.grading.inputs import content_text
 
     return content_text(messages[-1].get("content"))
+
+
+def _is_db_criterion(criterion: dict) -> bool:
+    from apexrl.grading.db_judge import DB_LABEL
+
+    values = criterion.get("verifier_values")
+    kind = criterion.get("expected_file_type") or (
+        values.get("expected_file_type") if isinstance(values, dict) else None
+    )
+    return kind == DB_LABEL
+
+
+async def _judge_one(
+    j: Judge,
+    task: str,
+    criterion: str,
+    answer: str,
+    files: list[FileEvidence] | None,
+    changes_text: str,
+    scope: str,
+    suffixes: tuple[str, ...],
+    system: str,
+    caps: bool,
+):
+    """One criterion's judge call with the evidence fitted to the judge's budget: the
+    items of the criterion's file types; past half the judge's window, the items the
+    judge selects; each cut in the middle to an equal share when they still do not fit
+    (apexrl.grading.budget). With `evidence_caps`, apexrl's character caps instead."""
+    if files is None or caps:
+        shown = (
+            render_files(files, suffixes, total=MAX_TOTAL_CHARS, file_cap=MAX_FILE_CHARS)
+            if files is not None
+            else changes_text
+        )
+        return await j.judge(
+            task,
+            criterion,
+            answer,
+            shown,
+            scope=scope,
+            system=system,
+            answer_cap=MAX_ANSWER_CHARS if caps else None,
+        )
+    model = j.settings.model
+    limit = budget.prompt_limit(budget.context_tokens(model, j.settings.context_tokens))
+    chosen = select_files(files, suffixes) if scope != "answer" else []
+    bodies = [item_body(f) for f in chosen]
+    window = budget.context_tokens(model, j.settings.context_tokens)
+    if sum(budget.count_tokens(b, model) for b in bodies) > window * budget.SELECT_SHARE:
+        keep = await j.select(
+            task,
+            criterion,
+            [(f"{f.label} ({f.change})", b) for f, b in zip(chosen, bodies, strict=True)],
+        )
+        chosen, bodies = [chosen[k] for k in keep], [bodies[k] for k in keep]
+    base = system + user_prompt(task, criterion, answer, "", scope, None)
+    room = limit - budget.count_tokens(base, model)
+    if room < limit // 4:  # an answer too long for the window: its middle goes first
+        have = budget.count_tokens(answer, model)
+        answer = budget.middle_cut(answer, max(have - (limit // 4 - room), 0), model)
+        base = system + user_prompt(task, criterion, answer, "", scope, None)
+        room = limit - budget.count_tokens(base, model)
+    overhead = sum(budget.count_tokens(file_block(f, ""), model) + 2 for f in chosen) + 16
+    fitted = budget.fit_bodies(bodies, room - overhead, model)
+    shown = render_files(chosen, bodies=fitted)
+    for _ in range(20):  # the blocks' own wrapping: shrink until the whole prompt fits
+        sent = system + user_prompt(task, criterion, answer, shown, scope, None)
+        if not fitted or budget.count_tokens(sent, model) <= limit:
+            break
+        fitted = [
+            budget.middle_cut(b, int(budget.count_tokens(b, model) * 0.8), model) for b in fitted
+        ]
+        shown = render_files(chosen, bodies=fitted)
+    return await j.judge(task, criterion, answer, shown, scope=scope, system=system)
 
 
 def host_cell_reader(path: Path, sheet: str | None, cell: str | None) -> Any:
@@ -154,18 +249,17 @@ async def grade(
             )
     caps = "evidence_caps" in options
     system = system_prompt(MAX_FILE_CHARS, MAX_TOTAL_CHARS) if caps else system_prompt()
-    file_cap, total_cap = (MAX_FILE_CHARS, MAX_TOTAL_CHARS) if caps else (None, None)
     if pending and judge is not None:
         j = Judge(judge)
         jobs = []
         for i in pending:
             scope, suffixes = criterion_scope(criteria[i], lenient="lenient_file_types" in options)
-            shown = (
-                render_files(files, suffixes, total=total_cap, file_cap=file_cap)
-                if files is not None
-                else changes_text
-            )
-            if files is not None and scope == "files" and suffixes and not shown:
+            if (
+                files is not None
+                and scope == "files"
+                and suffixes
+                and not select_files(files, suffixes)
+            ):
                 verdicts[i] = Verdict(  # archipelago's auto-fail: no file of that type
                     verifier_id=raw[i]["verifier_id"],
                     criteria=raw[i]["criteria"],
@@ -176,17 +270,25 @@ async def grade(
                     judge_model=judge.model,
                 )
                 continue
+            if files is not None and _is_db_criterion(criteria[i]) and "db_as_file" not in options:
+                from apexrl.grading.db_judge import judge_databases
+
+                jobs.append((i, judge_databases(j, raw[i]["criteria"], files)))
+                continue
             jobs.append(
                 (
                     i,
-                    j.judge(
+                    _judge_one(
+                        j,
                         task_prompt,
                         raw[i]["criteria"],
                         answer,
-                        shown,
-                        scope=scope,
-                        system=system,
-                        answer_cap=MAX_ANSWER_CHARS if caps else None,
+                        files,
+                        changes_text,
+                        scope,
+                        suffixes,
+                        system,
+                        caps,
                     ),
                 )
             )

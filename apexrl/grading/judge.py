@@ -101,6 +101,7 @@ FILE_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "Markdown (.md)": ("files", (".md",)),
     "JSON/YAML (.json, .yaml, .yml)": ("files", (".json", ".yaml", ".yml")),
     "Images (.png, .jpg, .jpeg, .webp)": ("files", (".png", ".jpg", ".jpeg", ".webp")),
+    "Database Files (.db)": ("files", (".db",)),  # judged with tools (grading/db_judge.py)
 }
 _FILE_TYPES_LOWER = {k.lower(): v for k, v in FILE_TYPES.items()}
 
@@ -161,6 +162,42 @@ VERDICT_SCHEMA = {
 }
 
 
+# The selection step's instructions and reply schema (the field name is archipelago's, so
+# one judge model serves either grader).
+SELECT_SYSTEM = """You prepare the grading of an AI agent's work against ONE rubric criterion.
+The agent's output consists of numbered items (files, or single sheets and slides of
+files). There are too many to show the grader at once: pick every item the grader needs
+to decide the criterion, and only those. When unsure whether an item matters, pick it.
+Reply with JSON only: {"rationale": "...", "selected_artifact_indices": [1-based indices]}"""
+SELECT_PROMPT = """ORIGINAL TASK
+{task}
+
+CRITERION
+{criterion}"""
+SELECTION_SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "item_selection",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {
+                "rationale": {"type": "string"},
+                "selected_artifact_indices": {"type": "array", "items": {"type": "integer"}},
+            },
+            "required": ["rationale", "selected_artifact_indices"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _json_part(text: str) -> str:
+    s = re.sub(r"<think>.*?</think>", "", text or "", flags=re.S).strip()
+    start, end = s.find("{"), s.rfind("}")
+    return s[start : end + 1] if 0 <= start < end else s
+
+
 RETRY_NOTE = (
     "Your reply was not valid: {why}. Reply again with JSON only: "
     '{{"rationale": "...", "is_criteria_true": true or false}}'
@@ -196,6 +233,7 @@ class JudgeSettings:
     max_tokens: int | None = None  # None: not sent
     response_schema: bool = True  # send VERDICT_SCHEMA as response_format
     concurrency: int = 8
+    context_tokens: int | None = None  # the judge's window (None: LiteLLM's, else 128,000)
     cache: Any = None  # apexrl.grading.judge_cache.JudgeCache: replies by (model, prompt sha256)
 
 
@@ -267,12 +305,22 @@ class Judge:
         self.settings = settings
         self._sem = asyncio.Semaphore(max(1, settings.concurrency))
 
-    async def _complete(self, messages: list[dict]) -> str:
+    async def _complete(self, messages: list[dict], schema: dict | None = None) -> str:
+        s = self.settings
+        kw: dict = {}
+        if s.response_schema:
+            kw["response_format"] = schema or VERDICT_SCHEMA
+        message = await self.request(messages, **kw)
+        return message.content or ""
+
+    async def request(self, messages: list[dict], **extra):
+        """One judge call; the reply's message (content, tool_calls). `extra` goes to
+        LiteLLM as is (response_format, tools)."""
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch at import
         import litellm
 
         s = self.settings
-        kw: dict = {}
+        kw: dict = dict(extra)
         if s.api_base:
             kw["api_base"] = s.api_base
             kw["api_key"] = s.api_key or "none"
@@ -282,8 +330,6 @@ class Judge:
             kw["temperature"] = s.temperature
         if s.max_tokens is not None:
             kw["max_tokens"] = s.max_tokens
-        if s.response_schema:
-            kw["response_format"] = VERDICT_SCHEMA
         try:
             resp = await litellm.acompletion(
                 model=s.model,
@@ -304,7 +350,42 @@ class Judge:
                 kind="unavailable",
                 retryable=True,
             ) from None
-        return resp.choices[0].message.content or ""
+        return resp.choices[0].message
+
+    async def select(self, task: str, criterion: str, items: list[tuple[str, str]]) -> list[int]:
+        """The items (label, body) that matter for the criterion, as 0-based indices: the
+        judge's pick when the evidence takes more than half its window (archipelago's
+        selection step). A reply that names none, or is not valid, keeps every item."""
+        from apexrl.grading import budget
+
+        window = budget.context_tokens(self.settings.model, self.settings.context_tokens)
+        head = SELECT_PROMPT.format(task=task.strip() or "(not given)", criterion=criterion.strip())
+        room = int(window * budget.SELECT_SHARE) - budget.count_tokens(
+            SELECT_SYSTEM + head, self.settings.model
+        )
+        bodies = budget.fit_bodies(
+            [b for _, b in items], max(room - 50 * len(items), 0), self.settings.model
+        )
+        listing = "\n\n".join(
+            f'<ITEM index="{i}" name="{label}">\n{body}\n</ITEM>'
+            for i, ((label, _), body) in enumerate(zip(items, bodies, strict=True), 1)
+        )
+        messages = [
+            {"role": "system", "content": SELECT_SYSTEM},
+            {"role": "user", "content": f"{head}\n\nITEMS\n{listing}\n"},
+        ]
+        async with self._sem:
+            if self.settings.cache is not None:
+                self.settings.cache.count_call()
+            reply = await self._complete(messages, SELECTION_SCHEMA)
+        try:
+            picked = json.loads(_json_part(reply)).get("selected_artifact_indices")
+        except (ValueError, AttributeError):
+            picked = None
+        if not isinstance(picked, list):
+            return list(range(len(items)))
+        chosen = sorted({i - 1 for i in picked if isinstance(i, int) and 1 <= i <= len(items)})
+        return chosen or list(range(len(items)))
 
     async def judge(
         self,

@@ -3,14 +3,18 @@
   .pdf              the text of each page (pypdf), "--- page N ---" between pages
   .xlsx/.xlsm       every non-empty cell per sheet as `A1: value`; a formula shows its
                     value (the cached one, or computed here when a library wrote the file
-                    without values) followed by the formula
-  .csv/.txt/.md/... the text (UTF-8, undecodable bytes replaced)
+                    without values) followed by the formula; hidden sheets left out
+                    (workbook_sheets: one text per sheet, as archipelago's items)
+  .csv/.txt/.md/... the text (UTF-8, undecodable bytes replaced), for the suffixes
+                    archipelago's grader reads as text (PEER_TEXT_SUFFIXES)
   .docx             paragraphs (tracked insertions accepted) and table rows, then the
                     tracked changes (each insertion and deletion, with its author) and
                     the comments (author, the text they are anchored to, the comment)
   .pptx             each slide's text frames (inside groups too) and tables,
                     "--- slide N ---" between slides
-  anything else     "(binary file, N bytes)" unless it decodes as text
+  anything else     no text (NO_TEXT), as archipelago shows it; with `sniff` (the
+                    `sniff_text` grader option) the text when it decodes as such,
+                    else "(binary file, N bytes)"
 
 Files come from the sandbox: hostile. Readers never follow links (the caller gives
 regular files), read at most MAX_READ_BYTES of a text file, stop after `limit`
@@ -24,12 +28,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 MAX_READ_BYTES = 4_000_000  # of one text file
-MAX_CELLS = 20_000  # per workbook
+MAX_CELLS = 20_000  # per workbook read whole (the `workbook_whole` grader option)
 TEXT_SUFFIXES = {".txt", ".md", ".csv", ".tsv", ".json", ".yaml", ".yml", ".xml", ".html"}
+NO_TEXT = ""  # a file shown by its path only
+
+# The suffixes archipelago's grader (1c3dcd4) decodes as text; anything else that none of
+# its extractors reads (.mbox, .tsv, .bin, ...) reaches its judge as a path with no content.
+PEER_TEXT_SUFFIXES = frozenset(
+    """.txt .md .py .js .ts .tsx .jsx .html .css .scss .less .json .yaml .yml .xml .csv
+    .sql .sh .bash .zsh .fish .ps1 .bat .cmd .php .rb .go .rs .java .c .cpp .h .hpp .cs
+    .swift .kt .scala .clj .hs .elm .dart .vue .svelte .astro .r .m .mm .pl .perl .lua
+    .nim .zig .odin .v .cr .ex .exs .erl .hrl .fs .fsx .ml .mli .ocaml .rkt .scm .ss
+    .lisp .cl .asd .jl .proto .thrift .avro .graphql .gql .dockerfile .makefile .cmake
+    .gradle .cfg .ini .conf .config .toml .lock .log .gitignore .gitattributes
+    .editorconfig .ics .eml .ipynb""".split()  # noqa: SIM905 (one list, read as prose)
+)
 
 
-def file_text(path: Path, limit: int = 200_000) -> str:
-    """A file's readable text (at most about `limit` characters)."""
+def file_text(path: Path, limit: int = 200_000, *, sniff: bool = True) -> str:
+    """A file's readable text (at most about `limit` characters). sniff=False: only the
+    suffixes archipelago reads give text, any other file NO_TEXT."""
     suffix = path.suffix.lower()
     reader: Callable[[Path, int], str] | None = {
         ".pdf": pdf_text,
@@ -39,6 +57,8 @@ def file_text(path: Path, limit: int = 200_000) -> str:
         ".pptx": pptx_text,
     }.get(suffix)
     if reader is None:
+        if not sniff and suffix not in PEER_TEXT_SUFFIXES:
+            return NO_TEXT
         return plain_text(path, limit)
     try:
         return reader(path, limit)
@@ -70,7 +90,34 @@ def pdf_text(path: Path, limit: int) -> str:
     return "\n".join(parts) if parts else "(a PDF with no pages)"
 
 
-def workbook_text(path: Path, limit: int) -> str:
+def workbook_text(path: Path, limit: int, *, hidden: bool = True) -> str:
+    """Every sheet's cells in one text, at most MAX_CELLS cells in all (the
+    `workbook_whole` grader option); hidden=False leaves hidden sheets out."""
+    out: list[str] = []
+    cells = 0
+    for title, lines in _sheet_lines(path, limit, hidden):
+        out.append(f"--- sheet {title} ---")
+        for line in lines:
+            cells += 1
+            if cells > MAX_CELLS:
+                out.append(f"[... more cells not shown (limit {MAX_CELLS} cells)]")
+                return "\n".join(out)
+            out.append(line)
+    return "\n".join(out)
+
+
+def workbook_sheets(path: Path, limit: int, *, hidden: bool = False) -> list[tuple[str, str]]:
+    """(sheet title, its text) per sheet, as archipelago's grader presents a workbook: each
+    sheet its own item, hidden and very hidden sheets left out (hidden=True shows them).
+    Each sheet's text stops after about `limit` characters."""
+    return [
+        (title, "\n".join([f"--- sheet {title} ---", *lines]))
+        for title, lines in _sheet_lines(path, limit, hidden)
+    ]
+
+
+def _sheet_lines(path: Path, limit: int, hidden: bool):
+    """(title, cell lines) per sheet: `A1: value`, a formula's value then the formula."""
     import openpyxl
 
     from apexrl.worlds.formulas import Evaluator
@@ -81,19 +128,20 @@ def workbook_text(path: Path, limit: int) -> str:
     formulas = openpyxl.load_workbook(io.BytesIO(data), data_only=False, read_only=False)
     cached = openpyxl.load_workbook(io.BytesIO(data), data_only=True, read_only=False)
     ev = Evaluator(formulas)
-    out: list[str] = []
-    n = cells = 0
+    out: list[tuple[str, list[str]]] = []
     for ws in formulas.worksheets:
-        out.append(f"--- sheet {ws.title} ---")
+        if not hidden and ws.sheet_state in ("hidden", "veryHidden"):
+            continue
         cws = cached[ws.title]
+        lines: list[str] = []
+        n = 0
         for row in ws.iter_rows():
+            if n > limit:
+                lines.append(f"[... more cells not shown (limit {limit:,} characters)]")
+                break
             for c in row:
                 if c.value is None:
                     continue
-                cells += 1
-                if cells > MAX_CELLS or n > limit:
-                    out.append(f"[... more cells not shown (limit {MAX_CELLS} cells)]")
-                    return "\n".join(out)
                 raw = c.value
                 if isinstance(raw, str) and raw.startswith("="):
                     value = cws[c.coordinate].value
@@ -105,9 +153,10 @@ def workbook_text(path: Path, limit: int) -> str:
                     line = f"{c.coordinate}: {_cell(value)}   (formula {raw})"
                 else:
                     line = f"{c.coordinate}: {_cell(raw)}"
-                out.append(line)
+                lines.append(line)
                 n += len(line) + 1
-    return "\n".join(out)
+        out.append((ws.title, lines))
+    return out
 
 
 def docx_text(path: Path, limit: int) -> str:
@@ -194,24 +243,31 @@ def _comment_anchors(body) -> dict[str, str]:
 
 
 def pptx_text(path: Path, limit: int) -> str:
+    return "\n".join(text for _, text in pptx_slides(path, limit))
+
+
+def pptx_slides(path: Path, limit: int) -> list[tuple[str, str]]:
+    """(slide title, its text) per slide: text frames (inside groups too) and tables,
+    headed "--- slide N ---"; slides after about `limit` characters are left out."""
     from pptx import Presentation
 
     prs = Presentation(str(path))
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     n = 0
     for i, slide in enumerate(prs.slides, 1):
-        out.append(f"--- slide {i} ---")
+        lines = [f"--- slide {i} ---"]
         for shape in _shapes(slide.shapes):
             if getattr(shape, "has_text_frame", False) and shape.text_frame.text.strip():
-                out.append(shape.text_frame.text)
-                n += len(out[-1])
+                lines.append(shape.text_frame.text)
             if getattr(shape, "has_table", False):
                 for row in shape.table.rows:
-                    out.append(" | ".join(c.text.strip() for c in row.cells))
-                    n += len(out[-1])
+                    lines.append(" | ".join(c.text.strip() for c in row.cells))
+        title = slide.shapes.title.text if slide.shapes.title is not None else ""
+        out.append((title or f"Slide {i}", "\n".join(lines)))
+        n += len(out[-1][1])
         if n > limit:
             break
-    return "\n".join(out)
+    return out
 
 
 def _shapes(shapes, depth: int = 0):

@@ -117,7 +117,9 @@ class ApexVerifier(BaseVerifier):
                     task_prompt=self.task.instruction,
                     judge=self.judge,
                     changes=changes,
-                    files=(collect_files(state, changes) if changes is not None else None)
+                    files=(
+                        collect_files(state, changes, self.options) if changes is not None else None
+                    )
                     if self.judge
                     else None,
                     task_id=task_id,

@@ -6,7 +6,12 @@ reached the judge's prompt. So each verdict says which evidence each grader show
 Rows: a final answer only; files created and edited (an xlsx past 20k characters, a
 docx with tracked changes and comments, a pptx, a pdf); expected_file_type filtering
 and labels outside the known set; a missing required file; a max_steps ending whose
-last message is a tool result; several criteria at once.
+last message is a tool result; several criteria at once. Then the shapes nobody tuned
+for (issue 43): a workbook with a hidden sheet; a deleted file; a mail appended to an
+.mbox beside a created .ics; a first tab of 21,005 cells; a 600 KB text file (selection,
+then its middle cut to the judge's budget); a file under a dot-named folder; an app
+database judged through the tool loop. Every file is written here with the format's
+own library (openpyxl, python-docx, python-pptx, fpdf2, mailbox, icalendar, sqlite3).
 
 `python -m tests.grading.parity_matrix` prints the per-row table (for the notes).
 """
@@ -144,6 +149,98 @@ def pdf_pages(*pages: str) -> bytes:
         pdf.set_font("Helvetica", size=12)
         pdf.cell(0, 10, text)
     return bytes(pdf.output())
+
+
+def xlsx_hidden(visible: str, hidden: str, very_hidden: str) -> bytes:
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    wb.active.title = "Summary"
+    wb.active["A1"] = visible
+    calc = wb.create_sheet("Calc")
+    calc["A1"], calc.sheet_state = hidden, "hidden"
+    vault = wb.create_sheet("Vault")
+    vault["A1"], vault.sheet_state = very_hidden, "veryHidden"
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+
+
+def xlsx_wide_first_tab(marker: str) -> bytes:
+    """A first tab of 21,005 cells (4,201 rows x 5), the figure on the second tab."""
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Ledger"
+    for r in range(1, 4202):
+        for c in range(1, 6):
+            ws.cell(r, c, r * 10 + c)
+    wb.create_sheet("Outcome")["A1"] = marker
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+
+
+def mbox_with(*bodies: str) -> bytes:
+    import mailbox
+    import tempfile
+    from email.message import EmailMessage
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        box = mailbox.mbox(str(Path(tmp, "sent.mbox")))
+        for i, body in enumerate(bodies):
+            m = EmailMessage()
+            m["From"], m["To"] = "analyst@example.com", "partner@example.com"
+            m["Subject"], m["Message-ID"] = f"Update {i}", f"<m{i}@example.com>"
+            m.set_content(body)
+            box.add(m)
+        box.flush()
+        box.close()
+        return Path(tmp, "sent.mbox").read_bytes()
+
+
+def ics_event(summary: str) -> bytes:
+    from datetime import datetime
+
+    import icalendar
+
+    cal = icalendar.Calendar()
+    cal.add("prodid", "-//apexrl tests//EN")
+    cal.add("version", "2.0")
+    ev = icalendar.Event()
+    ev.add("uid", "review-1@example.com")
+    ev.add("summary", summary)
+    ev.add("dtstart", datetime(2026, 3, 2, 10, 0))
+    ev.add("dtend", datetime(2026, 3, 2, 11, 0))
+    ev.add("dtstamp", datetime(2026, 3, 1, 9, 0))
+    cal.add_component(ev)
+    return cal.to_ical()
+
+
+def big_text(head: str, middle: str, tail: str, size: int = 600_000) -> bytes:
+    """A ~600 KB log: `head` on its first line, `middle` half way, `tail` on its last."""
+    line = "2026-03-02 10:00:00 INFO reconciliation step completed without exceptions\n"
+    n = size // len(line)
+    lines = [line] * n
+    lines[0], lines[n // 2], lines[-1] = f"{head}\n", f"{middle}\n", f"{tail}\n"
+    return "".join(lines).encode()
+
+
+def sqlite_db(rows: list[tuple[int, str, str]]) -> bytes:
+    import sqlite3
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "crm.db")
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE deals (id INTEGER PRIMARY KEY, name TEXT, stage TEXT)")
+        con.executemany("INSERT INTO deals VALUES (?, ?, ?)", rows)
+        con.commit()
+        con.close()
+        return path.read_bytes()
 
 
 # --- the matrix --------------------------------------------------------------------------
@@ -300,6 +397,118 @@ def matrix() -> list[Row]:
             inputs("Total: MK-M1-3C", created=[csv]),
             after={csv: b"region,size\nMK-M2-7V,31\n"},
             markers={"c-m1": "MK-M1-3C", "c-m2": "MK-M2-7V", "c-m3": "MK-M3-NEVER"},
+        )
+    )
+    rows += untuned_rows()
+    return rows
+
+
+def untuned_rows() -> list[Row]:
+    """The shapes of issue 43: where the graders differed on held-out cases."""
+    rows: list[Row] = []
+    book = "filesystem/outputs/plan.xlsx"
+    rows.append(
+        Row(
+            "xlsx created with a hidden and a very hidden sheet",
+            [
+                crit("c-hs-vis", "The plan summarises the budget", SHEETS),
+                crit("c-hs-hid", "The plan works out the allocation", SHEETS),
+                crit("c-hs-vhid", "The plan keeps the reserve figure", SHEETS),
+            ],
+            inputs("Plan attached.", created=[book]),
+            after={book: xlsx_hidden("MK-HS-VIS1", "MK-HS-HID2", "MK-HS-VHD3")},
+            markers={"c-hs-vis": "MK-HS-VIS1", "c-hs-hid": "MK-HS-HID2", "c-hs-vhid": "MK-HS-VHD3"},
+        )
+    )
+    gone, deck = "filesystem/drafts/old_terms.txt", "filesystem/drafts/old_deck.pptx"
+    rows.append(
+        Row(
+            "files deleted: a text file and a deck",
+            [
+                crit("c-rm-txt", "The agent removed the superseded terms"),
+                crit("c-rm-deck", "The agent removed the old deck's callout"),
+            ],
+            inputs("Cleaned up the drafts.", messages=None),
+            before={gone: b"Superseded terms MK-DEL-TXT4\n", deck: pptx_deck("MK-DEL-PPT5", "9")},
+            markers={"c-rm-txt": "MK-DEL-TXT4", "c-rm-deck": "MK-DEL-PPT5"},
+        )
+    )
+    rows[-1].inputs.changes = FileChangeSummary(deleted=sorted([gone, deck]))
+    box, ics = ".apps_data/mail/sent.mbox", "filesystem/outputs/review.ics"
+    rows.append(
+        Row(
+            "a mail appended to an .mbox, an .ics created",
+            [
+                crit("c-mbox", "The agent mailed the partner the figure"),
+                crit("c-ics", "The agent scheduled the review"),
+            ],
+            inputs("Mailed and scheduled.", created=[ics], modified=[box]),
+            before={box: mbox_with("Kick-off notes.")},
+            after={
+                box: mbox_with("Kick-off notes.", "The figure is MK-MBOX-6N."),
+                ics: ics_event("Review MK-ICS-7J"),
+            },
+            markers={"c-mbox": "MK-MBOX-6N", "c-ics": "MK-ICS-7J"},
+        )
+    )
+    wide = "filesystem/outputs/ledger.xlsx"
+    rows.append(
+        Row(
+            "xlsx created: a first tab of 21,005 cells",
+            [crit("c-wide", "The workbook states the outcome", SHEETS)],
+            inputs("Ledger built.", created=[wide]),
+            after={wide: xlsx_wide_first_tab("MK-WIDE-8Q")},
+            markers={"c-wide": "MK-WIDE-8Q"},
+        )
+    )
+    log = "filesystem/outputs/recon.txt"
+    rows.append(
+        Row(
+            "a 600 KB text file: selection, then the middle cut",
+            [
+                crit("c-big-head", "The log opens with the run id"),
+                crit("c-big-mid", "The log records the half-way checkpoint"),
+                crit("c-big-tail", "The log closes with the final balance"),
+            ],
+            inputs("Reconciliation log written.", created=[log]),
+            after={log: big_text("MK-BIG-HD9", "MK-BIG-MD1", "MK-BIG-TL2")},
+            markers={
+                "c-big-head": "MK-BIG-HD9",
+                "c-big-mid": "MK-BIG-MD1",
+                "c-big-tail": "MK-BIG-TL2",
+            },
+        )
+    )
+    dot, pyc = "filesystem/.cache/scratch.txt", "filesystem/tools/__pycache__/calc.cpython-313.pyc"
+    rows.append(
+        Row(
+            "files under a dot folder and __pycache__",
+            [
+                crit("c-dot", "The agent noted the scratch figure"),
+                crit("c-pyc", "The agent compiled the tool"),
+            ],
+            inputs("Done.", created=[dot, pyc]),
+            after={dot: b"Scratch MK-DOT-3X\n", pyc: b"MK-PYC-4Z\n"},
+            markers={"c-dot": "MK-DOT-3X", "c-pyc": "MK-PYC-4Z"},
+        )
+    )
+    db = ".apps_data/crm/crm.db"
+    base = [(1, "Acme renewal", "won"), (2, "Globex pilot", "open")]
+    rows.append(
+        Row(
+            "an app database judged through the tool loop",
+            [
+                crit("c-db-add", "The CRM records the new deal", "Database Files (.db)"),
+                crit("c-db-none", "The CRM records the lost deal", "Database Files (.db)"),
+            ],
+            inputs("CRM updated.", modified=[db]),
+            before={db: sqlite_db(base)},
+            after={
+                db: sqlite_db(
+                    [*base[:1], (2, "Globex pilot", "won"), (3, "Initech MK-DB-5R", "open")]
+                )
+            },
+            markers={"c-db-add": "MK-DB-5R", "c-db-none": "MK-DB-NEVER"},
         )
     )
     return rows

@@ -23,7 +23,7 @@ def judge():
 @pytest.mark.peer  # archipelago's grading runner (make peer-grader)
 def test_both_graders_agree_on_every_criterion_of_the_matrix(archipelago_checkout, judge):
     results = run_matrix(archipelago_checkout, judge.url + "/v1")
-    assert len(results) == 18
+    assert len(results) == 33
     assert all(r["same"] for r in results), table(results)
     # the matrix is not trivially agreed: both verdicts occur
     assert {r["apexrl"] for r in results} == {True, False}
@@ -37,7 +37,9 @@ def test_named_options_bring_back_apexrl_choices(judge):
     from apexrl.eval.regrade import grade_kept
     from apexrl.grading.judge import JudgeSettings
 
-    options = frozenset({"evidence_caps", "last_assistant_answer", "lenient_file_types"})
+    options = frozenset(
+        {"evidence_caps", "workbook_whole", "last_assistant_answer", "lenient_file_types"}
+    )
     j = JudgeSettings(model="openai/scripted", api_base=judge.url + "/v1")
     flipped = {}
     for r in matrix():

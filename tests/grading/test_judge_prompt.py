@@ -101,7 +101,7 @@ def test_files_shown_per_scope_and_capped(tmp_path):
     state = WorldState(after_root=after, before=walk_files(before), before_stats=stats)
     files = collect_files(state, diff_world(state))
     everything = render_files(files)  # whole by default, as archipelago shows files
-    assert '<FILE path="model.xlsx" change="created">' in everything
+    assert '<FILE path="model.xlsx" sheet="Model" change="created">' in everything
     assert "x" * (MAX_FILE_CHARS + 500) in everything and "truncated" not in everything
     capped = render_files(files, file_cap=MAX_FILE_CHARS)  # the evidence_caps option
     assert "[... truncated: 500 more characters ...]" in capped
