@@ -27,9 +27,11 @@ def test_both_graders_agree_on_every_criterion_of_the_matrix(archipelago_checkou
     assert all(r["same"] for r in results), table(results)
     # the matrix is not trivially agreed: both verdicts occur
     assert {r["apexrl"] for r in results} == {True, False}
-    # both graders asked with a response schema and no sampling settings of their own
+    # both graders asked with a response schema (the database loop: with its tools) and
+    # no sampling settings of their own
     asked = judge.chat_requests
-    assert asked and all(r.get("response_format") for r in asked)
+    assert asked and all(r.get("response_format") or r.get("tools") for r in asked)
+    assert any(r.get("tools") for r in asked)
     assert not any("temperature" in r or "max_tokens" in r for r in asked)
 
 
