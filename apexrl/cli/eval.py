@@ -138,7 +138,8 @@ def run(
         "--grader-option",
         help="One of apexrl's grading choices archipelago does not make (repeatable): "
         "last_assistant_answer, evidence_caps, reference_shortcut, lenient_file_types, "
-        "free_json, fixed_sampling, few_retries.",
+        "free_json, fixed_sampling, few_retries, show_hidden_sheets, show_hidden_paths, "
+        "sniff_text, deleted_paths_only, workbook_whole, db_as_file (docs/parity.md).",
     ),
     tokenizer: str = typer.Option(None, "--tokenizer", help="Tokenizer (default: MODEL's)."),
     chat_template: str = typer.Option(None, "--chat-template", help="Template file or name."),
