@@ -221,6 +221,25 @@ def test_split_shares_no_world(runner, mini_apex, tmp_path):
     assert ndjson(again.stdout)[1]["worlds"] == evl["worlds"]
 
 
+def test_split_dataset_is_a_library_call(runner, mini_apex, tmp_path):
+    """The split is apexrl.tasks.split.split_dataset; the command only parses and prints."""
+    from apexrl.tasks.split import split_dataset
+
+    tasks = tmp_path / "tasks"
+    assert convert(runner, mini_apex, tasks).exit_code == 0
+    ds = tmp_path / "ds"
+    assert runner.invoke(app, ["tasks", "pack", str(tasks), "-o", str(ds)]).exit_code == 0
+    heard: list[str] = []
+    train, evl = split_dataset(
+        str(ds), tmp_path / "split", eval_fraction=0.3, seed=1, shard_mb=256, force=False,
+        on_warning=heard.append,
+    )  # fmt: skip
+    assert (train["split"], evl["split"]) == ("train", "eval")
+    assert train["n_tasks"] + evl["n_tasks"] == 4 and not set(train["worlds"]) & set(evl["worlds"])
+    assert (tmp_path / "split" / "train").is_dir() and (tmp_path / "split" / "eval").is_dir()
+    assert all("--eval-fraction" in h for h in heard)
+
+
 def test_ls_table_and_json(runner, mini_apex, tmp_path):
     tasks = tmp_path / "tasks"
     assert convert(runner, mini_apex, tasks).exit_code == 0

@@ -273,50 +273,19 @@ def split(
     force: bool = FORCE_OPT,
 ) -> None:
     """Split a dataset into train and eval sets that share no world."""
-    from apexrl.errors import UsageError
-    from apexrl.tasks.dataset import PackedTask, iter_rows, row_metadata, write_dataset
-    from apexrl.tasks.split import choose_eval_worlds, split_note
+    from apexrl.tasks.split import split_dataset
 
     output.refuse_dash(out, "-o", "two dataset folders (train, eval)")
-    from apexrl.artifacts.atomic import MARKER
-
-    # OUT holds train/ and eval/ and nothing of anyone else's (a folder apexrl wrote may)
-    if out.is_dir() and not force and not (out / MARKER).is_file():
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in ("train", "eval"))
-        if foreign:
-            raise UsageError(
-                f"-o {out} is not empty and was not written by `tasks split` "
-                f"(found {foreign[0]!r})",
-                hint="choose a new folder, or pass --force to write train/ and eval/ into it",
-            )
-    if by != "world":
-        raise UsageError(f"--by {by!r} is not supported", hint="use --by world")
-    rows = [row_metadata(r) for _, r in iter_rows(dataset)]
-    eval_worlds = choose_eval_worlds(rows, eval_fraction, seed)
-    note = split_note(rows, eval_worlds, eval_fraction)
-    if note:
-        output.warn(note)
-    world_of = {r.path: r.world_id for r in rows}
-
-    def side(is_eval: bool):
-        for _, r in iter_rows(dataset):
-            if (world_of[r["path"]] in eval_worlds) == is_eval:
-                yield PackedTask(row=row_metadata(r), task_binary=r["task_binary"])
-
-    summaries = []
-    for name, is_eval in (("train", False), ("eval", True)):
-        manifest = write_dataset(
-            side(is_eval), out / name, shard_mb=shard_size, force=force, inputs=[dataset]
-        )
-        summaries.append(
-            {
-                "split": name,
-                "out": str((out / name).absolute()),
-                "n_tasks": manifest.n_tasks,
-                "fraction": round(manifest.n_tasks / max(len(rows), 1), 4),
-                "worlds": sorted(manifest.worlds),
-            }
-        )
+    summaries = split_dataset(
+        dataset,
+        out,
+        by=by,
+        eval_fraction=eval_fraction,
+        seed=seed,
+        shard_mb=shard_size,
+        force=force,
+        on_warning=output.warn,
+    )
     output.emit_records(summaries, columns=["split", "out", "n_tasks", "fraction", "worlds"])
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from apexrl.artifacts.models import DatasetRow
 from apexrl.errors import UsageError
@@ -57,3 +60,60 @@ def split_note(rows: list[DatasetRow], eval_worlds: set[str], eval_fraction: flo
         f"{achieved:.2f} ({n_eval} of {len(rows)} tasks); the {len(sizes)} worlds hold "
         f"{shown} task(s)"
     )
+
+
+def split_dataset(
+    dataset: str,
+    out: Path,
+    *,
+    by: str = "world",
+    eval_fraction: float,
+    seed: int,
+    shard_mb: float,
+    force: bool,
+    on_warning: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Write OUT/train and OUT/eval, datasets that share no world; one summary per side
+    (split, out, n_tasks, fraction, worlds). `on_warning` hears when whole worlds cannot
+    meet `eval_fraction` (split_note)."""
+    from apexrl.artifacts.atomic import MARKER
+    from apexrl.tasks.dataset import PackedTask, iter_rows, row_metadata, write_dataset
+
+    # OUT holds train/ and eval/ and nothing of anyone else's (a folder apexrl wrote may)
+    if out.is_dir() and not force and not (out / MARKER).is_file():
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in ("train", "eval"))
+        if foreign:
+            raise UsageError(
+                f"-o {out} is not empty and was not written by `tasks split` "
+                f"(found {foreign[0]!r})",
+                hint="choose a new folder, or pass --force to write train/ and eval/ into it",
+            )
+    if by != "world":
+        raise UsageError(f"--by {by!r} is not supported", hint="use --by world")
+    rows = [row_metadata(r) for _, r in iter_rows(dataset)]
+    eval_worlds = choose_eval_worlds(rows, eval_fraction, seed)
+    note = split_note(rows, eval_worlds, eval_fraction)
+    if note and on_warning:
+        on_warning(note)
+    world_of = {r.path: r.world_id for r in rows}
+
+    def side(is_eval: bool):
+        for _, r in iter_rows(dataset):
+            if (world_of[r["path"]] in eval_worlds) == is_eval:
+                yield PackedTask(row=row_metadata(r), task_binary=r["task_binary"])
+
+    summaries = []
+    for name, is_eval in (("train", False), ("eval", True)):
+        manifest = write_dataset(
+            side(is_eval), out / name, shard_mb=shard_mb, force=force, inputs=[dataset]
+        )
+        summaries.append(
+            {
+                "split": name,
+                "out": str((out / name).absolute()),
+                "n_tasks": manifest.n_tasks,
+                "fraction": round(manifest.n_tasks / max(len(rows), 1), 4),
+                "worlds": sorted(manifest.worlds),
+            }
+        )
+    return summaries
