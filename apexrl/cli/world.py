@@ -67,89 +67,27 @@ def serve(
 
     Prints one JSON line (url, health_url, servers, n_tools) once every server answers,
     then serves until Ctrl-C. A server that cannot come up fails the command (exit 1)."""
-    import asyncio
+    from apexrl.envs.serve import serve_world
 
-    from apexrl.envs.profiles import get_profile
-    from apexrl.errors import UsageError
-    from apexrl.peer.gateway import check_runtime
-    from apexrl.worlds.gateway import build_gateway, serve_forever
-    from apexrl.worlds.models import ServeRecord
-    from apexrl.worlds.world import open_world
+    def on_ready(rec) -> None:
+        output.emit_records([rec], json_out=True)
+        output.info(f"serving {rec.world_id} at {rec.url} ({rec.n_tools} tools); Ctrl-C to stop")
 
-    prof = get_profile(profile)
-    port = prof.port if port is None else port
-    runtime = check_runtime(runtime)
-    if runtime != "archipelago" and peer is not None:
-        raise UsageError("--peer names the checkout for --runtime archipelago")
-    w = open_world(world, workdir=workdir, apps=apps or None, world_id=world_id)
-    try:
-        info = {"profile": prof.name, **({"task_slug": task_slug} if task_slug else {})}
-        plan = None
-        if runtime == "archipelago":
-            from apexrl.peer.gateway import plan_for
-
-            plan = plan_for(w.apps or None, peer, on_progress=output.info)
-            servers = [name for name, _ in plan.servers]
-        else:
-            gw = build_gateway(w, strict=True, snapshot_path=prof.snapshot_endpoint)
-            gw.info.update(info)
-            servers = gw.servers
-
-        def on_ready(r) -> None:
-            rec = ServeRecord(
-                world_id=w.world_id,
-                url=r.url,
-                health_url=r.health_url,
-                host=r.host,
-                port=r.port,
-                world_dir=str(w.root),
-                servers=servers,
-                n_tools=r.n_tools,
-                snapshot_url=(
-                    r.health_url.removesuffix("/health") + prof.snapshot_endpoint
-                    if prof.snapshot_endpoint
-                    else None
-                ),
-            )
-            output.emit_records([rec], json_out=True)
-            output.info(f"serving {w.world_id} at {r.url} ({r.n_tools} tools); Ctrl-C to stop")
-
-        try:
-            if plan is not None:
-                import tempfile
-
-                from apexrl.peer.gateway import serve_peer
-
-                log = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed below)
-                    "a", prefix="apexrl-peer-", suffix=".log", delete=False
-                )
-                with log as errlog:
-                    output.info(f"archipelago's servers log to {errlog.name}")
-                    asyncio.run(
-                        serve_peer(
-                            w,
-                            plan,
-                            mode="bwrap",
-                            network=False,
-                            host=host,
-                            port=port,
-                            on_ready=on_ready,
-                            ready_timeout_s=ready_timeout,
-                            errlog=errlog,
-                            snapshot_path=prof.snapshot_endpoint,
-                            info=info,
-                        )
-                    )
-            else:
-                asyncio.run(
-                    serve_forever(
-                        gw, host=host, port=port, on_ready=on_ready, ready_timeout_s=ready_timeout
-                    )
-                )
-        except KeyboardInterrupt:
-            output.info("stopped")
-    finally:
-        w.close()
+    serve_world(
+        world,
+        profile=profile,
+        runtime=runtime,
+        peer=peer,
+        apps=apps or None,
+        workdir=workdir,
+        world_id=world_id,
+        task_slug=task_slug,
+        host=host,
+        port=port,
+        ready_timeout_s=ready_timeout,
+        on_ready=on_ready,
+        on_info=output.info,
+    )
 
 
 @app.command("tools")

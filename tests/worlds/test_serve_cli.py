@@ -192,3 +192,19 @@ def test_serve_refuses_traversal_zip(tmp_path):
     assert "../../escape.txt" in r.output and "traversal" in r.output
     r = runner.invoke(app, ["world", "serve", str(tmp_path), "--apps", "fax"])
     assert r.exit_code == 2
+
+
+def test_serve_world_is_a_library_call(example):
+    """`world serve` is apexrl.envs.serve.serve_world: the runtime and profile are checked
+    before the world opens, and a ready gateway is told as a ServeRecord."""
+    from apexrl.envs.serve import serve_world
+    from apexrl.errors import UsageError
+
+    out, world = example
+    src = out / "world_files_zipped" / f"{world['world_id']}.zip"
+    with pytest.raises(UsageError, match="--peer names the checkout"):
+        serve_world(src, peer=Path("peer"), on_ready=lambda rec: None)
+    with pytest.raises(UsageError):
+        serve_world(src, runtime="nobody", on_ready=lambda rec: None)
+    with pytest.raises(UsageError):
+        serve_world(src, profile="nobody", on_ready=lambda rec: None)

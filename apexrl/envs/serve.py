@@ -1,0 +1,117 @@
+"""`world serve` as a library call: one world behind one gateway until interrupted.
+
+The gateway is chosen here: apexrl's own servers (`apexrl.worlds.gateway`), or, with
+runtime "archipelago", the checkout's own servers each in bubblewrap behind apexrl's
+gateway (`apexrl.peer.gateway`). The image profile gives the default port, the
+snapshot endpoint and what /health says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from apexrl.worlds.models import ServeRecord
+
+
+def serve_world(
+    world: Path,
+    *,
+    profile: str = "apexrl",
+    runtime: str = "apexrl",
+    peer: Path | None = None,
+    apps: list[str] | None = None,
+    workdir: Path | None = None,
+    world_id: str | None = None,
+    task_slug: str | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    ready_timeout_s: float = 30.0,
+    on_ready: Callable[[ServeRecord], None],
+    on_info: Callable[[str], None] = lambda _msg: None,
+) -> None:
+    """Serve WORLD's MCP tools over streamable HTTP until interrupted (Ctrl-C: "stopped"
+    to `on_info`). `on_ready` gets the record once every server answers; a server that
+    cannot come up raises."""
+    import asyncio
+
+    from apexrl.envs.profiles import get_profile
+    from apexrl.errors import UsageError
+    from apexrl.peer.gateway import check_runtime
+    from apexrl.worlds.gateway import build_gateway, serve_forever
+    from apexrl.worlds.world import open_world
+
+    prof = get_profile(profile)
+    port = prof.port if port is None else port
+    runtime = check_runtime(runtime)
+    if runtime != "archipelago" and peer is not None:
+        raise UsageError("--peer names the checkout for --runtime archipelago")
+    w = open_world(world, workdir=workdir, apps=apps, world_id=world_id)
+    try:
+        info = {"profile": prof.name, **({"task_slug": task_slug} if task_slug else {})}
+        plan = None
+        if runtime == "archipelago":
+            from apexrl.peer.gateway import plan_for
+
+            plan = plan_for(w.apps or None, peer, on_progress=on_info)
+            servers = [name for name, _ in plan.servers]
+        else:
+            gw = build_gateway(w, strict=True, snapshot_path=prof.snapshot_endpoint)
+            gw.info.update(info)
+            servers = gw.servers
+
+        def ready(r) -> None:
+            on_ready(
+                ServeRecord(
+                    world_id=w.world_id,
+                    url=r.url,
+                    health_url=r.health_url,
+                    host=r.host,
+                    port=r.port,
+                    world_dir=str(w.root),
+                    servers=servers,
+                    n_tools=r.n_tools,
+                    snapshot_url=(
+                        r.health_url.removesuffix("/health") + prof.snapshot_endpoint
+                        if prof.snapshot_endpoint
+                        else None
+                    ),
+                )
+            )
+
+        try:
+            if plan is None:
+                asyncio.run(
+                    serve_forever(
+                        gw, host=host, port=port, on_ready=ready, ready_timeout_s=ready_timeout_s
+                    )
+                )
+                return
+            import tempfile
+
+            from apexrl.peer.gateway import serve_peer
+
+            log = tempfile.NamedTemporaryFile(  # noqa: SIM115  (closed below)
+                "a", prefix="apexrl-peer-", suffix=".log", delete=False
+            )
+            with log as errlog:
+                on_info(f"archipelago's servers log to {errlog.name}")
+                asyncio.run(
+                    serve_peer(
+                        w,
+                        plan,
+                        mode="bwrap",
+                        network=False,
+                        host=host,
+                        port=port,
+                        on_ready=ready,
+                        ready_timeout_s=ready_timeout_s,
+                        errlog=errlog,
+                        snapshot_path=prof.snapshot_endpoint,
+                        info=info,
+                    )
+                )
+        except KeyboardInterrupt:
+            on_info("stopped")
+    finally:
+        w.close()
