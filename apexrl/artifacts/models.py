@@ -199,6 +199,18 @@ class ApexWorld(BaseModel):
 # --- apexrl's own artifacts --------------------------------------------------------
 
 
+class DataTerms(BaseModel):
+    """The licence and terms of use of a dataset's source, recorded where its tasks go
+    (each task's [metadata], a packed dataset's _dataset.json): `apexrl train` refuses
+    data marked evaluation-only unless the user states their right to train on it."""
+
+    model_config = ConfigDict(extra="forbid")
+    license: str | None = None  # an SPDX-like id or the card's licence name
+    terms: str | None = None  # the terms of use in a sentence or two (the card's, or a flag's)
+    evaluation_only: bool = False  # the terms allow evaluation and forbid training on it
+    origin: str | None = None  # how they are known: the dataset card, a flag, a recognised source
+
+
 class TaskMetadata(Record):
     """What apexrl keeps about a task; lives in task.toml's [metadata] table.
 
@@ -225,6 +237,7 @@ class TaskMetadata(Record):
     gold_response_type: Literal["text", "file"] = "text"
     n_criteria: int = 0
     source: Literal["apexrl", "archipelago"] = "apexrl"  # where the metadata was read
+    data_terms: DataTerms | None = None  # the source's licence and terms (apexrl.tasks.terms)
 
 
 class ArchipelagoMeta(BaseModel):
@@ -289,6 +302,7 @@ class DatasetManifest(Record):
     domains: dict[str, int] = Field(default_factory=dict)
     worlds: dict[str, int] = Field(default_factory=dict)
     apexrl_version: str = ""
+    data_terms: DataTerms | None = None  # the tasks' licence and terms (apexrl.tasks.terms)
 
 
 class Finding(Record):

@@ -18,6 +18,27 @@ FORCE_OPT = typer.Option(
     False, "--force", help="Replace a non-empty -o folder apexrl did not write."
 )
 SHARD_SIZE_OPT = typer.Option(256, "--shard-size", help="Target shard size in MB.")
+# the source's licence and terms, recorded with the tasks (apexrl.tasks.terms)
+LICENSE_OPT = typer.Option(
+    None, "--license", help="The source's licence id (default: its dataset card's)."
+)
+TERMS_OPT = typer.Option(
+    None, "--terms", help="The source's terms of use, in a sentence (default: its card's)."
+)
+EVAL_ONLY_OPT = typer.Option(
+    False,
+    "--evaluation-only",
+    help="Mark the data evaluation-only (its terms forbid training): `train` then refuses it.",
+)
+
+
+def _say_terms(terms) -> None:
+    if terms is not None:
+        mark = "EVALUATION ONLY; " if terms.evaluation_only else ""
+        output.info(
+            f"terms: {mark}licence {terms.license or 'unstated'}"
+            f"{': ' + terms.terms if terms.terms else ''} ({terms.origin})"
+        )
 
 
 @app.command("example")
@@ -93,8 +114,12 @@ def convert(
         "sandboxes; every environment) or 'verifier' (only grading has it; an "
         "environment that switches per phase, e.g. local).",
     ),
+    license: str = LICENSE_OPT,
+    terms: str = TERMS_OPT,
+    evaluation_only: bool = EVAL_ONLY_OPT,
 ) -> None:
-    """Convert expert task data into Harbor task directories (one record per task)."""
+    """Convert expert task data into Harbor task directories (one record per task), with
+    the source's licence and terms in each task's metadata."""
     from apexrl.tasks.apex import load_source
     from apexrl.tasks.convert import convert_all, load_images
     from apexrl.tasks.grader_from import resolve_grader_source
@@ -106,6 +131,12 @@ def convert(
         raise UsageError("--grader-network is for --grader-from", hint="add --grader-from PATH")
     grader = resolve_grader_source(grader_from, grader_network) if grader_from else None
     source = load_source(src, strict=strict)
+    from apexrl.tasks.terms import with_flags
+
+    source.terms = with_flags(
+        source.terms, license=license, terms=terms, evaluation_only=evaluation_only
+    )
+    _say_terms(source.terms)
     image_map = load_images(images) if images else {}
     errors = list(source.bad)
     records = []
@@ -129,11 +160,17 @@ def pack(
     out: Path = typer.Option(..., "-o", "--out", help="Dataset folder to write."),
     shard_size: float = SHARD_SIZE_OPT,
     force: bool = FORCE_OPT,
+    license: str = LICENSE_OPT,
+    terms: str = TERMS_OPT,
+    evaluation_only: bool = EVAL_ONLY_OPT,
 ) -> None:
-    """Pack task directories into a sharded Parquet dataset (path, task_binary, metadata)."""
+    """Pack task directories into a sharded Parquet dataset (path, task_binary, metadata);
+    the tasks' licence and terms go into its _dataset.json."""
     from apexrl.errors import UsageError
     from apexrl.tasks.dataset import write_dataset
+    from apexrl.tasks.meta import find_task_meta
     from apexrl.tasks.pack import find_task_dirs, pack_dirs
+    from apexrl.tasks.terms import merge, with_flags
 
     output.refuse_dash(out, "-o", "a dataset folder (shards and a manifest)")
     if not tasks_dir.is_dir():
@@ -141,6 +178,14 @@ def pack(
     dirs = find_task_dirs(tasks_dir)
     if not dirs:
         raise UsageError(f"no task directories (with task.toml) under {tasks_dir}")
+    metas = [find_task_meta(d, require_world=False) for d in dirs]
+    data_terms = with_flags(
+        merge([m.data_terms if m else None for m in metas]),
+        license=license,
+        terms=terms,
+        evaluation_only=evaluation_only,
+    )
+    _say_terms(data_terms)
     with output.progress("pack", total=len(dirs)) as advance:
         manifest = write_dataset(
             pack_dirs(dirs, on_done=advance),
@@ -148,6 +193,7 @@ def pack(
             shard_mb=shard_size,
             force=force,
             inputs=[tasks_dir],
+            data_terms=data_terms,
         )
     output.info(f"packed {manifest.n_tasks} task(s) into {len(manifest.shards)} shard(s) at {out}")
     output.emit_records(

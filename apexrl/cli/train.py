@@ -53,6 +53,12 @@ def command(
     ship_code: bool = typer.Option(
         True, "--ship-code/--no-ship-code", help="Upload this apexrl to the job."
     ),
+    training_rights: str | None = typer.Option(
+        None,
+        "--training-rights",
+        help="Your statement of the right to train on data marked evaluation-only (its terms "
+        "forbid training); recorded in the run manifest.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the run spec / job record as JSON."),
 ) -> None:
     """Train (or evaluate) with SkyRL on Ray from a versioned recipe."""
@@ -77,6 +83,7 @@ def command(
         check_only=check_only,
         follow_logs=follow_logs,
         ship_code=ship_code,
+        training_rights=training_rights,
     )
     result = run_train(req, on_info=output.info, on_interrupt=_confirm_stop)
     if dry_run:

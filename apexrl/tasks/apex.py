@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from apexrl.artifacts.jsonl import read_json_file
-from apexrl.artifacts.models import SNAPSHOT_ID, ApexTask, ApexWorld
+from apexrl.artifacts.models import SNAPSHOT_ID, ApexTask, ApexWorld, DataTerms
 from apexrl.errors import BadRecordError, UsageError
 
 TASKS_FILE = "tasks_and_rubrics.json"
@@ -26,6 +26,7 @@ class ApexSource:
     tasks: list[tuple[str, ApexTask]] = field(default_factory=list)  # (where, task)
     worlds: dict[str, ApexWorld] = field(default_factory=dict)
     bad: list[BadRecordError] = field(default_factory=list)
+    terms: DataTerms | None = None  # the source's licence and terms (apexrl.tasks.terms)
 
     def world_zip(self, world_id: str) -> Path:
         return self.root / "world_files_zipped" / f"{world_id}.zip"
@@ -48,7 +49,9 @@ def load_source(root: Path, *, strict: bool = False) -> ApexSource:
             f"{tasks_path} not found",
             hint=f"SRC must hold {TASKS_FILE} (`apexrl tasks example -o DIR` shows the layout)",
         )
-    src = ApexSource(root=root)
+    from apexrl.tasks.terms import card_terms
+
+    src = ApexSource(root=root, terms=card_terms(root))
     src.worlds = _load_worlds(root / WORLDS_FILE)
     raw = read_json_file(tasks_path)
     if not isinstance(raw, list):

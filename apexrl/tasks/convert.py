@@ -193,6 +193,7 @@ def write_task_dir(
     tmp.mkdir()
     try:
         meta = _metadata(task, world, image, slug)
+        meta.data_terms = src.terms
         (tmp / "instruction.md").write_text(_instruction(task), encoding="utf-8")
         (tmp / "task.toml").write_text(render_task_toml(meta, grader=grader), encoding="utf-8")
         _write_json(tmp / "archipelago.json", archipelago_json(meta))

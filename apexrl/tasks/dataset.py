@@ -21,7 +21,7 @@ from apexrl.artifacts.jsonl import dumps
 from apexrl.errors import BadRecordError, RemoteError, UsageError
 
 if TYPE_CHECKING:  # pydantic loads only where rows are built (unpack's readers skip it)
-    from apexrl.artifacts.models import DatasetManifest, DatasetRow
+    from apexrl.artifacts.models import DatasetManifest, DatasetRow, DataTerms
 
 MANIFEST = "_dataset.json"  # "_" so pyarrow and datasets readers skip it
 SHARD_DIR = "data"
@@ -59,6 +59,7 @@ def write_dataset(
     shard_mb: float = 256,
     force: bool = False,
     inputs: Iterable[Path | str] = (),
+    data_terms: DataTerms | None = None,
 ) -> DatasetManifest:
     """Write shards + dataset.json into `out_dir` atomically (old content replaced; a
     folder apexrl did not write, or one holding an input, is refused unless `force`)."""
@@ -80,6 +81,7 @@ def write_dataset(
         _write_shard(tmp, groups[-1], len(groups) - 1)
         shards = _name_shards(tmp, len(groups))
         manifest = make_manifest(rows, shards)
+        manifest.data_terms = data_terms
         (tmp / MANIFEST).write_bytes(dumps(manifest) + b"\n")
     return manifest
 

@@ -102,10 +102,18 @@ def split_dataset(
             if (world_of[r["path"]] in eval_worlds) == is_eval:
                 yield PackedTask(row=row_metadata(r), task_binary=r["task_binary"])
 
+    from apexrl.tasks.terms import source_terms
+
+    data_terms = source_terms(str(dataset))  # both sides keep the source's terms
     summaries = []
     for name, is_eval in (("train", False), ("eval", True)):
         manifest = write_dataset(
-            side(is_eval), out / name, shard_mb=shard_mb, force=force, inputs=[dataset]
+            side(is_eval),
+            out / name,
+            shard_mb=shard_mb,
+            force=force,
+            inputs=[dataset],
+            data_terms=data_terms,
         )
         summaries.append(
             {

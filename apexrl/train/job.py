@@ -42,6 +42,8 @@ class TrainRequest:
     check_only: bool = False  # a preflight job only (manifest, data, env)
     follow_logs: bool = True
     ship_code: bool = True
+    # the user's statement of their right to train on evaluation-only data (apexrl.tasks.terms)
+    training_rights: str | None = None
 
 
 @dataclass
@@ -110,6 +112,7 @@ def run_train(
     else:
         check = "SkyRL not installed here (the train extra): its checks run on the cluster"
     spec.plan.warnings.extend(loaded.deprecations)
+    data_terms = _check_terms(loaded, spec.data_train, req.training_rights)
     resume_line = L.check_resume(spec) if not req.dry_run else _dry_resume(req)
     _check_trials(loaded, [spec.data_train, spec.data_val], local=req.ray_address is None)
     for line in R.plan_lines(spec, loaded, check):
@@ -127,6 +130,8 @@ def run_train(
 
     job_id = f"apexrl-{spec.run_name}-{uuid.uuid4().hex[:8]}"
     manifest = L.make_manifest(loaded, spec, ray_address=req.ray_address)
+    manifest.data_terms = data_terms
+    manifest.training_rights = req.training_rights if data_terms else None
     manifest.job_id = job_id
     workdir = L.job_dir(spec, manifest)
 
@@ -169,6 +174,7 @@ def _run_jax(req: TrainRequest, loaded, on_info: Callable[[str], None]) -> Train
     from apexrl.train.jaxrl.grpo import PLAN_LINES, JaxRun, jax_plan, run_jax
 
     run = JaxRun(loaded, data=req.data, model=req.model, resume=req.resume)
+    data_terms = _check_terms(loaded, run.data_spec, req.training_rights)
     plan = jax_plan(run)
     resume_line = run.check_resume() if not req.dry_run else _dry_resume(req)
     _check_trials(loaded, [run.data_spec], local=True)  # the trials run here
@@ -180,13 +186,28 @@ def _run_jax(req: TrainRequest, loaded, on_info: Callable[[str], None]) -> Train
     result = TrainResult(spec=plan, recipe_sha256=loaded.sha256, backend="jax")
     if not req.dry_run:
         result.summary = run_jax(
-            loaded, data=req.data, model=req.model, resume=req.resume, say=on_info
+            loaded,
+            data=req.data,
+            model=req.model,
+            resume=req.resume,
+            say=on_info,
+            terms=(data_terms, req.training_rights if data_terms else None),
         )
     return result
 
 
 def _dry_resume(req: TrainRequest) -> str:
     return "resume" if req.resume else "fresh run"
+
+
+def _check_terms(loaded, train_data: str | None, statement: str | None) -> list[dict]:
+    """Exit 2 naming the terms when the training data is marked evaluation-only and the
+    user stated no right to train on it; the terms met, for the manifest."""
+    from apexrl.tasks.terms import check_training_rights
+
+    if loaded.recipe.mode != "train":
+        return []  # evaluating on evaluation-only data is what its terms allow
+    return check_training_rights([train_data], statement)
 
 
 def _check_trials(loaded, sources: list[str | None], *, local: bool) -> None:

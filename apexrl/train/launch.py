@@ -60,6 +60,10 @@ class RunManifest(BaseModel):
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
     env_forwarded: list[str] = Field(default_factory=list)  # names present at submit, no values
     trial: TrialSpec | None = None  # how the rollouts' trials run (the same record as eval's)
+    # the training data's licence and terms (apexrl.tasks.terms), and the user's statement
+    # of their right to train on data marked evaluation-only (--training-rights)
+    data_terms: list[dict] = Field(default_factory=list)
+    training_rights: str | None = None
 
 
 def git_revision(cwd: Path | None = None) -> tuple[str | None, bool | None]:

@@ -264,6 +264,7 @@ def run_jax(
     resume: bool = False,
     max_steps: int | None = None,
     say: Callable[[str], None] = print,
+    terms: tuple[list[dict], str | None] = ([], None),
 ) -> dict[str, Any]:
     """Train; returns a summary (run folder, steps, final version, rewards per step)."""
     from apexrl.engine.cpu import EngineServer, LocalEngine
@@ -288,6 +289,8 @@ def run_jax(
         dataset_digest=source_digest(str(tasks_dir)),
         resume=resume,
         checkpoint_path=str(run.ckpt_dir),
+        data_terms=terms[0],
+        training_rights=terms[1],
     )
     write_text_atomic(run.ckpt_dir / MANIFEST_NAME, manifest.model_dump_json(indent=1))
     say(f"run          {run.root} ({start_line})")
