@@ -75,19 +75,7 @@ def verify(
     from apexrl.tito.template import resolve_template
     from apexrl.tito.tokenizer import load_tokenizer
 
-    known = {
-        "whitespace",
-        "stop_token_overlap",
-        "reasoning_pruned",
-        "tool_argument_reserialization",
-        "retokenization",
-        "other",
-    }
-    bad = [a for a in allow if a not in known]
-    if bad:
-        raise UsageError(
-            f"--allow {bad[0]!r} is not a drift cause", hint="one of: " + ", ".join(sorted(known))
-        )
+    V.check_allow(allow)
     tok = load_tokenizer(tokenizer)
     tname, src = resolve_template(chat_template, tok.chat_template)
     kwargs = {"enable_thinking": False} if no_thinking else {}
@@ -133,11 +121,8 @@ def verify(
                 template_kwargs=kwargs,
             )
     V.apply_allow(findings, allow)
-    advice = _fix_advice(findings, tname, src)
-    if advice:
-        for f in findings:
-            if not f.ok and not _bad_record(f):
-                f.message = f"{f.message} ({advice})" if f.message else advice
+    advice = V.fix_advice(findings, tname, src)
+    V.add_advice(findings, advice)
     output.emit_records(
         findings,
         json_out=json_out,
@@ -155,39 +140,12 @@ def verify(
     )
     _summary(findings, mode.value, tname)
     for f in findings:
-        if _bad_record(f):  # the input's fault, not the template's: file and line
+        if f.unreadable_input:  # the input's fault, not the template's: file and line
             output.error(f.message)
     if advice:
         output.err_console().print(advice)
     if not all(f.ok for f in findings):
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
-
-
-def _fix_advice(findings, tname: str, src: str) -> str | None:
-    """What to pass when the model's own template breaks TITO."""
-    from apexrl.tito.parsing import tool_call_format
-    from apexrl.tito.template import prefix_fix
-
-    if all(f.ok or _bad_record(f) for f in findings):
-        return None  # unreadable records say nothing about the template
-    fix = prefix_fix(tname, src)
-    fmt = tool_call_format(src) or "unknown"
-    if fix:
-        return (
-            f"the chat template ({tname}; tool calls: {fmt}) breaks the prefix property; "
-            f"pass --chat-template {fix} (same tool-call format, history kept verbatim)"
-        )
-    if tname == "tokenizer":
-        return (
-            f"the chat template (tool calls: {fmt}) breaks the prefix property and no built-in "
-            "template fits; pass --chat-template FILE with a template that renders history verbatim"
-        )
-    return None
-
-
-def _bad_record(f) -> bool:
-    """A finding for an input record that could not be read (not JSON, not a trajectory)."""
-    return f.status == "error" and "not a trajectory record" in (f.message or "")
 
 
 def _replay(tok, src, path: str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 Cause = Literal[
     "reasoning_pruned",
@@ -44,3 +44,22 @@ class TitoFinding(BaseModel):
     mean_abs_dlogprob: float | None = None
     max_abs_dlogprob: float | None = None
     message: str = ""
+    # an input record that could not be read (not JSON, not a trajectory): the input's
+    # fault, not the template's; not written (the record stays as it was)
+    _unreadable_input: bool = PrivateAttr(default=False)
+
+    @property
+    def unreadable_input(self) -> bool:
+        return self._unreadable_input
+
+    @classmethod
+    def unreadable(cls, mode: Literal["replay"], where: str, error: Exception) -> TitoFinding:
+        f = cls(
+            mode=mode,
+            case=where,
+            ok=False,
+            status="error",
+            message=f"{where}: not a trajectory record: {error}".strip()[:2000],
+        )
+        f._unreadable_input = True
+        return f

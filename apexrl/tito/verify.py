@@ -489,6 +489,52 @@ def verify_live(
     return out
 
 
+def check_allow(allow: Iterable[str]) -> None:
+    """--allow names drift causes (records.Cause); a UsageError names the first that is not."""
+    from typing import get_args
+
+    from apexrl.errors import UsageError
+
+    known = set(get_args(Cause))
+    bad = [a for a in allow if a not in known]
+    if bad:
+        raise UsageError(
+            f"--allow {bad[0]!r} is not a drift cause", hint="one of: " + ", ".join(sorted(known))
+        )
+
+
+def fix_advice(findings: list[TitoFinding], tname: str, src: str) -> str | None:
+    """What to pass when the model's own template breaks TITO (None when nothing but
+    unreadable records failed: they say nothing about the template)."""
+    from apexrl.tito.parsing import tool_call_format
+    from apexrl.tito.template import prefix_fix
+
+    if all(f.ok or f.unreadable_input for f in findings):
+        return None
+    fix = prefix_fix(tname, src)
+    fmt = tool_call_format(src) or "unknown"
+    if fix:
+        return (
+            f"the chat template ({tname}; tool calls: {fmt}) breaks the prefix property; "
+            f"pass --chat-template {fix} (same tool-call format, history kept verbatim)"
+        )
+    if tname == "tokenizer":
+        return (
+            f"the chat template (tool calls: {fmt}) breaks the prefix property and no built-in "
+            "template fits; pass --chat-template FILE with a template that renders history verbatim"
+        )
+    return None
+
+
+def add_advice(findings: list[TitoFinding], advice: str | None) -> None:
+    """Every template failure (not an unreadable record) carries the advice."""
+    if not advice:
+        return
+    for f in findings:
+        if not f.ok and not f.unreadable_input:
+            f.message = f"{f.message} ({advice})" if f.message else advice
+
+
 def apply_allow(findings: list[TitoFinding], allow: Iterable[str]) -> None:
     allowed = set(allow)
     for f in findings:
@@ -527,13 +573,7 @@ def verify_replay(
     for where, item in items:
         if isinstance(item, Exception):
             yield from flush()
-            yield TitoFinding(
-                mode="replay",
-                case=where,
-                ok=False,
-                status="error",
-                message=f"{where}: not a trajectory record: {item}".strip()[:2000],
-            )
+            yield TitoFinding.unreadable("replay", where, item)
             continue
         pending.append((where, item))
         if len(pending) >= batch:

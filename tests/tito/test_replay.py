@@ -140,3 +140,25 @@ def test_cli_replay_jsonl_atif_and_bad_records(tmp_path, tok, traj):
     assert r.exit_code == 1 and "no trajectories" in r.output
     r = runner.invoke(app, [*args, str(tmp_path / "missing.jsonl")])
     assert r.exit_code == 2
+
+
+def test_an_unreadable_record_is_marked_not_guessed_from_its_message():
+    """The bad-record decision is the finding's own flag (set where the record failed to
+    read), not a match on message text: a template failure whose message happens to say
+    "not a trajectory record" still gets the template advice."""
+    from apexrl.tito.records import TitoFinding
+    from apexrl.tito.verify import add_advice, fix_advice
+
+    bad = TitoFinding.unreadable("replay", "t.jsonl:3", ValueError("not JSON"))
+    assert bad.unreadable_input and bad.status == "error" and "t.jsonl:3" in bad.message
+    assert "unreadable" not in bad.model_dump_json()  # the written record is unchanged
+    odd = TitoFinding(
+        mode="replay", case="t.jsonl:4", ok=False, status="error",
+        message="t.jsonl:4: not a trajectory record, said the template",
+    )  # fmt: skip
+    assert not odd.unreadable_input
+    assert fix_advice([bad], "tokenizer", "") is None  # only unreadable input: no advice
+    advice = fix_advice([bad, odd], "tokenizer", "")
+    assert advice and "breaks the prefix property" in advice
+    add_advice([bad, odd], advice)
+    assert advice in odd.message and advice not in bad.message
