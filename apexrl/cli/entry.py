@@ -3,7 +3,7 @@
 Every command line, `image push` included, goes through the one grammar of the Typer app.
 The app imports only the command a line chooses (the command table in cli/app.py), and an
 unchanged re-push answers from one light HEAD per image without loading httpx
-(cli/image_push.py).
+(images/push.py).
 """
 
 from __future__ import annotations

@@ -7,14 +7,13 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
-from apexrl.cli.image_push import (
+from apexrl.cli.options import JSON_STDOUT
+from apexrl.images.push import (
     DEFAULT_CONCURRENCY,
     DEFAULT_TAG,
     DEFAULT_TIMEOUT_S,
     MAX_CONCURRENCY,
-    option_value_problem,
 )
-from apexrl.cli.options import JSON_STDOUT
 
 app = typer.Typer(help="Push world images to ECR or any OCI registry.", no_args_is_help=True)
 
@@ -43,8 +42,18 @@ def _archives(items: list[str]) -> list[tuple[Path, str | None]]:
     return out
 
 
+def option_value_problem(option: str, value: object) -> str | None:
+    """Why a value given to one of `image push`'s options is refused, or None. A value
+    that looks like an option (`--tag --dry-run`) is refused rather than taken as a tag."""
+    if isinstance(value, str) and value.startswith("-"):
+        return f"{option} got {value!r}, which looks like an option: give {option} a value"
+    if option == "--timeout" and isinstance(value, float) and not 0 < value < float("inf"):
+        return f"--timeout must be a positive number of seconds, not {value!r}"
+    return None
+
+
 def _checked(ctx: typer.Context, param: typer.CallbackParam, value):
-    """The value checks of `image push`'s options (image_push.option_value_problem)."""
+    """The value checks of `image push`'s options (option_value_problem)."""
     if ctx.resilient_parsing or value is None:
         return value
     problem = option_value_problem(param.opts[-1] if param.opts else param.name, value)
@@ -102,7 +111,7 @@ def push(
     input of `tasks convert`. Re-running finishes an interrupted push; an
     unchanged image uploads nothing.
     """
-    from apexrl.cli.image_push import plan_pushes
+    from apexrl.images.push import plan_pushes
     from apexrl.images.refs import parse_reference
 
     dest = parse_reference(to, require_repo_only=True)
@@ -115,16 +124,24 @@ def push(
                 f"would push {path} -> {dest.with_tag(t)} ({size} bytes, {src.manifest_digest})"
             )
         return
-    from apexrl.cli.image_push import run_push
+    from apexrl.images.push import push_images
 
-    code = run_push(
+    def on_record(rec: dict) -> None:  # NDJSON: each record as its image lands
+        output.emit_records([rec], json_out=True)
+
+    records, code = push_images(
         dest,
         plans,
         endpoint=registry_endpoint,
         concurrency=concurrency,
         retries=retries,
         timeout=timeout,
-        as_json=as_json,
+        progress=output.progress,
+        on_info=output.info,
+        on_error=output.error,
+        on_record=on_record if as_json else lambda rec: None,
     )
+    if not as_json:
+        output.emit_records(records, title="pushed images")
     if code:
         raise typer.Exit(code)

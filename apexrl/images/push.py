@@ -1,16 +1,20 @@
-"""The body of `image push` once its command line is parsed.
+"""Pushing world image archives to a registry: the plan (one tag per archive), the
+unchanged re-push, the push itself, and one ImageRecord per image pushed.
 
 An unchanged re-push is answered by one light HEAD per image (standard library only):
 when every tag already names its image, it reports exactly what the push would have
-(progress on a terminal, the per-image line, the records) without loading httpx.
-Records are written as `image_record` dicts: ImageRecord's dump, without pydantic.
+(progress, the per-image line, the records) without loading httpx. Records are
+`image_record` dicts: ImageRecord's dump, without pydantic.
+
+What a push tells is handed to the caller's callbacks (`apexrl image push` draws
+progress bars, prints lines and writes records), so the library prints nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
-
-from apexrl.cli import output
 
 # `image push` defaults
 DEFAULT_TAG = "{world_id}"
@@ -18,15 +22,18 @@ DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 64
 DEFAULT_TIMEOUT_S = 30.0
 
+Advance = Callable[..., None]
+# progress(label, total) -> a context manager yielding advance(n=1)
+Progress = Callable[[str, int], contextlib.AbstractContextManager[Advance]]
 
-def option_value_problem(option: str, value: object) -> str | None:
-    """Why a value given to one of `image push`'s options is refused, or None. A value
-    that looks like an option (`--tag --dry-run`) is refused rather than taken as a tag."""
-    if isinstance(value, str) and value.startswith("-"):
-        return f"{option} got {value!r}, which looks like an option: give {option} a value"
-    if option == "--timeout" and isinstance(value, float) and not 0 < value < float("inf"):
-        return f"--timeout must be a positive number of seconds, not {value!r}"
-    return None
+
+@contextlib.contextmanager
+def no_progress(_label: str, _total: int) -> Iterator[Advance]:
+    yield lambda n=1: None
+
+
+def _ignore(_item: Any) -> None:
+    pass
 
 
 def plan_pushes(items: list[tuple[Any, str | None]], tag: str) -> list[tuple]:
@@ -78,7 +85,7 @@ def image_record(
 
 def unchanged(dest: Any, plans: list, endpoint: str | None, timeout: float) -> list | None:
     """Each plan's distinct blobs when every tag already names its image, else None
-    (nothing printed: the normal push then runs). `plans`: (path, source, world_id, tag)."""
+    (nothing told: the normal push then runs). `plans`: (path, source, world_id, tag)."""
     from apexrl.errors import ApexError
     from apexrl.images.registry_client import archive_blobs, probe_manifest_digests
 
@@ -97,26 +104,7 @@ def unchanged(dest: Any, plans: list, endpoint: str | None, timeout: float) -> l
     return blobs
 
 
-def report_unchanged(dest: Any, plans: list, blobs: list, as_json: bool) -> None:
-    """What `image push` prints for images that were all already there."""
-    records = []
-    for (_path, src, world_id, t), bl in zip(plans, blobs, strict=True):
-        there = sum(b.size for b in bl.values())
-        total = sum(b.size for b in src.blob_refs())
-        with output.progress(f"push {world_id}", total=total) as advance:
-            advance(there)
-        ref = dest.with_tag(t)
-        output.info(f"{ref}: 0 blobs uploaded (0 bytes), {len(bl)} already there")
-        size = there + len(src.manifest_bytes)
-        rec = image_record(world_id, str(ref), src.manifest_digest, size, image_profile(src))
-        records.append(rec)
-        if as_json:
-            output.emit_records([rec], json_out=True)
-    if not as_json:
-        output.emit_records(records, title="pushed images")
-
-
-def run_push(
+def push_images(
     dest: Any,
     plans: list,
     *,
@@ -124,13 +112,17 @@ def run_push(
     concurrency: int,
     retries: int | None,
     timeout: float,
-    as_json: bool,
-) -> int:
-    """Push every plan (path, source, world_id, tag); print the records; the exit code."""
-    done = unchanged(dest, plans, endpoint, timeout)
-    if done is not None:
-        report_unchanged(dest, plans, done, as_json)
-        return 0
+    progress: Progress = no_progress,
+    on_info: Callable[[str], None] = _ignore,
+    on_error: Callable[[str], None] = _ignore,
+    on_record: Callable[[dict[str, Any]], None] = _ignore,
+) -> tuple[list[dict[str, Any]], int]:
+    """Push every plan (path, source, world_id, tag): the records of the images pushed
+    (each also told to `on_record` as it lands) and the exit code (0, 5 when some
+    failed, each told to `on_error`, or the code of the only failure)."""
+    blobs = unchanged(dest, plans, endpoint, timeout)
+    if blobs is not None:
+        return _report_unchanged(dest, plans, blobs, progress, on_info, on_record), 0
     from apexrl.errors import ApexError
     from apexrl.images.registry_client import client_for, push_error_code, push_image
 
@@ -143,20 +135,36 @@ def run_push(
         for path, src, world_id, t in plans:
             total = sum(b.size for b in src.blob_refs())
             try:
-                with output.progress(f"push {world_id}", total=total) as advance:
+                with progress(f"push {world_id}", total) as advance:
                     res = push_image(client, src, t, concurrency=concurrency, on_bytes=advance)
             except ApexError as e:
-                output.error(f"{path}: {e}")
+                on_error(f"{path}: {e}")
                 errors.append(e)
                 continue
-            output.info(
+            on_info(
                 f"{res.ref}: {res.uploaded_blobs} blobs uploaded ({res.uploaded_bytes} bytes), "
                 f"{res.skipped_blobs} already there"
             )
             rec = image_record(world_id, str(res.ref), res.digest, res.size, image_profile(src))
             records.append(rec)
-            if as_json:
-                output.emit_records([rec], json_out=True)
-    if not as_json:
-        output.emit_records(records, title="pushed images")
-    return int(push_error_code(errors, len(records)))
+            on_record(rec)
+    return records, int(push_error_code(errors, len(records)))
+
+
+def _report_unchanged(
+    dest: Any, plans: list, blobs: list, progress: Progress, on_info, on_record
+) -> list[dict[str, Any]]:
+    """What a push tells for images that were all already there."""
+    records = []
+    for (_path, src, world_id, t), bl in zip(plans, blobs, strict=True):
+        there = sum(b.size for b in bl.values())
+        total = sum(b.size for b in src.blob_refs())
+        with progress(f"push {world_id}", total) as advance:
+            advance(there)
+        ref = dest.with_tag(t)
+        on_info(f"{ref}: 0 blobs uploaded (0 bytes), {len(bl)} already there")
+        size = there + len(src.manifest_bytes)
+        rec = image_record(world_id, str(ref), src.manifest_digest, size, image_profile(src))
+        records.append(rec)
+        on_record(rec)
+    return records

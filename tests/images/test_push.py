@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from pathlib import Path
 
@@ -171,3 +172,31 @@ def test_basic_auth_from_docker_config_and_missing_credentials(archives, tmp_pat
 def test_dry_run_contacts_nothing(archives):
     p = apexrl("image", "push", str(archives[0]), "--to", "127.0.0.1:9/w", "--dry-run")
     assert p.returncode == 0 and "would push" in p.stderr and p.stdout == ""
+
+
+def test_push_images_is_a_library_call(archives, registry):
+    """`image push` is apexrl.images.push.push_images: records and the exit code come
+    back, and what the command prints is told to callbacks (nothing printed here)."""
+    from apexrl.images.push import plan_pushes, push_images
+
+    dest = parse_reference(f"{registry.host}/lib")
+    plans = plan_pushes([(archives[0], None)], "{world_id}")
+    told: dict[str, list] = {"info": [], "record": [], "progress": []}
+
+    def progress(label: str, total: int):
+        told["progress"].append((label, total))
+        return contextlib.nullcontext(lambda n=1: None)
+
+    def push():
+        return push_images(
+            dest, plans, endpoint=None, concurrency=2, retries=1, timeout=30.0,
+            progress=progress, on_info=told["info"].append, on_record=told["record"].append,
+        )  # fmt: skip
+
+    records, code = push()
+    assert code == 0 and records == told["record"] and len(records) == 1
+    assert records[0]["ref"] == f"{registry.host}/lib:w0"
+    assert records[0]["digest"] == oci.open_image(archives[0]).manifest_digest
+    assert "3 blobs uploaded" in told["info"][0] and told["progress"][0][0] == "push w0"
+    again, code = push()  # unchanged: answered from one HEAD, the same record
+    assert code == 0 and again == records and "0 blobs uploaded (0 bytes)" in told["info"][-1]

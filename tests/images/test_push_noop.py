@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from apexrl.cli.image_push import image_record
 from apexrl.images import oci
+from apexrl.images.push import image_record
 from apexrl.images.refs import parse_reference
 from apexrl.images.registry_client import probe_manifest_digests
 from tests.images.conftest import PY, REPO_ROOT, Registry, apexrl, make_world, records
