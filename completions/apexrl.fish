@@ -104,7 +104,7 @@ complete -c apexrl -n '__apexrl_is "eval report"' -F
 complete -c apexrl -n '__apexrl_is "eval run"' -l shuffle -d 'Select in a random order fixed by --seed (0 when unset).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l extend -d 'Add this selection (tasks, -k) to the RUN_DIRs plan.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l no-judge -d 'Run without a judge: free-text criteria unjudged (unmet).'
-complete -c apexrl -n '__apexrl_is "eval run"' -l retry-errors -d 'Rerun errored trials.'
+complete -c apexrl -n '__apexrl_is "eval run"' -l retry-errors -d 'Rerun the trials that ended in an infrastructure error (judge, engine,'
 complete -c apexrl -n '__apexrl_is "eval run"' -l force -d 'Discard a RUN_DIR of another config.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l json -d 'Print the summary as JSON.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l help -s h -d 'Show help and exit.'

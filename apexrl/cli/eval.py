@@ -174,7 +174,11 @@ def run(
     ray_address: str = typer.Option(
         None, "--ray-address", help="Ray cluster address ('auto', ray://...; 'local' starts one)."
     ),
-    retry_errors: bool = typer.Option(False, "--retry-errors", help="Rerun errored trials."),
+    retry_errors: bool = typer.Option(
+        False,
+        "--retry-errors",
+        help="Rerun the trials that ended in an infrastructure error (judge, engine, sandbox).",
+    ),
     pass_env: list[str] = typer.Option(
         None, "--pass-env", help="Host env var a task's ${NAME} may read (repeatable)."
     ),
@@ -341,6 +345,11 @@ def run(
     if report.lost:  # never scored: the same command runs them again
         output.warn(f"{len(report.lost)} trial(s) lost to the Ray cluster; rerun to run them")
         raise typer.Exit(int(ExitCode.PARTIAL))
+    if s.trials_ungraded:  # infrastructure is never a score, and never exit 0
+        from apexrl.eval.report import ungraded_line, ungraded_names
+
+        output.error(f"{ungraded_line(s, out)}. Ungraded: {ungraded_names(s)}")
+        raise typer.Exit(s.exit_code)
     if agent == "oracle" and s.pass_at_1.value < 1.0:
         output.error(
             f"the oracle passed {100 * s.pass_at_1.value:.1f}% of trials, not 100%: "

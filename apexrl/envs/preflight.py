@@ -37,7 +37,8 @@ class PreflightError(ApexError):
         lines = [f"preflight failed ({len(problems)} problem(s)); no trial was started:"]
         for p in problems:
             lines.append(f"  - {p.what}\n    fix: {p.fix}")
-        code = ExitCode.AUTH if all(p.code == ExitCode.AUTH for p in problems) else ExitCode.USAGE
+        codes = {p.code for p in problems}  # one kind of problem: its own code
+        code = codes.pop() if len(codes) == 1 else ExitCode.USAGE
         super().__init__("\n".join(lines), code=code)
         self.problems = problems
 

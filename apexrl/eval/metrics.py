@@ -159,6 +159,22 @@ class Columns:
                 out[f.name] = [v[i] for i in keep]
         return Columns(**out)
 
+    def ungraded(self) -> np.ndarray:
+        """Rows that ended in an infrastructure error (apexrl.eval.infra): never a score."""
+        from apexrl.eval.infra import is_infra
+
+        return np.array(
+            [
+                is_infra(st, ec)
+                for st, ec in zip(self.status.tolist(), self.error_class, strict=True)
+            ],
+            dtype=bool,
+        )
+
+    def graded(self) -> Columns:
+        """The rows the metrics count: every trial but the ungraded ones."""
+        return self._where(~self.ungraded())
+
     def passed(self) -> np.ndarray:
         complete = self.status == "complete"
         by_criteria = (self.criteria_total > 0) & (self.criteria_met >= self.criteria_total)
@@ -283,7 +299,9 @@ def summarize(
 ) -> EvalSummary:
     """The run's figures; `planned` (trials the run set out to do) makes `complete`
     False while fewer rows than that have a result."""
-    cols = rows if isinstance(rows, Columns) else Columns.from_rows(rows)
+    every = rows if isinstance(rows, Columns) else Columns.from_rows(rows)
+    infra = every.ungraded()
+    cols = every._where(~infra)  # the metrics: graded trials only
     tasks = TaskTable.from_columns(cols)
     k_max = int(tasks.n.max()) if len(tasks.n) else 0
     k_min = int(tasks.n.min()) if len(tasks.n) else 0
@@ -294,24 +312,33 @@ def summarize(
     for dom in sorted(set(tasks.domain.tolist())):
         sub = tasks.subset(tasks.domain == dom)
         per_domain[dom or "unknown"] = group_metrics(sub, ks, trials_per_domain[dom], seed=seed)
-    status = Counter(cols.status.tolist())
-    errors: Counter = Counter()
+    status = Counter(every.status.tolist())
+    errors: Counter = Counter()  # the model's failures (graded, scored 0)
     for st, ec in zip(cols.status.tolist(), cols.error_class, strict=True):
         if ec:
             errors[ec] += 1
         elif st != "complete":
             errors[st] += 1
+    infra_errors: Counter = Counter()
+    ungraded_ids = []
+    for i in np.flatnonzero(infra):
+        infra_errors[every.error_class[i] or str(every.status[i])] += 1
+        ungraded_ids.append(str(every.trial_id[i]) if every.trial_id else f"row {i}")
+    ungraded = len(ungraded_ids)
     rated = [
         (r, n)
-        for r, n in zip(cols.tool_call_success_rate, cols.tool_calls.tolist(), strict=True)
+        for r, n in zip(every.tool_call_success_rate, every.tool_calls.tolist(), strict=True)
         if r is not None and n > 0
     ]
     calls_rated = sum(n for _, n in rated)
-    n = max(len(cols), 1)
+    n = max(len(every), 1)
+    from apexrl.eval.infra import INFRA_EXIT
+
     return EvalSummary(
-        complete=planned is None or len(cols) >= planned,
+        complete=(planned is None or len(every) >= planned) and not ungraded,
         trials_planned=planned,
-        trials_done=len(cols),
+        trials_done=len(every),
+        trials_ungraded=ungraded,
         n_tasks=overall.n_tasks,
         n_trials=len(cols),
         attempts_max=k_max,
@@ -320,14 +347,17 @@ def summarize(
         per_domain=per_domain,
         status=dict(sorted(status.items())),
         errors=dict(errors.most_common()),
-        error_messages=error_messages(cols),
-        turns_mean=float(cols.turns.sum() / n),
-        tokens_in_mean=float(cols.tokens_in.sum() / n),
-        tokens_out_mean=float(cols.tokens_out.sum() / n),
-        tokens_total=int(cols.tokens_in.sum() + cols.tokens_out.sum()),
-        tool_calls_total=int(cols.tool_calls.sum()),
+        infra_errors=dict(infra_errors.most_common()),
+        ungraded_trials=sorted(ungraded_ids),
+        exit_code=int(INFRA_EXIT) if ungraded else 0,
+        error_messages=error_messages(every),
+        turns_mean=float(every.turns.sum() / n),
+        tokens_in_mean=float(every.tokens_in.sum() / n),
+        tokens_out_mean=float(every.tokens_out.sum() / n),
+        tokens_total=int(every.tokens_in.sum() + every.tokens_out.sum()),
+        tool_calls_total=int(every.tool_calls.sum()),
         tool_call_success_rate=(sum(r * n for r, n in rated) / calls_rated) if rated else None,
-        duration_s_mean=float(cols.duration_s.sum() / n),
+        duration_s_mean=float(every.duration_s.sum() / n),
         criteria_unjudged=int(cols.criteria_unjudged.sum())
         if cols.criteria_unjudged is not None
         else 0,
@@ -340,7 +370,8 @@ def summarize(
 
 
 def compare(a: Columns, b: Columns, *, seed: int = SEED) -> dict:
-    """Deltas (b - a) with 95% bootstrap CIs, overall and per domain."""
+    """Deltas (b - a) with 95% bootstrap CIs, overall and per domain, over graded trials."""
+    a, b = a.graded(), b.graded()
     ta, tb = TaskTable.from_columns(a), TaskTable.from_columns(b)
     k_common = int(min(ta.n.max() if len(ta.n) else 0, tb.n.max() if len(tb.n) else 0))
     ks = list(range(1, k_common + 1))

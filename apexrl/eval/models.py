@@ -216,6 +216,7 @@ class _SummaryCounts(Record):
     complete: bool = True
     trials_planned: int | None = None  # None: not known (a run dir without run.json)
     trials_done: int = 0
+    trials_ungraded: int = 0  # trials that ended in an infrastructure error: not in the metrics
     n_tasks: int
     n_trials: int
     attempts_max: int
@@ -223,14 +224,22 @@ class _SummaryCounts(Record):
 
 
 class EvalSummary(create_model("_SummaryMetrics", __base__=_SummaryCounts, **_metric_fields())):
-    """summary.json. Non-completed trials score 0 and are counted (never dropped).
-    `complete` is False while trials planned have no result (an interrupted run):
-    rerunning the same command resumes it. The metric fields, after the counts, are
-    the metric table's (apexrl/eval/metric_table.py)."""
+    """summary.json. Trials the model failed score 0 and are counted (never dropped);
+    trials that ended in an infrastructure error (judge, engine, sandbox: see
+    apexrl.eval.infra) are ungraded: left out of the metrics, counted in
+    `trials_ungraded`, listed in `ungraded_trials`, and make `exit_code` 4. `complete`
+    is False while a planned trial has no graded result: rerunning the same command
+    resumes an interrupted run; `--retry-errors` or `eval regrade` recovers ungraded ones.
+    The metric fields, after the counts, are the metric table's
+    (apexrl/eval/metric_table.py)."""
 
     per_domain: dict[str, GroupMetrics] = Field(default_factory=dict)
     status: dict[str, int] = Field(default_factory=dict)
-    errors: dict[str, int] = Field(default_factory=dict)  # error class -> trials
+    errors: dict[str, int] = Field(default_factory=dict)  # the model's failures: class -> trials
+    # infrastructure errors (apexrl.eval.infra): class -> trials, never scored
+    infra_errors: dict[str, int] = Field(default_factory=dict)
+    ungraded_trials: list[str] = Field(default_factory=list)  # their trial ids
+    exit_code: int = 0  # what `eval run` exits with for these results (4: ungraded trials)
     # error class -> its distinct messages (first line, most frequent first) -> trials
     error_messages: dict[str, dict[str, int]] = Field(default_factory=dict)
     turns_mean: float = 0.0

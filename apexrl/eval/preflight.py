@@ -164,3 +164,41 @@ def check_task_env_keys(tasks: Iterable[TaskNeeds], env: dict[str, str]) -> list
             ExitCode.AUTH,
         )
     ]
+
+
+# --- the judge -------------------------------------------------------------------------
+
+
+def check_judge_endpoint(
+    model: str, api_base: str | None, options: Iterable[str] = ()
+) -> list[Problem]:
+    """A real probe of the judge: one tiny request with the configured model, base URL
+    and grader options (apexrl.grading.judge.probe). A judge that cannot answer would
+    leave every trial ungraded; it stops the run here instead (exit 4 unreachable,
+    3 rejected credentials, 2 a request it refuses)."""
+    from apexrl.grading.grader import apply_options
+    from apexrl.grading.judge import JudgeError, JudgeSettings, probe
+
+    settings = apply_options(JudgeSettings(model=model, api_base=api_base), frozenset(options))
+    where = f" at {api_base}" if api_base else ""
+    try:
+        probe(settings)  # type: ignore[arg-type]
+    except JudgeError as e:
+        if e.kind == "unavailable":
+            return [
+                Problem(
+                    f"the judge {model}{where} does not answer: {e.message}",
+                    "start the judge server or fix --judge-api-base (a probe request is "
+                    "sent before any trial); or run with --no-judge",
+                    ExitCode.REMOTE,
+                )
+            ]
+        auth = "Authentication" in e.message or "401" in e.message
+        return [
+            Problem(
+                f"the judge {model}{where} refused a probe request: {e.message}",
+                "check the judge's API key" if auth else "check the --judge model name",
+                ExitCode.AUTH if auth else ExitCode.USAGE,
+            )
+        ]
+    return []

@@ -61,11 +61,35 @@ def resume_command(config: EvalRunConfig | None, run_dir: Path) -> str:
 
 
 def incomplete_line(s: EvalSummary, config: EvalRunConfig | None, run_dir: Path) -> str:
-    """What an interrupted run says first: how much is missing and how to resume."""
+    """What an interrupted run, or one with ungraded trials, says first: what is missing
+    and how to get it."""
+    parts = []
+    if s.trials_planned is not None and s.trials_done < s.trials_planned:
+        parts.append(
+            f"{s.trials_done} of {s.trials_planned} planned trials have a result; "
+            f"resume with: {resume_command(config, run_dir)}"
+        )
+    if s.trials_ungraded:
+        parts.append(ungraded_line(s, run_dir))
+    graded = s.trials_done - s.trials_ungraded
+    return f"INCOMPLETE: {'; '.join(parts)}; the figures cover the {graded} graded trial(s) only"
+
+
+def ungraded_line(s: EvalSummary, run_dir: Path) -> str:
+    """The ungraded trials: how many, why, and the two ways to recover them."""
+    why = ", ".join(f"{k} {v}" for k, v in s.infra_errors.items())
     return (
-        f"INCOMPLETE: {s.trials_done} of {s.trials_planned} planned trials have a result; "
-        f"the figures cover those only. Resume with: {resume_command(config, run_dir)}"
+        f"{s.trials_ungraded} trial(s) ended in an infrastructure error ({why}) and are not "
+        f"scored; grade again those whose agent finished with `apexrl eval regrade {run_dir} "
+        "-o NEW_RUN` (a working --judge), or run them again with --retry-errors"
     )
+
+
+def ungraded_names(s: EvalSummary, shown: int = 20) -> str:
+    """The ungraded trials by id (the first `shown`; summary.json lists them all)."""
+    ids = s.ungraded_trials
+    more = f" and {len(ids) - shown} more (all in summary.json)" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
 
 
 def pct(x: float) -> str:
@@ -87,9 +111,11 @@ def summary_line(s: EvalSummary) -> str:
     errs = ", ".join(f"{k} {v}" for k, v in sorted(s.errors.items(), key=lambda kv: -kv[1]))
     unjudged = f"; {s.criteria_unjudged} criteria unjudged" if s.criteria_unjudged else ""
     partial = "" if s.complete else f"INCOMPLETE ({s.trials_done}/{s.trials_planned} trials): "
+    infra = ", ".join(f"{k} {v}" for k, v in s.infra_errors.items())
+    ungraded = f" ({s.trials_ungraded} ungraded: {infra})" if s.trials_ungraded else ""
     return (
-        f"{partial}Pass@1 {fmt_ci(s.pass_at_1)} over {s.n_tasks} task(s), {s.n_trials} trial(s); "
-        f"errors: {errs or 'none'}{unjudged}"
+        f"{partial}Pass@1 {fmt_ci(s.pass_at_1)} over {s.n_tasks} task(s), "
+        f"{s.n_trials} graded trial(s){ungraded}; errors: {errs or 'none'}{unjudged}"
     )
 
 
@@ -113,12 +139,21 @@ def summary_rows(s: EvalSummary, incomplete: str | None = None) -> list[tuple[st
     ]
     if s.trials_planned is not None:
         rows.insert(1, ("trials done / planned", f"{s.trials_done} / {s.trials_planned}"))
+    if s.trials_ungraded:  # beside the counts: the metrics below leave these out
+        infra = ", ".join(f"{k}: {v}" for k, v in s.infra_errors.items())
+        rows.insert(2, ("ungraded (infrastructure)", f"{s.trials_ungraded} ({infra})"))
     if s.criteria_unjudged:  # first, before any score: those scores are not the benchmark's
         rows.insert(0, ("WARNING", unjudged_line(s.criteria_unjudged)))
     if incomplete:
         rows.insert(0, ("INCOMPLETE", incomplete.removeprefix("INCOMPLETE: ")))
     rows += [(m.label, fmt_ci(m.value_in(s))) for m in report_metrics(s.attempts_max)]
     rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in s.errors.items()) or "none"))
+    rows.append(
+        (
+            "infrastructure errors",
+            ", ".join(f"{k}: {v}" for k, v in s.infra_errors.items()) or "none",
+        )
+    )
     for cls, msgs in s.error_messages.items():
         for msg, n in msgs.items():
             rows.append((f"  {cls}", f"{n} x {msg}"))
@@ -274,7 +309,8 @@ def render_md(runs: list[LoadedRun]) -> str:
         parts += ["", "## Per domain", "", _md_table(*domain_rows(r.summary)), ""]
         parts.append(
             "Pass@1 is the mean over attempts; intervals are 95% bootstrap CIs over tasks; "
-            "trials that did not complete score 0."
+            "trials the model failed score 0; trials that ended in an infrastructure error "
+            "are ungraded: not in the figures, counted apart."
         )
         return "\n".join(parts) + "\n"
     cmp = compare(runs[0].cols, runs[1].cols)
@@ -507,8 +543,12 @@ def errors_rows(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]]:
     """Trials per error class and, under each, per distinct message; a column per run."""
     names = [r.label for r in runs] if len(runs) == 1 else ["A", "B"][: len(runs)]
     rows = []
-    for cls in sorted({k for r in runs for k in r.summary.errors}):
-        rows.append([cls, "(all)", *(str(r.summary.errors.get(cls, 0)) for r in runs)])
+    model = {k for r in runs for k in r.summary.errors}
+    infra = {k for r in runs for k in r.summary.infra_errors}
+    for cls in sorted(model) + sorted(infra - model):
+        label = f"{cls} (infrastructure: ungraded)" if cls in infra else cls
+        n = (r.summary.errors.get(cls, 0) + r.summary.infra_errors.get(cls, 0) for r in runs)
+        rows.append([label, "(all)", *(str(x) for x in n)])
         msgs = sorted({m for r in runs for m in r.summary.error_messages.get(cls, {})})
         for m in msgs:
             counts = (str(r.summary.error_messages.get(cls, {}).get(m, 0)) for r in runs)
@@ -600,8 +640,9 @@ def render_html(runs: list[LoadedRun], *, page: Path | None = None) -> str:
             ]
     body.append(
         "<p class=note>Pass@1 is the mean over attempts; Pass@k / Pass^k are the unbiased "
-        "estimators; intervals are 95% percentile bootstrap CIs over tasks; trials that did "
-        "not complete score 0 and are counted.</p>"
+        "estimators; intervals are 95% percentile bootstrap CIs over tasks; trials the model "
+        "failed score 0 and are counted; trials that ended in an infrastructure error are "
+        "ungraded: not in the figures, counted apart.</p>"
     )
     return (
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"

@@ -39,9 +39,6 @@ from apexrl.eval.models import (
 
 INFRA_FILE = "infra.jsonl"  # trials a Ray cluster lost (a dead worker or node), one line a loss
 RESULT_COLUMNS = ("trial_id", *[f for f in EvalResultRow.model_fields if f != "trial_id"])
-# What `--retry-errors` reruns: infrastructure failures, not the model's own
-# timeouts or context overflows (those are results).
-RETRY_STATUSES = frozenset({"error", "no_verifier_result"})
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from apexrl.agent.settings import AgentBudgets, eval_budgets
 from apexrl.artifacts.models import TrialResult
 from apexrl.errors import ApexError, UsageError
 from apexrl.eval import resume
+from apexrl.eval.infra import is_infra
 from apexrl.eval.metrics import summarize
 from apexrl.eval.models import (
     LOGS_DIR,
@@ -197,7 +198,9 @@ def plan_trials(
         for t in tasks:
             tid = trial_id(t, a)
             row = done.get(tid)
-            if row is None or (retry_errors and row.status in resume.RETRY_STATUSES):
+            # --retry-errors: infrastructure errors (apexrl.eval.infra), never the model's
+            # own failures (those are results)
+            if row is None or (retry_errors and is_infra(row.status, row.error_class)):
                 todo.append(PlannedTrial(tid, t, a))
     return todo, attempts * len(tasks)
 
@@ -598,7 +601,8 @@ def run_eval(
         tasks = [by_name[n] for n in run.plan.tasks]
         run.attempts = run.plan.attempts
         run.trials_planned = run.attempts * len(tasks)
-        check_judge_setting(tasks, req)  # before any trial: exit 2 (no judge) or 3 (no key)
+        needs = check_judge_setting(tasks, req)  # before any trial: exit 2 (no judge), 3 (no key)
+        check_judge_answers(req, needs)  # a real probe: a dead judge is never a 0% score
         if trial_fn is None:  # apexrl's own trials: check their environment up front
             preflight(req, tasks, resolved)
             if req.runtime == "archipelago":  # the servers' runtimes built once, not per trial
@@ -722,6 +726,20 @@ def check_judge_setting(tasks: list[TaskRef], req: EvalRequest):
     if judge is None and req.agent == "oracle":
         judge = NO_JUDGE
     return check_judge([t.path for t in tasks], judge, api_base=req.judge_api_base)
+
+
+def check_judge_answers(req: EvalRequest, needs) -> None:
+    """When the rubrics need the judge, one probe request to it before any trial
+    (apexrl.eval.preflight.check_judge_endpoint); PreflightError when it cannot answer."""
+    from apexrl.eval.preflight import PreflightError, check_judge_endpoint
+    from apexrl.grading.requirements import judge_model
+
+    model = judge_model(req.judge)
+    if model is None or not needs.needed:
+        return
+    problems = check_judge_endpoint(model, req.judge_api_base, req.grader_options)
+    if problems:
+        raise PreflightError(problems)
 
 
 def _never(task_dir, config):  # pragma: no cover - called only when a plan is empty

@@ -452,3 +452,26 @@ def prompt_hash(system: str, user: str) -> str:
 def _short(e: Exception, n: int = 300) -> str:
     s = " ".join(str(e).split())
     return s if len(s) <= n else s[:n] + "..."
+
+
+PROBE_PROMPT = (
+    "This is a connectivity check before grading. Reply with JSON only: "
+    '{"rationale": "ok", "is_criteria_true": true}'
+)
+
+
+def probe(settings: JudgeSettings, *, timeout_s: float = 60.0) -> str:
+    """One tiny request to the judge, sent as grading sends it (model, api_base, key,
+    response format), with one transport retry and a short timeout: its reply, or
+    JudgeError. Runners call it before any trial, so that a judge that cannot answer
+    stops the run instead of leaving every trial ungraded."""
+    import dataclasses
+
+    s = dataclasses.replace(
+        settings, timeout_s=min(settings.timeout_s, timeout_s), transport_retries=1, cache=None
+    )
+    messages = [
+        {"role": "system", "content": "You grade answers against criteria."},
+        {"role": "user", "content": PROBE_PROMPT},
+    ]
+    return asyncio.run(Judge(s)._complete(messages))

@@ -72,15 +72,38 @@ def test_run_resume_refuse_force(runner, task_dirs, tmp_path, scripted):
 
 
 def test_oracle_below_100_percent_fails_the_check(runner, task_dirs, tmp_path, scripted):
+    def no_infra(task_dir, config):  # the scripted outcomes without its engine errors
+        out = scripted_trial(task_dir, config)
+        if out.result.status == "error":
+            out.result.status, out.result.error_class = "complete", None
+        return out
+
+    scripted["fn"] = no_infra
     res = runner.invoke(app, run_args(task_dirs, tmp_path / "run", "-k", "2"))
     assert res.exit_code == 1 and "the oracle passed" in res.stderr
     assert (tmp_path / "run" / "results.parquet").is_file()  # results are still written
 
 
+def test_infrastructure_errors_exit_4_and_name_the_ungraded_trials(
+    runner, task_dirs, tmp_path, scripted
+):
+    """The scripted outcomes include engine errors (llm_transient): never a score, never
+    exit 0, whatever the rest; the summary names them and the code."""
+    res = runner.invoke(app, run_args(task_dirs, tmp_path / "run", "-k", "2"))
+    assert res.exit_code == 4, res.output
+    s = orjson.loads((tmp_path / "run" / "summary.json").read_bytes())
+    assert s["exit_code"] == 4 and s["trials_ungraded"] == len(s["ungraded_trials"]) > 0
+    assert s["n_trials"] + s["trials_ungraded"] == 28 and not s["complete"]
+    assert "infrastructure error (llm_transient" in res.stderr
+    assert all(t in res.stderr for t in s["ungraded_trials"])
+    md = runner.invoke(app, ["eval", "report", str(tmp_path / "run"), "-f", "md"]).stdout
+    assert "| ungraded (infrastructure) |" in md and "--retry-errors" in md
+
+
 @pytest.fixture
 def two_runs(runner, task_dirs, tmp_path, scripted) -> tuple[Path, Path]:
     a, b = tmp_path / "a", tmp_path / "b"
-    assert runner.invoke(app, run_args(task_dirs, a, "-k", "3")).exit_code == 1
+    assert runner.invoke(app, run_args(task_dirs, a, "-k", "3")).exit_code == 4
     scripted["fn"] = passing_trial
     assert runner.invoke(app, run_args(task_dirs, b, "-k", "3")).exit_code == 0
     return a, b

@@ -31,14 +31,14 @@ def row(task, domain, attempt, status="complete", met=2, total=2, reward=None, e
     }
 
 
-# T1 law: pass, 1/3 met, error (its claimed reward is ignored: not completed -> 0)
+# T1 law: pass, 1/3 met, a model error (its claimed reward is ignored: not completed -> 0)
 # T2 law: pass, pass
 # T3 ib:  one attempt, agent_timeout claiming every criterion (scores 0, fails)
 # T4 ib:  1/2 met, pass, pass
 ROWS = [
     row("T1", "law", 0, met=3, total=3),
     row("T1", "law", 1, met=1, total=3),
-    row("T1", "law", 2, status="error", met=3, total=3, reward=0.9, err="tool_fatal"),
+    row("T1", "law", 2, status="error", met=3, total=3, reward=0.9, err="unparsed_tool_call"),
     row("T2", "law", 0),
     row("T2", "law", 1),
     row("T3", "investment-banking", 0, status="agent_timeout"),
@@ -68,12 +68,35 @@ def test_hand_computed_summary():
     assert law.mean_score.value == pytest.approx(13 / 18)
     assert ib.pass_at_1.value == pytest.approx(1 / 3)
     assert ib.mean_score.value == pytest.approx(5 / 12)
-    assert s.errors == {"tool_fatal": 1, "agent_timeout": 1}
+    assert s.errors == {"unparsed_tool_call": 1, "agent_timeout": 1}
+    assert s.infra_errors == {} and s.trials_ungraded == 0 and s.exit_code == 0
     assert s.status == {"agent_timeout": 1, "complete": 7, "error": 1}
     assert s.tool_call_success_rate == pytest.approx(0.9)
     assert s.tokens_total == 9 * 1100 and s.turns_mean == 4
     for m in (s.pass_at_1, s.mean_score, *s.pass_at_k.values(), *s.pass_hat_k.values()):
         assert 0.0 <= m.ci_low <= m.value <= m.ci_high <= 1.0
+
+
+def test_infrastructure_errors_are_ungraded_never_scored():
+    """The same rows plus three trials the infrastructure failed (a judge that did not
+    answer, an engine error, a sandbox that died): left out of every metric, counted
+    beside, and the run's exit code is 4."""
+    infra = [
+        {
+            **row("T1", "law", 3, status="no_verifier_result", err="judge_unavailable"),
+            "trial_id": "T1.a3",
+        },
+        {**row("T2", "law", 2, status="error", err="llm_transient"), "trial_id": "T2.a2"},
+        {**row("T5", "law", 0, status="error", err="sandbox_died"), "trial_id": "T5.a0"},
+    ]
+    s, base = summarize(ROWS + infra), summarize(ROWS)
+    assert (s.n_tasks, s.n_trials, s.trials_done, s.trials_ungraded) == (4, 9, 12, 3)
+    for name in ("pass_at_1", "mean_score", "pass_at_k", "pass_hat_k", "per_domain"):
+        assert getattr(s, name) == getattr(base, name), name
+    assert s.infra_errors == {"judge_unavailable": 1, "llm_transient": 1, "sandbox_died": 1}
+    assert s.errors == base.errors and s.ungraded_trials == ["T1.a3", "T2.a2", "T5.a0"]
+    assert s.exit_code == 4 and not s.complete
+    assert not summarize(ROWS + infra, planned=12).complete  # every planned trial ran, still
 
 
 def test_ci_is_deterministic_and_sensible():

@@ -58,8 +58,9 @@ def test_run_dir_layout_and_resume(task_dirs, tmp_path):
     assert on_disk.attempts == 2 and on_disk.agent == "oracle"
     summary = EvalSummary.model_validate_json((run_dir / "summary.json").read_bytes())
     assert summary == summarize(resume.load_journal(run_dir).values(), planned=28)
-    assert summary.errors.get("llm_transient", 0) > 0  # errored trials are counted
-    assert summary.n_trials == 28
+    # engine errors are the infrastructure's: counted apart, never scored
+    assert summary.infra_errors.get("llm_transient", 0) == summary.trials_ungraded > 0
+    assert summary.n_trials + summary.trials_ungraded == 28 and not summary.complete
     # rerun: nothing left to do, nothing duplicated
     report2, _ = run_eval(req(task_dirs, run_dir, attempts=2), trial_fn=scripted_trial)
     assert (report2.ran, report2.skipped) == (0, 28)
@@ -102,7 +103,7 @@ def test_retry_errors_reruns_only_errored_trials(task_dirs, tmp_path):
     assert set(calls) == errored and r3.ran == len(errored)
     ids = parquet_ids(run_dir)
     assert len(ids) == len(set(ids)) == 28
-    assert r3.summary.errors == {}
+    assert r3.summary.errors == r3.summary.infra_errors == {} and r3.summary.complete
 
 
 def test_trial_function_exception_is_classified_and_run_goes_on(task_dirs, tmp_path):
@@ -116,7 +117,7 @@ def test_trial_function_exception_is_classified_and_run_goes_on(task_dirs, tmp_p
     bad = [x for x in rows.values() if x.error_class == "runner_exception"]
     assert len(rows) == 14 and bad and all(x.status == "error" and x.reward == 0 for x in bad)
     assert all(x.task_id.startswith("task_") and x.domain for x in bad)
-    assert r.summary.errors == {"runner_exception": len(bad)}
+    assert r.summary.infra_errors == {"runner_exception": len(bad)} and r.summary.errors == {}
 
 
 def test_other_configuration_refused_unless_force(task_dirs, tmp_path):
