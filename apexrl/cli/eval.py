@@ -469,7 +469,9 @@ def regrade(
 ) -> None:
     """Grade RUN_DIR's trials again, without running them, into NEW_RUN.
 
-    Uses the evidence each trial kept (verifier/inputs/). With two graders, writes
+    Grades every trial whose agent finished, whatever its grading's outcome (a judge
+    that failed included), from the evidence it kept (verifier/inputs/). NEW_RUN must
+    be new, or a regrade of the same run with the same judge and options. With two graders, writes
     NEW_RUN/comparison.jsonl (task, criterion, verdict under each, same). Judge replies
     are cached by (model, prompt sha256): a rerun makes no judge call for a prompt seen.
     """
@@ -522,6 +524,15 @@ def regrade(
             f"{rep.missing[0]}); their rows are copied unchanged"
         )
         raise typer.Exit(int(ExitCode.PARTIAL))
+    if s.trials_ungraded:  # infrastructure errors a regrade cannot grade: never exit 0
+        from apexrl.eval.report import ungraded_names
+
+        output.error(
+            f"{s.trials_ungraded} trial(s) stay ungraded (their agent did not finish: "
+            f"{ungraded_names(s)}); run them again with `apexrl eval run ... -o {run_dir} "
+            "--retry-errors`, then regrade"
+        )
+        raise typer.Exit(s.exit_code)
 
 
 @app.command("view")

@@ -7,10 +7,16 @@ with the new judge and grader), results and summary from the first grader,
 `grades/<grader>/<trial>.json` (each GradeResult), and with two graders
 `comparison.jsonl`, one record per criterion with the verdict under each.
 
-Resumable: a trial with `grades/<grader>/<trial>.json` is not graded again, and judge
-replies are cached in `judge_cache/` by (judge model, sha256 of the exact prompt), so
-a rerun, or a regrade of the same evidence, makes no judge call for a prompt seen.
-Trials that did not complete keep their rows (score 0): there is nothing to grade.
+Every trial whose agent finished is graded, whatever its grading's outcome was: a trial
+whose judge was unavailable (status `no_verifier_result`, its evidence kept before the
+judge was asked) is graded now. Trials whose agent did not finish keep their rows
+(the model's failures score 0; infrastructure errors stay ungraded): nothing to grade.
+
+Resumable: NEW_RUN/regrade.json records what the folder holds (the source run, graders,
+judge and its URL, reward, options); a rerun with the same ones reuses each trial's
+`grades/<grader>/<trial>.json`, and one with others is refused, so grades of another
+run or judge are never mixed in. Judge replies are cached in `judge_cache/`
+(apexrl.grading.judge_cache), so a rerun makes no judge call for a prompt seen.
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ from apexrl.artifacts.atomic import write_bytes_atomic
 from apexrl.errors import ApexError, UsageError
 from apexrl.eval import resume
 from apexrl.eval.metrics import summarize
-from apexrl.eval.models import LOGS_DIR, EvalResultRow, EvalRunConfig
+from apexrl.eval.models import LOGS_DIR, EvalResultRow, EvalRunConfig, plan_ids, planned_trials
 from apexrl.grading.models import GradeResult
 
 GRADES_DIR = "grades"
+MARKER_FILE = "regrade.json"
+AGENT_FINISHED = frozenset({"complete", "no_verifier_result"})  # statuses a regrade grades
 CACHE_DIR = "judge_cache"
 COMPARISON_FILE = "comparison.jsonl"
 GRADERS = ("apexrl", "archipelago")
@@ -91,7 +99,7 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
         options = check_options(old.grader_options if req.options is None else req.options)
     except ValueError as e:
         raise UsageError(str(e), hint="see `apexrl eval regrade --help`") from None
-    out.mkdir(parents=True, exist_ok=True)
+    claim_output(out, regrade_identity(run_dir, old, req, judge, reward, options))
     from apexrl.grading.judge_cache import JudgeCache
 
     cache = JudgeCache(out / CACHE_DIR)
@@ -101,7 +109,7 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
     for tid, row in sorted(rows.items()):
         folder = run_dir / LOGS_DIR / tid / "verifier" / "inputs"
         task = by_trial.get(tid)
-        if row.status != "complete":
+        if row.status not in AGENT_FINISHED:  # the agent did not finish: nothing to grade
             report.kept += 1
             new_rows[tid] = row
             continue
@@ -134,6 +142,9 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
         first = grades[req.graders[0]][tid]
         new_rows[tid] = row.model_copy(
             update={
+                "status": "complete",  # graded now, whatever the first grading's outcome
+                "error_class": None,
+                "error_message": None,
                 "reward": first.reward,
                 "criteria_met": first.criteria_met,
                 "criteria_total": first.criteria_total,
@@ -144,6 +155,51 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
     if len(req.graders) > 1:
         report.criteria, report.same = write_comparison(out / COMPARISON_FILE, req.graders, grades)
     return report
+
+
+def regrade_identity(run_dir: Path, old: EvalRunConfig, req, judge, reward, options) -> dict:
+    """What NEW_RUN's grades depend on: the source run, graders, judge (model and URL),
+    reward and grader options. Recorded in regrade.json; a rerun must match it."""
+    return {
+        "source": str(run_dir.resolve()),
+        "source_created_at": old.created_at,
+        "source_fingerprint": old.fingerprint(),
+        "graders": list(req.graders),
+        "judge": judge.model if judge else None,
+        "judge_api_base": judge.api_base if judge else None,
+        "reward": reward,
+        "grader_options": sorted(options),
+        "archipelago": req.archipelago or old.archipelago if "archipelago" in req.graders else None,
+    }
+
+
+def claim_output(out: Path, identity: dict) -> None:
+    """NEW_RUN is new, empty, or a regrade of the same run with the same judge and
+    options (its regrade.json): anything else is refused, never merged into."""
+    marker = out / MARKER_FILE
+    if marker.is_file():
+        try:
+            held = orjson.loads(marker.read_bytes())
+        except ValueError:
+            held = {}
+        diff = [
+            f"{k}: {held.get(k)!r} -> {identity[k]!r}"
+            for k in identity
+            if held.get(k) != identity[k]
+        ]
+        if diff:
+            raise UsageError(
+                f"{out} holds a regrade of another run, judge or options ({'; '.join(diff)})",
+                hint="pick a new -o NEW_RUN (its grades would otherwise be mixed with these)",
+            )
+        return
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(
+            f"{out} is not empty and holds no {MARKER_FILE}: not a folder `eval regrade` wrote",
+            hint="pick a new or empty -o NEW_RUN",
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(marker, orjson.dumps(identity, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def judge_settings(req: RegradeRequest, old: EvalRunConfig):
@@ -357,5 +413,7 @@ def _write_run(out, old, req, judge, reward, options, rows, first_grades) -> Non
     (out / resume.JOURNAL_FILE).unlink(missing_ok=True)
     for row in rows.values():
         resume.append_result(out, row)
-    resume.write_results(out, rows)
-    resume.write_summary(out, summarize(rows.values(), planned=old.trials_planned))
+    ids = plan_ids(old)
+    planned = [r for tid, r in rows.items() if ids is None or tid in ids]
+    resume.write_results(out, planned)
+    resume.write_summary(out, summarize(planned, planned=planned_trials(old)))
