@@ -4,8 +4,6 @@ trial (a real probe request), and one that dies midway leaves its trials ungrade
 
 from __future__ import annotations
 
-import time
-
 import orjson
 
 from apexrl.cli.app import app
@@ -23,7 +21,6 @@ def test_unreachable_judge_stops_the_run_before_any_trial(task_dirs, tmp_path):
     run_dir = tmp_path / "run"
     args = ["eval", "run", "--agent", "oracle", "--tasks", str(task_dirs), "-o", str(run_dir)]
     args += ["--judge", "openai/x", "--judge-api-base", "http://127.0.0.1:9/v1", "--limit", "2"]
-    t0 = time.monotonic()
     res = eval_runner(trial).invoke(app, args)
     assert res.exit_code == 4, res.output
     assert (
@@ -32,7 +29,6 @@ def test_unreachable_judge_stops_the_run_before_any_trial(task_dirs, tmp_path):
     )
     assert "does not answer" in res.stderr
     assert calls == [] and not run_dir.exists()  # no trial, no run folder left
-    assert time.monotonic() - t0 < 60
 
 
 def test_a_judge_that_answers_the_probe_lets_the_run_start(task_dirs, tmp_path):
