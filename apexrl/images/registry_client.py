@@ -21,7 +21,6 @@ import json
 import os
 import queue
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,6 +32,7 @@ from urllib.parse import urljoin
 
 from apexrl.errors import ApexError, AuthError, ExitCode, RemoteError, UsageError
 from apexrl.images import auth, oci
+from apexrl.images.challenge import Challenge, authorization
 from apexrl.images.refs import Reference, default_scheme, parse_reference
 
 ENV_ENDPOINT = "APEXRL_REGISTRY_ENDPOINT"
@@ -398,56 +398,46 @@ class RegistryClient:
 
     def _authenticate(self, resp: Any) -> bool:
         """Answer a 401 challenge. True when a new Authorization header is ready."""
-        header = resp.headers.get("WWW-Authenticate", "")
-        scheme, _, rest = header.partition(" ")
-        params = dict(re.findall(r'(\w+)="([^"]*)"', rest))
-        scheme = scheme.lower()
-        if scheme == "basic":
-            if not self.creds:
-                raise AuthError(
-                    f"registry {self.ref.registry} asks for credentials and none were found",
-                    hint=self._auth_hint(),
-                )
-            new = self.creds.basic()
-            with self._lock:
-                if self._auth == new:
-                    return False
-                self._auth = new
-            return True
-        if scheme == "bearer" and params.get("realm"):
-            token = self._fetch_token(params)
-            with self._lock:
-                self._auth = f"Bearer {token}"
-            return True
-        return False
+        ch = Challenge.parse(resp.headers.get("WWW-Authenticate", ""))
+        if ch.scheme == "basic" and not self.creds:
+            raise AuthError(
+                f"registry {self.ref.registry} asks for credentials and none were found",
+                hint=self._auth_hint(),
+            )
+        new = authorization(
+            ch,
+            self.creds,
+            repository=self.ref.repository,
+            actions=self.actions,
+            get_token=self._token_reply,
+        )
+        if new is None:
+            if ch.scheme == "bearer" and ch.realm:
+                raise AuthError(f"token service {ch.realm} answered without a token")
+            return False
+        with self._lock:
+            if ch.scheme == "basic" and self._auth == new:
+                return False
+            self._auth = new
+        return True
 
-    def _fetch_token(self, params: dict[str, str]) -> str:
+    def _token_reply(self, realm: str, query: dict[str, str], headers: dict[str, str]) -> Any:
+        """The token service's JSON; failures classified as every registry call's are."""
         httpx = _httpx()
 
-        query = {"service": params.get("service", "")}
-        query["scope"] = params.get("scope") or f"repository:{self.ref.repository}:{self.actions}"
-        h = {"Authorization": self.creds.basic()} if self.creds else {}
         try:
-            r = self._http.get(params["realm"], params=query, headers=h, timeout=self._timeout)
+            r = self._http.get(realm, params=query, headers=headers, timeout=self._timeout)
         except httpx.TransportError as e:
-            raise _Retryable(
-                f"token request to {params['realm']}: {type(e).__name__}: {e}"
-            ) from None
+            raise _Retryable(f"token request to {realm}: {type(e).__name__}: {e}") from None
         if r.status_code in (401, 403):
             raise AuthError(
-                f"token request to {params['realm']}: HTTP {r.status_code}", hint=self._auth_hint()
+                f"token request to {realm}: HTTP {r.status_code}", hint=self._auth_hint()
             )
         if r.status_code == 429 or r.status_code >= 500:
-            raise _Retryable(f"token request to {params['realm']}: HTTP {r.status_code}")
+            raise _Retryable(f"token request to {realm}: HTTP {r.status_code}")
         if r.status_code != 200:
-            raise RemoteError(
-                f"token request to {params['realm']}: HTTP {r.status_code}", retryable=False
-            )
-        data = r.json()
-        token = data.get("token") or data.get("access_token")
-        if not token:
-            raise AuthError(f"token service {params['realm']} answered without a token")
-        return token
+            raise RemoteError(f"token request to {realm}: HTTP {r.status_code}", retryable=False)
+        return r.json()
 
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run `fn` with retries on retryable failures; RemoteError after the last."""
@@ -839,38 +829,38 @@ def _ssl_context():
 
 def _probe_auth(ref: Reference, challenge: str, timeout: float) -> str | None:
     """An Authorization value for one Basic or Bearer challenge, or None."""
-    import http.client
-    from urllib.parse import urlencode, urlsplit
+    from urllib.parse import urlsplit
 
-    scheme, _, rest = challenge.partition(" ")
-    params = dict(re.findall(r'(\w+)="([^"]*)"', rest))
-    creds = auth.lookup(ref.registry)
-    if scheme.lower() == "basic":
-        return creds.basic() if creds else None
-    if scheme.lower() != "bearer" or not params.get("realm"):
-        return None
-    realm = urlsplit(params["realm"])
-    if realm.scheme != "https" and realm.hostname not in ("localhost", "127.0.0.1", "::1"):
-        return None
-    query = {
-        "service": params.get("service", ""),
-        "scope": params.get("scope") or f"repository:{ref.repository}:pull,push",
-    }
-    path = (realm.path or "/") + "?" + (realm.query + "&" if realm.query else "") + urlencode(query)
-    cls = http.client.HTTPSConnection if realm.scheme == "https" else http.client.HTTPConnection
-    kw = {"context": _ssl_context()} if realm.scheme == "https" else {}
-    conn = cls(realm.hostname, realm.port, timeout=timeout, **kw)
-    try:
-        conn.request("GET", path, headers={"Authorization": creds.basic()} if creds else {})
-        resp = conn.getresponse()
-        body = resp.read()
-        if resp.status != 200:
+    ch = Challenge.parse(challenge)
+    if ch.scheme == "bearer" and ch.realm:
+        realm = urlsplit(ch.realm)
+        if realm.scheme != "https" and realm.hostname not in ("localhost", "127.0.0.1", "::1"):
             return None
-    finally:
-        conn.close()
-    data = json.loads(body)
-    token = data.get("token") or data.get("access_token")
-    return f"Bearer {token}" if token else None
+
+    def get_token(url: str, query: dict[str, str], headers: dict[str, str]) -> Any:
+        import http.client
+        from urllib.parse import urlencode
+
+        realm = urlsplit(url)
+        path = (realm.path or "/") + "?" + (realm.query + "&" if realm.query else "")
+        path += urlencode(query)
+        cls = http.client.HTTPSConnection if realm.scheme == "https" else http.client.HTTPConnection
+        kw = {"context": _ssl_context()} if realm.scheme == "https" else {}
+        conn = cls(realm.hostname, realm.port, timeout=timeout, **kw)
+        try:
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200:
+                return None
+        finally:
+            conn.close()
+        return json.loads(body)
+
+    creds = auth.lookup(ref.registry)
+    return authorization(
+        ch, creds, repository=ref.repository, actions="pull,push", get_token=get_token
+    )
 
 
 def cache_dir() -> Path:
