@@ -3,13 +3,15 @@
 function __apexrl_subs
     switch $argv[1]
         case ''
-            echo doctor engine eval image plan publish schema tasks tito train world
+            echo doctor engine eval image peer plan publish schema tasks tito train world
         case 'engine'
             echo check make-tiny serve
         case 'eval'
             echo regrade report run view
         case 'image'
             echo push
+        case 'peer'
+            echo fetch where
         case 'plan'
             echo concurrency
         case 'publish'
@@ -40,6 +42,7 @@ complete -c apexrl -n '__apexrl_is ""' -a doctor -d 'Report Python, optional ext
 complete -c apexrl -n '__apexrl_is ""' -a engine -d 'Inference engines: vLLM (GPU, or its CPU build from `make vllm`), a lo'
 complete -c apexrl -n '__apexrl_is ""' -a eval -d 'Evaluate a model on a task dataset (Pass@1, Pass@k, Pass^k) and report'
 complete -c apexrl -n '__apexrl_is ""' -a image -d 'Push world images to ECR or any OCI registry.'
+complete -c apexrl -n '__apexrl_is ""' -a peer -d 'Mercors archipelago, the peer apexrl is measured against: fetch it at '
 complete -c apexrl -n '__apexrl_is ""' -a plan -d 'Capacity planning: KV-cache rollout concurrency.'
 complete -c apexrl -n '__apexrl_is ""' -a publish -d 'Publish checkpoints, eval traces and task datasets to the Hugging Face'
 complete -c apexrl -n '__apexrl_is ""' -a schema -d 'Print the JSON Schema of an artifact record (omit NAME to list names).'
@@ -93,7 +96,7 @@ complete -c apexrl -n '__apexrl_is "eval regrade"' -l out -s o -r -F -d 'NEW_RUN
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l grader -x -a 'apexrl archipelago' -d 'apexrl or archipelago; twice: both, with comparison.jsonl (default: th'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l judge -x -d 'LiteLLM judge model (default: the runs).'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l judge-api-base -x -d 'OpenAI-compatible URL serving the judge (openai/<name>).'
-complete -c apexrl -n '__apexrl_is "eval regrade"' -l archipelago -r -F -d 'archipelago checkout (default: the runs, $APEXRL_ARCHIPELAGO).'
+complete -c apexrl -n '__apexrl_is "eval regrade"' -l archipelago -r -F -d 'archipelago checkout (default: the runs, $APEXRL_ARCHIPELAGO, else `ap'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l reward -x -a 'pass score' -d 'pass or score (default: the runs).'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l grader-option -r -F -d 'apexrls grader options (default: the runs); see eval run.'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -F
@@ -171,6 +174,15 @@ complete -c apexrl -n '__apexrl_is "image push"' -l retries -x -d 'Attempts per 
 complete -c apexrl -n '__apexrl_is "image push"' -l timeout -x -d 'Seconds per registry call (connect/read).'
 complete -c apexrl -n '__apexrl_is "image push"' -l registry-endpoint -x -d 'Send registry API calls to this base URL (e.g. http://127.0.0.1:5000) '
 complete -c apexrl -n '__apexrl_is "image push"' -F
+complete -c apexrl -n '__apexrl_is "peer"' -a fetch -d 'Clone archipelago with git at a pinned commit into apexrls cache, veri'
+complete -c apexrl -n '__apexrl_is "peer"' -a where -d 'Print the archipelago checkout commands use ($APEXRL_ARCHIPELAGO, else'
+complete -c apexrl -n '__apexrl_is "peer"' -l help -s h -d 'Show help and exit.'
+complete -c apexrl -n '__apexrl_is "peer fetch"' -l json -d 'NDJSON output on a terminal too.'
+complete -c apexrl -n '__apexrl_is "peer fetch"' -l help -s h -d 'Show help and exit.'
+complete -c apexrl -n '__apexrl_is "peer fetch"' -l commit -r -F -d 'Commit to check out (default: the one apexrl is pinned to).'
+complete -c apexrl -n '__apexrl_is "peer fetch"' -l from -r -F -d 'Repository to clone: a git URL or path (default: archipelagos).'
+complete -c apexrl -n '__apexrl_is "peer where"' -l json -d 'NDJSON output on a terminal too.'
+complete -c apexrl -n '__apexrl_is "peer where"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "plan"' -a concurrency -d 'KV-cache bytes per token, memory left after weights, tokens and trajec'
 complete -c apexrl -n '__apexrl_is "plan"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "plan concurrency"' -l json -d 'Print the plan as JSON.'
@@ -366,6 +378,6 @@ complete -c apexrl -n '__apexrl_is "world tools"' -l apps -x -d 'Only these apps
 complete -c apexrl -n '__apexrl_is "world tools"' -F
 complete -c apexrl -n '__apexrl_is "world verify"' -l json -d 'NDJSON even on a terminal.'
 complete -c apexrl -n '__apexrl_is "world verify"' -l help -s h -d 'Show help and exit.'
-complete -c apexrl -n '__apexrl_is "world verify"' -l peer -r -F -d 'An archipelago checkout (default: $APEXRL_ARCHIPELAGO, else ../shared/'
+complete -c apexrl -n '__apexrl_is "world verify"' -l peer -r -F -d 'An archipelago checkout (default: $APEXRL_ARCHIPELAGO, else the one `a'
 complete -c apexrl -n '__apexrl_is "world verify"' -l servers -r -F -d 'Only these servers (filesystem, word, excel, powerpoint, pdfs, mail, c'
 complete -c apexrl -n '__apexrl_is "world verify"' -F

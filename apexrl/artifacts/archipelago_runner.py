@@ -48,13 +48,14 @@ class Checkout:
 
 
 def resolve_checkout(path: str | Path | None) -> Checkout:
-    """The checkout at `path` (else $APEXRL_ARCHIPELAGO); UsageError naming the fix."""
-    text = str(path) if path else os.environ.get(DEFAULT_CHECKOUT_ENV, "")
+    """The checkout at `path` (else $APEXRL_ARCHIPELAGO, else the one `apexrl peer fetch`
+    put in apexrl's cache); UsageError naming the fix."""
+    from apexrl.artifacts.archipelago_cache import default_checkout, missing_hint
+
+    text = str(path) if path else default_checkout() or ""
     if not text:
-        raise UsageError(
-            "--grader archipelago needs a checkout of archipelago",
-            hint=f"pass --archipelago PATH or set {DEFAULT_CHECKOUT_ENV}",
-        )
+        raise UsageError("--grader archipelago needs a checkout of archipelago",
+                         hint=missing_hint())  # fmt: skip
     root = Path(text).expanduser().resolve()
     if not (root / "grading" / "runner" / "main.py").is_file():
         raise UsageError(

@@ -69,6 +69,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "apexrl.cli.eval:app",
         "Evaluate a model on a task dataset (Pass@1, Pass@k, Pass^k) and report runs.",
     ),
+    "peer": CommandEntry(
+        "apexrl.cli.peer:app",
+        "Mercor's archipelago, the peer apexrl is measured against: fetch it at a pinned commit.",
+    ),
     "plan": CommandEntry("apexrl.cli.plan:app", "Capacity planning: KV-cache rollout concurrency."),
     "publish": CommandEntry(
         "apexrl.cli.publish:app",

@@ -125,7 +125,7 @@ def run(
         None,
         "--archipelago",
         help="archipelago checkout for --grader archipelago and --runtime archipelago "
-        "(default: $APEXRL_ARCHIPELAGO).",
+        "(default: $APEXRL_ARCHIPELAGO, else `apexrl peer fetch`'s).",
     ),
     runtime: Runtime = typer.Option(
         Runtime.apexrl,
@@ -459,7 +459,8 @@ def regrade(
     archipelago: Path = typer.Option(
         None,
         "--archipelago",
-        help="archipelago checkout (default: the run's, $APEXRL_ARCHIPELAGO).",
+        help="archipelago checkout (default: the run's, $APEXRL_ARCHIPELAGO, else `apexrl "
+        "peer fetch`'s).",
     ),
     reward: Reward = typer.Option(None, "--reward", help="pass or score (default: the run's)."),
     grader_option: list[str] = typer.Option(

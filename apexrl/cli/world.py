@@ -60,7 +60,7 @@ def serve(
         None,
         "--peer",
         help="The archipelago checkout for --runtime archipelago (default: "
-        "$APEXRL_ARCHIPELAGO). Its runtimes are built on first use.",
+        "$APEXRL_ARCHIPELAGO, else `apexrl peer fetch`'s). Its runtimes are built on first use.",
     ),
 ) -> None:
     """Serve the world's MCP tools over streamable HTTP at /mcp/ (with /health).
@@ -184,8 +184,8 @@ def verify_cmd(
     peer: Path = typer.Option(
         None,
         "--peer",
-        help="An archipelago checkout (default: $APEXRL_ARCHIPELAGO, else "
-        "../shared/peers/archipelago). Its runtimes are built on first use.",
+        help="An archipelago checkout (default: $APEXRL_ARCHIPELAGO, else the one "
+        "`apexrl peer fetch` put in apexrl's cache). Its runtimes are built on first use.",
     ),
     servers: list[str] = typer.Option(
         None,

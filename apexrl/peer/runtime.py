@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from apexrl.artifacts import toolchain
+from apexrl.artifacts import archipelago_cache, toolchain
 from apexrl.artifacts.dirlock import file_lock
 from apexrl.artifacts.toolchain import (
     PEER_DIR_ENV,
@@ -40,12 +40,11 @@ from apexrl.artifacts.toolchain import (
 )
 from apexrl.errors import ApexError, UsageError
 
-PEER_ENV = "APEXRL_ARCHIPELAGO"
+PEER_ENV = archipelago_cache.CHECKOUT_ENV
 HOME_ENV = PEER_DIR_ENV
 PYTHON_ENV = "APEXRL_PEER_PYTHON"
-DEFAULT_CHECKOUT = "../shared/peers/archipelago"
-PUBLIC_REPO = "https://github.com/Mercor-Intelligence/archipelago"
-PINNED_COMMIT = "1c3dcd4"
+PUBLIC_REPO = archipelago_cache.PUBLIC_REPO
+PINNED_COMMIT = archipelago_cache.PINNED_COMMIT
 
 
 @dataclass(frozen=True)
@@ -72,15 +71,17 @@ _SKIP = {".venv", "__pycache__", ".git", ".pytest_cache", ".ruff_cache"}
 
 
 def find_checkout(peer: str | Path | None = None) -> Path:
-    """The checkout named by `peer`, else $APEXRL_ARCHIPELAGO, else the default; a usage
-    error saying how to get one when it is missing or has no `mcp_servers/`."""
-    raw = str(peer) if peer else os.environ.get(PEER_ENV) or DEFAULT_CHECKOUT
+    """The checkout named by `peer`, else $APEXRL_ARCHIPELAGO, else the one `apexrl peer
+    fetch` put in apexrl's cache; a usage error saying how to get one when there is none
+    or it has no `mcp_servers/`."""
+    raw = str(peer) if peer else archipelago_cache.default_checkout()
+    if not raw:
+        raise UsageError("no archipelago checkout", hint=archipelago_cache.missing_hint())
     path = Path(raw).expanduser()
     if not (path / "mcp_servers").is_dir():
         raise UsageError(
             f"no archipelago checkout at {path} (no mcp_servers/ folder)",
-            hint=f"clone {PUBLIC_REPO} (commit {PINNED_COMMIT}) and pass --peer DIR "
-            f"or set {PEER_ENV}",
+            hint=archipelago_cache.missing_hint(),
         )
     return path.resolve()
 
