@@ -19,7 +19,8 @@ from apexrl.envs.registry import ENVIRONMENTS
 # What each extra must make importable: the modules apexrl's own code paths import (the
 # train extra: `train --dry-run` with SkyRL's validate_cfg, `--check-only`, the job
 # entrypoint). Checked by importing them in a child interpreter, not by package presence.
-# The engines' extras come from the engine registry (apexrl.engine.registry.ENGINES).
+# The engines' and environments' extras come from their registries
+# (apexrl.engine.registry.ENGINES, apexrl.envs.registry.ENVIRONMENTS).
 EXTRAS = {
     "train": (
         "skyrl.train.config",
@@ -34,7 +35,7 @@ EXTRAS = {
     **{e.extra: e.modules for e in ENGINES.values() if e.extra},
     "jax": ("jax", "flax", "optax", "skyrl.backends.jax"),  # training.backend = "jax"
     "aws": ("boto3",),  # image push to ECR
-    "modal": ("modal",),  # the modal environment
+    **{e.extra: e.modules for e in ENVIRONMENTS.values() if e.extra},  # e.g. modal
     "ray": ("ray",),  # eval run --ray-address
     "dev": ("pytest", "hypothesis", "moto"),
 }

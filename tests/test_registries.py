@@ -96,7 +96,8 @@ ONE_MORE = textwrap.dedent(
     agents.AGENTS["fakeagent"] = agents.AgentEntry("fakeagent", "fake_env_mod:FakeAgent")
     envs.ENVIRONMENTS["fakeenv"] = envs.EnvironmentEntry(
         "fakeenv", "a test environment", import_path="fake_env_mod:FakeEnv",
-        preflight="fake_env_mod:check", tools=("fake-tool",), credentials=("FAKE_KEY",))
+        preflight="fake_env_mod:check", tools=("fake-tool",), credentials=("FAKE_KEY",),
+        extra="fakeextra", modules=("no_such_env_module_xyz",))
     engines.ENGINES["fakeeng"] = engines.EngineEntry(
         "fakeeng", "a test engine", launch="fake_env_mod:launch", extra="fake",
         modules=("json",), preflight_modules=("no_such_module_xyz",))
@@ -120,7 +121,18 @@ ONE_MORE = textwrap.dedent(
     out["engine_preflight"] = [p.what for p in check_engine("fakeeng")]
     from apexrl import doctor
     out["doctor"] = ["fake-tool" in doctor.TOOLS, doctor.CREDENTIALS.get("fakeenv"),
-                     doctor.EXTRAS.get("fake")]
+                     doctor.EXTRAS.get("fake"), doctor.EXTRAS.get("fakeextra")]
+    from apexrl.errors import UsageError
+    from apexrl.trial.config import TrialSpec
+    try:  # the entry does not run archipelago's servers: refused by the spec itself
+        TrialSpec(environment="fakeenv", runtime="archipelago")
+    except UsageError as e:
+        out["runtime"] = [e.message, e.hint]
+    TrialSpec(environment="local", runtime="archipelago")
+    try:
+        AgentSection(environment="fakeenv", runtime="archipelago")
+    except ValueError as e:
+        out["recipe_runtime"] = "environment = 'fakeenv' cannot" in str(e)
     from apexrl.engine.serve import start_engine
     running = start_engine("x", engine="fakeeng")
     out["engine"] = [running.kind, running.model]
@@ -153,9 +165,18 @@ def test_one_registry_entry_reaches_every_consumer(tmp_path):
     assert out["agent_path"] == ["fake_env_mod:FakeAgent", ["budgets", "chat_template", "endpoint"]]
     assert "fakeeng" in out["serve"]  # the usage error lists the registry's choices
     assert out["import_path"] == "fake_env_mod:FakeEnv"
-    assert out["preflight"] == ["fakeenv is checked"]
+    assert out["preflight"] == [
+        "--env fakeenv needs the no_such_env_module_xyz package",  # the entry's extra
+        "fakeenv is checked",  # the entry's own check
+    ]
     assert out["engine_preflight"] and "no_such_module_xyz" in out["engine_preflight"][0]
-    assert out["doctor"] == [True, ["FAKE_KEY"], ["json"]]
+    assert out["doctor"] == [True, ["FAKE_KEY"], ["json"], ["no_such_env_module_xyz"]]
+    assert out["runtime"] == [
+        "--runtime archipelago runs archipelago's servers in the local sandbox, "
+        "not in --env fakeenv",
+        "use --env local, or --runtime apexrl",
+    ]
+    assert out["recipe_runtime"] is True
     assert out["engine"] == ["fakeeng", "fake-served"]
 
 

@@ -224,14 +224,10 @@ def run(
         from apexrl.tasks.selection import read_lines
 
         selection = read_lines(sys.stdin)
+    from apexrl.envs.registry import check_runtime
     from apexrl.trial.config import AgentBudgets, Sampling, SandboxSettings
 
-    if runtime is Runtime.archipelago and env.value != "local":
-        raise UsageError(
-            f"--runtime archipelago runs archipelago's servers in the local sandbox, "
-            f"not in --env {env.value}",
-            hint="use --env local, or --runtime apexrl",
-        )
+    check_runtime(runtime.value, env.value)  # before any checkout is looked at
     checkout = _grader_checkout(grader, archipelago, judge, runtime)
     sys_p = read_prompt(system_prompt, "--system-prompt") if system_prompt else None
     extra_p = read_prompt(extra_prompt, "--extra-prompt") if extra_prompt else None

@@ -3,7 +3,8 @@
 Each environment's registry entry (apexrl.envs.registry) names its check here
 ("apexrl.envs.preflight:check_local", ...): `bwrap` that can create a sandbox and a
 place for trial folders (local, apexrl.envs.local.scratch), `podman` / `docker` with a
-daemon, the `modal` package and its credentials. A check returns the problems it found
+daemon, Modal's credentials; the package an entry's extra installs is checked for every
+environment (`extra`, `modules`). A check returns the problems it found
 (`Problem`: what is wrong, the fix, the exit code); eval's preflight (apexrl.eval.preflight),
 `train` and each Ray node gather them into one `PreflightError` (exit 2, or 3 when only
 credentials are missing).
@@ -53,7 +54,14 @@ def check_environment(environment: str, env: dict[str, str]) -> list[Problem]:
         return [
             Problem(f"unknown environment {environment!r}", f"use --env {'|'.join(ENVIRONMENTS)}")
         ]
-    return load(entry.preflight)(environment, env) if entry.preflight else []
+    problems = [
+        Problem(
+            f"--env {environment} needs the {m} package", f"pip install 'apexrl[{entry.extra}]'"
+        )
+        for m in entry.modules
+        if importlib.util.find_spec(m) is None
+    ]
+    return problems + (load(entry.preflight)(environment, env) if entry.preflight else [])
 
 
 def _which(tool: str, env: dict[str, str]) -> str | None:
@@ -127,11 +135,8 @@ def check_container_cli(tool: str, env: dict[str, str]) -> list[Problem]:
 
 
 def check_modal(name: str, env: dict[str, str]) -> list[Problem]:
+    """Modal's credentials (its package: the entry's extra, checked by check_environment)."""
     problems = []
-    if importlib.util.find_spec("modal") is None:
-        problems.append(
-            Problem("--env modal needs the modal package", "pip install 'apexrl[modal]'")
-        )
     has_token = env.get("MODAL_TOKEN_ID") and env.get("MODAL_TOKEN_SECRET")
     config = Path(env.get("MODAL_CONFIG_PATH") or Path.home() / ".modal.toml")
     if not has_token and not config.is_file():

@@ -29,7 +29,13 @@ class EnvironmentEntry:
     preflight: str | None = None
     tools: tuple[str, ...] = ()  # host commands it runs (`apexrl doctor`)
     credentials: tuple[str, ...] = ()  # env keys it authenticates with (`apexrl doctor`)
-    packages: tuple[str, ...] = ()  # Python modules it imports
+    # the pyproject extra that installs what it imports, and the modules that extra must
+    # make importable: `apexrl doctor` imports them, preflight asks for the extra
+    extra: str | None = None
+    modules: tuple[str, ...] = ()
+    # runs archipelago's own servers inside its sandbox (`runtime = "archipelago"`,
+    # apexrl.peer.gateway): checked once per trial spec (check_runtime)
+    peer_runtime: bool = False
 
     @property
     def harbor_owned(self) -> bool:
@@ -46,6 +52,7 @@ ENVIRONMENTS: dict[str, EnvironmentEntry] = {
             world_store=True,
             preflight="apexrl.envs.preflight:check_local",
             tools=("bwrap",),
+            peer_runtime=True,
         ),
         EnvironmentEntry(
             "modal",
@@ -54,7 +61,8 @@ ENVIRONMENTS: dict[str, EnvironmentEntry] = {
             remote_sandbox=True,
             preflight="apexrl.envs.preflight:check_modal",
             credentials=("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET"),
-            packages=("modal",),
+            extra="modal",
+            modules=("modal",),
         ),
         EnvironmentEntry(
             "podman",
@@ -80,3 +88,20 @@ def get_environment(name: str) -> EnvironmentEntry:
     if name not in ENVIRONMENTS:
         raise UsageError.unknown("environment", name, ENVIRONMENTS)
     return ENVIRONMENTS[name]
+
+
+def runtime_supported(runtime: str, environment: str) -> bool:
+    """`runtime = "archipelago"` runs archipelago's servers inside the environment's
+    sandbox: only an environment whose entry says `peer_runtime` can."""
+    return runtime != "archipelago" or get_environment(environment).peer_runtime
+
+
+def check_runtime(runtime: str, environment: str) -> None:
+    """runtime_supported, or a UsageError (exit 2) naming what can run it."""
+    if not runtime_supported(runtime, environment):
+        able = " or ".join(e.name for e in ENVIRONMENTS.values() if e.peer_runtime)
+        raise UsageError(
+            f"--runtime archipelago runs archipelago's servers in the local sandbox, "
+            f"not in --env {environment}",
+            hint=f"use --env {able}, or --runtime apexrl",
+        )

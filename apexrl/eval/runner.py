@@ -608,7 +608,7 @@ def run_eval(
             if req.runtime == "archipelago":  # the servers' runtimes built once, not per trial
                 from apexrl.peer.gateway import prepare_runtime
 
-                prepare_runtime(run.archipelago, req.environment, on_progress=on_info)
+                prepare_runtime(run.archipelago, on_progress=on_info)
         old = resume.load_config(run_dir)
         if old is not None and old.fingerprint() == run.fingerprint():
             run.created_at = old.created_at

@@ -127,15 +127,10 @@ def _key(root: Path) -> str:
     return _KEYS[str(root)]
 
 
-def prepare_runtime(checkout: str | Path | None, environment: str, on_progress=None) -> None:
-    """Before any trial: archipelago's servers run in the local environment only, and
-    every server's runtime is built (once, shown as it goes)."""
-    if environment != "local":
-        raise UsageError(
-            f"--runtime archipelago runs archipelago's servers in the local sandbox, "
-            f"not in --env {environment}",
-            hint="use --env local, or --runtime apexrl",
-        )
+def prepare_runtime(checkout: str | Path | None, on_progress=None) -> None:
+    """Before any trial: every server's runtime is built (once, shown as it goes). Which
+    environments can run them is the environment registry's `peer_runtime`, checked by
+    the trial spec (apexrl.envs.registry.check_runtime)."""
     plan_for(None, checkout, on_progress=on_progress)
 
 

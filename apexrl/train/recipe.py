@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from apexrl.agent.budgets import RENAMED_RECIPE_KEYS, budget
 from apexrl.agent.settings import AgentLimits
+from apexrl.envs.registry import runtime_supported
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.tito import sampling
 from apexrl.trial.config import AgentName, EnvironmentName
@@ -209,7 +210,7 @@ class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
 
     @model_validator(mode="after")
     def _runtime_runs_locally(self) -> AgentSection:
-        if self.runtime == "archipelago" and self.environment != "local":
+        if not runtime_supported(self.runtime, self.environment):
             raise ValueError(
                 'runtime = "archipelago" runs archipelago\'s servers in the local '
                 f'sandbox; environment = {self.environment!r} cannot (use "local")'

@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from apexrl.agent.registry import agent_names
 
 # the agent's settings, defined with the agent that reads them (apexrl.agent.settings)
 from apexrl.agent.settings import AgentBudgets, Sampling
 from apexrl.artifacts.models import TrialResult
-from apexrl.envs.registry import environment_names
+from apexrl.envs.registry import check_runtime, environment_names
 
 # the names the registries hold (apexrl.agent.registry.AGENTS, apexrl.envs.registry.ENVIRONMENTS)
 AgentName = Literal[agent_names()]  # type: ignore[valid-type]
@@ -75,6 +75,13 @@ class TrialSpec(BaseModel):
     # host environment variables a task's [environment.env] `${NAME}` may read (--pass-env);
     # any other `${NAME}` resolves to its default or is dropped
     pass_env: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _combination(self) -> TrialSpec:
+        """Settings that cannot run together, refused once for every spec (eval's request,
+        the generator's settings, each trial's config): a UsageError, exit 2."""
+        check_runtime(self.runtime, self.environment)
+        return self
 
     def spec(self) -> TrialSpec:
         """Only the TrialSpec fields of this record (an embedding one has more)."""
