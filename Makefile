@@ -41,7 +41,7 @@ PEER_DIR ?= .peer
 PEER_APT_PACKAGES := libreoffice-calc gcc
 PEER_FOUND := $(shell test -d "$(APEXRL_ARCHIPELAGO)/mcp_servers" && echo yes)
 
-.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions cli-docs demo clean train-env test-train jax-env bench-jax peer peer-servers peer-grader wheel wheelhouse
+.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions cli-docs demo mutate clean train-env test-train jax-env bench-jax peer peer-servers peer-grader wheel wheelhouse
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
@@ -57,6 +57,9 @@ help:
 	@echo "make demo         install, then run the pipeline on the embedded example data"
 	@echo "make bench        run benchmarks, write bench/results.json"
 	@echo "make lint         ruff check + format check"
+	@echo "make mutate       mutation testing (mutmut) of the safety modules, one at a time against the"
+	@echo "                  tests that cover each (MODULES='envnames redact' picks some; python -m"
+	@echo "                  tests.mutate --list); kill rates into bench/results.json (\"mutation\")"
 	@echo "make completions  regenerate completions/ from the CLI"
 	@echo "make cli-docs     regenerate docs/cli.md (every command's --help) from the CLI"
 	@echo "make wheel        $(DIST)/: the sdist, the manylinux CPython 3.12 wheel (C extension) and the pure-Python wheel"
@@ -174,6 +177,12 @@ bench: install sysdeps
 bench-jax: jax-env sysdeps
 	mkdir -p bench
 	HARBOR_TELEMETRY=0 $(TRAIN_VENV)/bin/pytest -q -s -m skyrl tests/benchmarks/test_bench_jax_rl.py
+
+# Mutation testing (tests/mutate.py): each safety module mutated by mutmut in a scratch
+# copy under build/mutate/, against only the test files that cover it; niced (shared machine).
+MODULES ?=
+mutate: install
+	nice -n 10 $(PY) -m tests.mutate $(MODULES)
 
 lint: install
 	$(VENV)/bin/ruff check apexrl tests

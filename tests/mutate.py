@@ -1,0 +1,168 @@
+"""`make mutate`: mutation testing of apexrl's safety modules, one module at a time.
+
+    python -m tests.mutate                    # every module in MODULES, in order
+    python -m tests.mutate envnames redact    # the named ones
+    python -m tests.mutate --list
+
+Each module is mutated by mutmut (a pinned dev dependency) against the few test files
+that cover it, in a scratch copy of the tree (build/mutate/<module>/: mutmut writes its
+mutants/ folder there, never into the sources). The score of each run is merged into
+bench/results.json under "mutation": killed, survived, equivalent (the survivors named in
+EQUIVALENT, each with why), score = killed / (killed + survived - equivalent), the command
+and the date. Survivors are printed by name (`mutmut show NAME` in the scratch folder
+shows the diff). Run it niced: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results.json"
+SCRATCH = ROOT / "build" / "mutate"
+
+
+@dataclass(frozen=True)
+class Module:
+    source: str  # the file mutated
+    tests: tuple[str, ...]  # pytest arguments that select the tests covering it
+
+
+MODULES: dict[str, Module] = {
+    "envnames": Module("apexrl/tasks/envnames.py", ("tests/safety/test_envnames.py",)),
+}
+
+# Survivors that are equivalent mutants (no behaviour changes), by mutant name: why.
+EQUIVALENT: dict[str, str] = {}
+
+
+def _scratch(name: str, mod: Module) -> Path:
+    """A copy of apexrl/ and tests/ with a pyproject that points mutmut at one module."""
+    work = SCRATCH / name
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so")
+    shutil.copytree(ROOT / "apexrl", work / "apexrl", ignore=ignore)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    for so in (ROOT / "apexrl").rglob("*.so"):  # built C extensions, as they are
+        shutil.copy2(so, work / so.relative_to(ROOT))
+    py = (ROOT / "pyproject.toml").read_text()
+    py += (
+        "\n[tool.mutmut]\n"
+        f'source_paths = ["apexrl/"]\n'
+        f"only_mutate = [{json.dumps(mod.source)}]\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(list(mod.tests))}\n"
+        f'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n'
+        "use_git_change_detection = false\n"
+    )
+    (work / "pyproject.toml").write_text(py)
+    return work
+
+
+def _results(work: Path) -> dict[str, str]:
+    """mutant name -> status, from `mutmut results --all true`."""
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        cwd=work, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    status = {}
+    for line in out.stdout.splitlines():
+        name, _, what = line.strip().partition(": ")
+        if name and what:
+            status[name] = what.strip()
+    return status
+
+
+def run(name: str) -> dict:
+    mod = MODULES[name]
+    work = _scratch(name, mod)
+    # the mutated tree first on the path, for test subprocesses too (made before mutmut
+    # starts: a path entry missing at start-up is never looked in again)
+    (work / "mutants").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(work / "mutants")}
+    t0 = time.monotonic()
+    with open(work / "mutmut.log", "w") as log:
+        subprocess.run(
+            [sys.executable, "-m", "mutmut", "run"], cwd=work, env=env, stdout=log, stderr=log
+        )
+    status = _results(work)
+    survivors = sorted(n for n, s in status.items() if s == "survived")
+    equivalent = [n for n in survivors if n in EQUIVALENT]
+    killed = sum(s == "killed" for s in status.values())
+    others = {s for s in status.values() if s not in ("killed", "survived")}
+    denom = killed + len(survivors) - len(equivalent)
+    return {
+        "source": mod.source,
+        "tests": list(mod.tests),
+        "mutants": len(status),
+        "killed": killed,
+        "survived": len(survivors),
+        "equivalent": len(equivalent),
+        "score": round(killed / denom, 3) if denom else None,
+        "survivors": [n for n in survivors if n not in EQUIVALENT],
+        "other_statuses": sorted(others),
+        "wall_s": round(time.monotonic() - t0, 1),
+    }
+
+
+def record(name: str, res: dict) -> None:
+    current = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    mutation = current.get("mutation") or {}
+    mutation.setdefault("modules", {})[name] = res
+    mods = mutation["modules"].values()
+    killed = sum(m["killed"] for m in mods)
+    survived = sum(m["survived"] for m in mods)
+    equivalent = sum(m["equivalent"] for m in mods)
+    mutation.update(
+        killed=killed,
+        survived=survived,
+        equivalent=equivalent,
+        score=round(killed / (killed + survived - equivalent), 3) if killed + survived else None,
+        command="nice -n 10 make mutate MODULES='<names>' (tests/mutate.py, mutmut)",
+        tool=f"mutmut {_mutmut_version()}",
+        date=time.strftime("%Y-%m-%d", time.gmtime()),
+    )
+    current["mutation"] = mutation
+    tmp = RESULTS.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, RESULTS)
+
+
+def _mutmut_version() -> str:
+    from importlib.metadata import version
+
+    return version("mutmut")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.mutate")
+    ap.add_argument("modules", nargs="*", help=f"of: {', '.join(MODULES)} (default: all)")
+    ap.add_argument("--list", action="store_true", help="list the modules and their tests")
+    ap.add_argument("--no-record", action="store_true", help="do not write bench/results.json")
+    a = ap.parse_args(argv)
+    if a.list:
+        for n, m in MODULES.items():
+            print(f"{n:14} {m.source}  <- {' '.join(m.tests)}")
+        return 0
+    unknown = [n for n in a.modules if n not in MODULES]
+    if unknown:
+        ap.error(f"unknown module(s) {', '.join(unknown)}; one of: {', '.join(MODULES)}")
+    for name in a.modules or list(MODULES):
+        res = run(name)
+        print(json.dumps({name: res}, indent=2))
+        if not a.no_record:
+            record(name, res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
