@@ -1,0 +1,254 @@
+"""Archive extraction limits and link checks (`apexrl.artifacts.archive_extract`) and the
+no-follow readers (`apexrl.artifacts.nofollow`), called directly and fast (issue 42:
+the world-zip compression-ratio limit and a link chain whose target shares a prefix
+with the destination folder, `dest` vs `dest-evil`, were checked by no test)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from apexrl.artifacts import archive_extract as ax
+from apexrl.artifacts import nofollow as nf
+from apexrl.errors import BadRecordError
+
+
+def _world_zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, body in members.items():
+            z.writestr(name, body)
+    return path
+
+
+def test_world_zip_compression_ratio_limit(tmp_path):
+    """Zeros deflate ~1000:1: refused past the ratio once past the floor, named; the same
+    bytes pass under a higher ratio, and below the floor the ratio is not checked."""
+    z = _world_zip(tmp_path / "w.zip", {"filesystem/zeros.bin": bytes(4 << 20)})
+    ratio = (4 << 20) / os.path.getsize(z)
+    assert ratio > 200
+    tight = ax.Limits(max_ratio=100, ratio_floor=1 << 20)
+    with pytest.raises(BadRecordError) as e:
+        ax.extract_zip(z, tmp_path / "a", where="world w.zip", limits=tight)
+    assert "world w.zip" in str(e.value) and "ratio over 100" in str(e.value)
+    assert "APEXRL_ARCHIVE_MAX_RATIO" in (e.value.hint or "")
+    assert not (tmp_path / "a" / "filesystem").exists()  # refused before writing
+    loose = ax.Limits(max_ratio=ratio * 2, ratio_floor=1 << 20)
+    assert ax.extract_zip(z, tmp_path / "b", where="w", limits=loose).bytes == 4 << 20
+    floor = ax.Limits(max_ratio=100, ratio_floor=8 << 20)
+    assert ax.extract_zip(z, tmp_path / "c", where="w", limits=floor).n_files == 1
+    # the boundary itself: exactly at the ratio passes, one byte past does not
+    lim = ax.Limits(max_ratio=10, ratio_floor=0)
+    lim.check_ratio(100, 10, "w")
+    with pytest.raises(BadRecordError):
+        lim.check_ratio(101, 10, "w")
+    ax.Limits(max_ratio=10, ratio_floor=200).check_ratio(199, 1, "w")
+    with pytest.raises(BadRecordError):
+        ax.Limits(max_ratio=10, ratio_floor=0).check_ratio(11, 0, "w")  # empty input: 1
+
+
+def test_limits_from_environment_and_bad_values(monkeypatch):
+    monkeypatch.setenv("APEXRL_ARCHIVE_MAX_RATIO", "50")
+    monkeypatch.setenv("APEXRL_ARCHIVE_MAX_MEMBERS", "7")
+    monkeypatch.setenv("APEXRL_ARCHIVE_MAX_MEMBER_BYTES", "1e3")
+    monkeypatch.setenv("APEXRL_ARCHIVE_MAX_TOTAL_BYTES", " ")
+    lim = ax.Limits.from_env(ratio_floor=5)
+    assert (lim.max_ratio, lim.max_members, lim.max_member_bytes) == (50.0, 7, 1000)
+    assert lim.max_total_bytes == ax.Limits().max_total_bytes and lim.ratio_floor == 5
+    monkeypatch.setenv("APEXRL_ARCHIVE_MAX_MEMBERS", "many")
+    with pytest.raises(Exception, match="APEXRL_ARCHIVE_MAX_MEMBERS='many' is not a number"):
+        ax.Limits.from_env()
+
+
+def _tar(members: list[tuple[str, str, str]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:", format=tarfile.PAX_FORMAT) as t:
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(payload)
+                t.addfile(info, io.BytesIO(payload.encode()))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE}[
+                kind
+            ]
+            info.linkname = payload
+            t.addfile(info)
+    return buf.getvalue()
+
+
+def test_a_link_chain_into_a_sibling_that_shares_the_prefix_is_refused(tmp_path):
+    """`dest-evil` starts with `dest`: a prefix test without the separator lets a link
+    resolve there. Each hop is lexically harmless; the chain is refused after resolution."""
+    dest = tmp_path / "dest"
+    evil = tmp_path / "dest-evil"
+    evil.mkdir()
+    (evil / "secret.txt").write_text("host secret")
+    blob = _tar([
+        ("p/q", "dir", ""),
+        ("p/q/A", "sym", "../.."),  # the root itself: allowed
+        ("U0", "sym", "p/q/A/.."),  # the root's parent
+        ("U1", "sym", "U0/dest-evil"),  # the sibling with the shared prefix
+        ("ok", "sym", "p/q"),
+    ])  # fmt: skip
+    res = ax.extract_tar(blob, dest, where="t", links="in_tree", skip_refused=True)
+    assert sorted(r.name for r in res.refused) == ["U0", "U1"]
+    assert {r.reason for r in res.refused} == {
+        "link to 'p/q/A/..' leaves the tree", "link to 'U0/dest-evil' leaves the tree"
+    }  # fmt: skip
+    assert not (dest / "U1").is_symlink() and (dest / "ok").is_symlink()
+    assert (dest / "p" / "q" / "A").is_symlink()
+    with pytest.raises(BadRecordError, match="'U[01]'.*leaves the tree"):
+        ax.extract_tar(blob, tmp_path / "dest2", where="t", links="in_tree")
+
+
+@pytest.mark.parametrize(
+    "link,target",
+    [("a", "/etc/passwd"), ("a", ".."), ("a", "../x"), ("d/a", "../../x"), ("a", "x\x00y"),
+     ("a", "")],
+)  # fmt: skip
+def test_lexically_escaping_links_are_refused_before_writing(tmp_path, link, target):
+    m = [ax.Member("d", "dir", 0, 0o755), ax.Member(link, "symlink", 0, 0o777, target)]
+    with pytest.raises(BadRecordError, match="leaves the tree"):
+        ax.extract_members(m, tmp_path / "o", where="t", links="in_tree")
+    assert not (tmp_path / "o").exists() or list((tmp_path / "o").iterdir()) == []
+
+
+def test_in_tree_links_and_hard_links(tmp_path):
+    blob = _tar([("d/f.txt", "file", "F"), ("d/l", "sym", "f.txt"), ("h", "hard", "d/f.txt"),
+                 ("d2/up", "sym", "../d/f.txt")])  # fmt: skip
+    res = ax.extract_tar(blob, tmp_path / "o", where="t", links="in_tree")
+    assert res.n_links == 3 and res.n_files == 1
+    assert (tmp_path / "o" / "h").read_text() == "F" and os.stat(tmp_path / "o" / "h").st_nlink == 2
+    bad = _tar([("h", "hard", "missing.txt")])
+    with pytest.raises(BadRecordError, match="not in the archive before it"):
+        ax.extract_tar(bad, tmp_path / "p", where="t", links="in_tree")
+    dirlink = _tar([("d", "dir", ""), ("h", "hard", "d")])
+    with pytest.raises(BadRecordError, match="not a regular file"):
+        ax.extract_tar(dirlink, tmp_path / "q", where="t", links="in_tree")
+
+
+def test_member_count_size_and_total_limits(tmp_path):
+    files = [ax.Member(f"f{i}", "file", 3, 0o644, data=b"abc") for i in range(3)]
+    with pytest.raises(BadRecordError, match=r"3 members \(limit 2\)"):
+        ax.extract_members(files, tmp_path / "a", where="t", limits=ax.Limits(max_members=2))
+    ax.extract_members(files, tmp_path / "b", where="t", limits=ax.Limits(max_members=3))
+    with pytest.raises(BadRecordError, match="3 bytes exceeds the 2-byte limit"):
+        ax.extract_members(files, tmp_path / "c", where="t", limits=ax.Limits(max_member_bytes=2))
+    with pytest.raises(BadRecordError, match="more than 8 bytes"):
+        ax.extract_members(files, tmp_path / "d", where="t", limits=ax.Limits(max_total_bytes=8))
+    ax.extract_members(files, tmp_path / "e", where="t", limits=ax.Limits(max_total_bytes=9))
+    liar = [ax.Member("x", "file", 2, 0o644, data=b"abc")]
+    with pytest.raises(BadRecordError, match="larger than its declared 2 bytes"):
+        ax.extract_members(liar, tmp_path / "f", where="t")
+
+
+@pytest.mark.parametrize(
+    "name,ok",
+    [("a/b.txt", "a/b.txt"), ("./a//b/", "a/b"), ("a/./b", "a/b"), (".", ""),
+     ("/etc/x", None), ("../x", None), ("a/../../x", None), ("a/../b", None), ("a\x00b", None)],
+)  # fmt: skip
+def test_member_names(name, ok):
+    if ok is None:
+        with pytest.raises(ValueError):
+            ax.check_name(name)
+    else:
+        assert ax.check_name(name) == ok
+
+
+def test_zip_drive_letters_links_and_specials_are_refused(tmp_path):
+    z = tmp_path / "x.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("C:/win.txt", "x")
+        link = zipfile.ZipInfo("l")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, "ok.txt")
+        fifo = zipfile.ZipInfo("p")
+        fifo.external_attr = (stat.S_IFIFO | 0o644) << 16
+        zf.writestr(fifo, "")
+        zf.writestr("ok.txt", "fine")
+    with zipfile.ZipFile(z) as zf:
+        members, bad = ax.zip_members(zf, "z")
+        assert bad == [
+            ("C:/win.txt", "absolute path refused (a drive letter)"),
+            ("p", "not a file, folder or link"),
+        ]
+        assert [(m.name, m.kind, m.linkname) for m in members] == [
+            ("l", "symlink", "ok.txt"), ("ok.txt", "file", "")
+        ]  # fmt: skip
+        res = ax.extract_members(members, tmp_path / "o", where="z", links="in_tree")
+    assert os.readlink(tmp_path / "o" / "l") == "ok.txt" and res.n_files == 1
+    with pytest.raises(BadRecordError, match="drive letter"):
+        ax.extract_zip(z, tmp_path / "o2", where="z", links="in_tree")
+    with pytest.raises(BadRecordError, match="not a readable zip"):
+        ax.extract_zip(tmp_path / "o" / "ok.txt", tmp_path / "n", where="z")
+
+
+def test_nofollow_readers_refuse_links_and_specials(tmp_path):
+    (tmp_path / "f.txt").write_bytes(b"0123456789")
+    (tmp_path / "l").symlink_to(tmp_path / "f.txt")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "d").mkdir()
+    assert nf.read_regular(tmp_path / "f.txt") == b"0123456789"
+    assert nf.read_regular(tmp_path / "f.txt", max_bytes=3) == b"012"
+    assert nf.read_tail(tmp_path / "f.txt", 4) == b"6789"
+    assert nf.read_tail(tmp_path / "f.txt", 40) == b"0123456789"
+    for bad, why in (("l", "a link"), ("fifo", "not a regular file"), ("d", "not a regular")):
+        with pytest.raises(nf.RefusedPath, match=why):
+            nf.read_regular(tmp_path / bad)
+    with pytest.raises(FileNotFoundError):
+        nf.read_regular(tmp_path / "missing")
+    assert nf.is_regular(tmp_path / "f.txt") and not nf.is_regular(tmp_path / "l")
+    assert not nf.is_regular(tmp_path / "missing")
+    with nf.pinned(tmp_path / "f.txt") as p:
+        assert p.startswith("/proc/self/fd/") and Path(p).read_bytes() == b"0123456789"
+    with nf.open_nofollow(tmp_path / "f.txt") as fh:
+        assert fh.read() == b"0123456789"
+
+
+def test_walks_never_descend_through_links_and_scrub_records(tmp_path):
+    root = tmp_path / "logs"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "z.txt").write_text("z")
+    (root / "a" / "b" / "y.txt").write_text("y")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    (root / "a" / "out").symlink_to(outside)
+    (root / "a" / "f").symlink_to(outside / "secret")
+    os.mkfifo(root / "a" / "pipe")
+    files = [p.relative_to(root).as_posix() for p in nf.regular_files(root)]
+    assert files == ["z.txt", "a/b/y.txt"] or files == ["a/b/y.txt", "z.txt"]
+    assert "secret" not in " ".join(files)
+    assert list(nf.regular_files(root / "a" / "out")) == []  # a link root: nothing
+    removed = nf.scrub(root)
+    assert sorted((r["path"], r["kind"], r.get("link_to")) for r in removed) == [
+        ("a/f", "link", str(outside / "secret")), ("a/out", "link", str(outside)),
+        ("a/pipe", "special", None),
+    ]  # fmt: skip
+    assert json.loads((root / nf.REFUSED_FILE).read_text()) == {"refused": removed}
+    assert (outside / "secret").read_text() == "s"
+    assert nf.scrub(root / "missing") == []
+    assert nf.scrub(root, record=False) == []
+
+
+def test_copy_regular_keeps_mode_and_replaces_a_link_at_the_destination(tmp_path):
+    src = tmp_path / "s"
+    src.write_bytes(b"data")
+    src.chmod(0o750)
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    dst = tmp_path / "d"
+    dst.symlink_to(victim)
+    nf.copy_regular(src, dst)
+    assert dst.read_bytes() == b"data" and not dst.is_symlink()
+    assert stat.S_IMODE(dst.stat().st_mode) == 0o750 and victim.read_text() == "keep"
+    (tmp_path / "l").symlink_to(src)
+    with pytest.raises(nf.RefusedPath):
+        nf.copy_regular(tmp_path / "l", tmp_path / "d2")
