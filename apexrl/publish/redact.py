@@ -104,7 +104,6 @@ class _Unescaped:
             at = m.end()
         if at < len(raw):
             self._segment(parts, raw[at:], d, at)
-            d += len(raw) - at
         self.text = "".join(parts)
         self._len_raw = len(raw)
 
@@ -283,21 +282,16 @@ class Redactor:
                 except UnicodeDecodeError:
                     break
                 self.scanned["text"] += 1
-                out = self.text(s, where)
-                return data if out == s else bom + out.encode(codec, "surrogatepass")
+                out = self.text(s, where)  # strict UTF-16 holds no lone surrogate
+                return data if out == s else bom + out.encode(codec)
         if b"\0" not in data[:8192]:
             try:
                 s, codec = data.decode("utf-8"), "utf-8"
             except UnicodeDecodeError:
                 s, codec = data.decode("latin-1"), "latin-1"
             self.scanned["text"] += 1
-            out = self.text(s, where)
-            if out == s:
-                return data
-            try:
-                return out.encode(codec)
-            except UnicodeEncodeError:  # a marker cannot be unencodable, but be safe
-                return out.encode("utf-8", "surrogatepass")
+            out = self.text(s, where)  # markers are ASCII: `codec` encodes them
+            return data if out == s else out.encode(codec)
         self.scanned["binary"] += 1
         return self._mask(data, where)
 
@@ -390,7 +384,8 @@ class Redactor:
         entries: list[Entry] = []
         for m in members:
             if m.kind == "file":
-                body = bytes(m.data) if m.data is not None else b""
+                with m.open() as fh:
+                    body = fh.read()
                 new = self.bytes_text(body, f"{where}:{m.name}")
                 changed |= new != body
                 entries.append(bytes_entry(m.name, new, executable=bool(m.mode & 0o100)))

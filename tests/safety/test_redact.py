@@ -280,3 +280,124 @@ def test_nesting_stops_at_the_depth_limit_and_bad_archives_are_binary():
     assert HF.encode() not in r.bytes_text(bad_gz, "bad.gz")
     fake_tar = bytes(257) + b"ustar" + f" {HF}".encode()
     assert HF.encode() not in r.bytes_text(fake_tar, "bad.tar")
+
+
+# --- what mutation testing found untested (make mutate MODULES=redact) -------------------
+
+
+def test_counts_per_finding_and_two_hits_in_one_string():
+    r = Redactor()
+    assert r.text(f"a {HF} b {HF} c", "w") == "a [REDACTED:hf-token] b [REDACTED:hf-token] c"
+    r.note("w", "token-ids-withheld")
+    r.note("w", "token-ids-withheld")
+    out = r.bytes_text(b"\x00" + HF.encode() + b"\x00" + HF.encode(), "bin")
+    assert out == b"\x00" + b"*" * len(HF) + b"\x00" + b"*" * len(HF)
+    assert [(f.where, f.kind, f.count) for f in r.findings] == [
+        ("bin", "hf-token", 2), ("w", "hf-token", 2), ("w", "token-ids-withheld", 2)
+    ]  # fmt: skip
+    assert r.total == 6
+
+
+def test_values_of_exactly_six_characters_are_known(monkeypatch):
+    monkeypatch.setenv("FMP_API_KEY", "k9x2m4")
+    assert _red("v=k9x2m4.")[0] == "v=[REDACTED:env:FMP_API_KEY]."
+    monkeypatch.delenv("FMP_API_KEY")
+    assert _red("v=p3q8r1.", extra_values={"X": "p3q8r1"})[0] == "v=[REDACTED:env:X]."
+    assert redact.base64_fragments(b"abcdef") == {"YWJjZGVm"}  # 8 characters: kept
+
+
+def test_a_match_ending_in_an_escape_at_the_very_end(monkeypatch):
+    out, _ = _red("k=q8Zr2LmN4pX7\\/", extra_values={"K": "q8Zr2LmN4pX7/"})
+    assert out == "k=[REDACTED:env:K]"
+
+
+def test_utf16_with_a_bom_is_redacted_as_text_and_scanned_counted():
+    r = Redactor()
+    for bom, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+        out = r.bytes_text(bom + f"k={HF}".encode(codec), f"f.{codec}")
+        assert out == bom + "k=[REDACTED:hf-token]".encode(codec)
+    assert [f.where for f in r.findings] == ["f.utf-16-be", "f.utf-16-le"]
+    assert dict(r.scanned) == {"text": 2}
+    bad = b"\xff\xfe" + "k=".encode("utf-16-le") + b"\x00\xd8" + f"{HF}".encode("utf-16-le")
+    out = r.bytes_text(bad, "bad")  # a lone surrogate: not UTF-16 after all, masked
+    assert isinstance(out, bytes) and len(out) == len(bad) and HF.encode("utf-16-le") not in out
+    assert dict(r.scanned) == {"text": 2, "binary": 1}
+    r.bytes_text(b"plain", "p")
+    assert dict(r.scanned) == {"text": 3, "binary": 1}
+
+
+def test_a_nul_only_past_the_first_8192_bytes_is_text():
+    r = Redactor()
+    data = b"x" * 8192 + b"\x00" + f" {HF}".encode()
+    assert r.bytes_text(data, "t").endswith(b" [REDACTED:hf-token]")
+    data = b"x" * 8191 + b"\x00" + f" {HF}".encode()
+    assert r.bytes_text(data, "b").endswith(b" " + b"*" * len(HF))
+
+
+def test_archive_size_limits_at_their_boundary(monkeypatch):
+    r = Redactor()
+    z = _zip({"env": f"T={HF}".encode()}, zipfile.ZIP_STORED)
+    monkeypatch.setattr(redact, "MAX_ARCHIVE_BYTES", len(z))  # at the limit: an archive
+    with zipfile.ZipFile(io.BytesIO(r.bytes_text(z, "z"))) as zf:
+        assert zf.read("env") == b"T=[REDACTED:hf-token]"
+    monkeypatch.setattr(redact, "MAX_ARCHIVE_BYTES", len(z) - 1)  # over: binary
+    assert b"[REDACTED" not in r.bytes_text(z, "z") and HF.encode() not in r.bytes_text(z, "z")
+    body = f"T={HF}\n".encode() * 60  # compresses well: the zip is smaller than its members
+    big = _zip({"env": body})
+    assert len(big) < len(body)
+    monkeypatch.setattr(redact, "MAX_ARCHIVE_BYTES", len(body))  # members' sum at the limit
+    assert b"[REDACTED" in zipfile.ZipFile(io.BytesIO(r.bytes_text(big, "b"))).read("env")
+    monkeypatch.setattr(redact, "MAX_ARCHIVE_BYTES", len(body) - 1)  # over: as it is
+    assert r.bytes_text(big, "b") == big
+
+
+def test_unchanged_archives_are_returned_as_they_are():
+    from apexrl.artifacts.archive_write import bytes_entry, gzip_bytes, tar_bytes
+
+    gz = gzip_bytes(b"nothing secret")
+    assert Redactor().bytes_text(gz, "g") is gz
+    r = Redactor()
+    tar = tar_bytes([bytes_entry("a", f"T={HF}".encode()), bytes_entry("b", b"clean")])
+    out = r.bytes_text(tar, "t")  # the first member changed, the last did not
+    with tarfile.open(fileobj=io.BytesIO(out)) as tf:
+        assert tf.extractfile("a").read() == b"T=[REDACTED:hf-token]"
+        assert tf.extractfile("b").read() == b"clean"
+    assert dict(r.scanned) == {"office/zip": 1, "text": 2}
+
+
+def test_tar_members_keep_their_executable_bit_only():
+    from apexrl.artifacts.archive_write import bytes_entry, tar_bytes
+
+    tar = tar_bytes([bytes_entry("run.sh", f"T={HF}".encode(), executable=True),
+                     bytes_entry("notes.txt", f"T={HF}".encode())])  # fmt: skip
+    raw = bytearray(tar)
+    # others-execute only (0o645) on notes.txt: not executable for its owner
+    hdr = raw.index(b"notes.txt")
+    raw[hdr + 100 : hdr + 108] = b"0000645\x00"
+    raw[hdr + 148 : hdr + 156] = b"        "
+    raw[hdr + 148 : hdr + 155] = f"{sum(raw[hdr : hdr + 512]):06o}\x00".encode()
+    out = Redactor().bytes_text(bytes(raw), "t")
+    with tarfile.open(fileobj=io.BytesIO(out)) as tf:
+        assert tf.getmember("run.sh").mode & 0o100
+        assert not tf.getmember("notes.txt").mode & 0o100
+
+
+def test_nesting_depth_is_restored_after_each_archive():
+    r = Redactor()
+    inner = _zip({"env": f"T={HF}".encode()}, zipfile.ZIP_STORED)
+    for _ in range(redact.MAX_DEPTH - 1):
+        inner = _zip({"nested.zip": inner}, zipfile.ZIP_STORED)
+
+    def innermost(data: bytes) -> bytes:
+        while True:
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                if "env" in zf.namelist():
+                    return zf.read("env")
+                data = zf.read("nested.zip")
+
+    for _ in range(3):  # the same redactor, one archive after another: the same depth
+        assert innermost(r.bytes_text(inner, "z")) == b"T=[REDACTED:hf-token]"
+    deeper = _zip({"nested.zip": inner}, zipfile.ZIP_STORED)
+    for _ in range(2):  # one level past the limit: masked in place (stored: visible here)
+        out = r.bytes_text(deeper, "d")
+        assert HF.encode() not in out and b"*" * len(HF) in out and b"[REDACTED" not in out
