@@ -107,30 +107,37 @@ def test_summary_counts_errors_and_means():
     rows = [
         row("a", 0, domain="law", turns=4, tokens_in=100, tokens_out=10, tool_calls=4,
             tool_call_success_rate=0.5, duration_s=2.0, criteria_unjudged=1),
-        row("a", 1, domain="law", status="error", error_class="timeout", met=0,
+        row("a", 1, domain="law", status="error", error_class="unparsed_tool_call", met=0,
             error_message="took too long\nsecond line", turns=2, tool_calls=0,
             tool_call_success_rate=0.0),
         row("b", 0, domain="", status="max_steps", met=0, tool_calls=6,
             tool_call_success_rate=1.0, duration_s=4.0),
-        row("c", 0, domain="bank", status="error", error_class="timeout", met=0),
+        row("c", 0, domain="bank", status="error", error_class="unparsed_tool_call", met=0),
+        row("d", 0, domain="tax", status="error", error_class="llm_timeout", met=0),  # infra
     ]  # fmt: skip
-    s = M.summarize(rows, planned=5)
-    assert s.complete is False and (s.trials_planned, s.trials_done) == (5, 4)
-    assert M.summarize(rows, planned=4).complete and M.summarize(rows).complete
-    assert s.status == {"complete": 1, "error": 2, "max_steps": 1}
-    assert s.errors == {"timeout": 2, "max_steps": 1}
+    s = M.summarize(rows, planned=6)
+    assert s.complete is False and (s.trials_planned, s.trials_done) == (6, 5)
+    assert M.summarize(rows, planned=5).complete is False  # an ungraded trial: incomplete
+    assert M.summarize(rows[:4], planned=4).complete and M.summarize(rows[:4]).complete
+    assert (s.trials_ungraded, s.ungraded_trials, s.exit_code) == (1, ["d.a0"], 4)
+    assert s.infra_errors == {"llm_timeout": 1} and (s.n_tasks, s.n_trials) == (3, 4)
+    assert s.status == {"complete": 1, "error": 3, "max_steps": 1}
+    assert s.errors == {"unparsed_tool_call": 2, "max_steps": 1}
     assert s.error_messages == {
-        "timeout": {"took too long": 1, "(no message recorded)": 1},
+        "unparsed_tool_call": {"took too long": 1, "(no message recorded)": 1},
         "max_steps": {"(no message recorded)": 1},
+        "llm_timeout": {"(no message recorded)": 1},
     }
-    assert s.turns_mean == 1.5 and s.tokens_in_mean == 25.0 and s.tokens_out_mean == 2.5
+    assert list(s.error_messages)[0] == "unparsed_tool_call"
+    assert s.turns_mean == 1.2 and s.tokens_in_mean == 20.0 and s.tokens_out_mean == 2.0
     assert s.tokens_total == 110 and s.tool_calls_total == 10
     assert s.tool_call_success_rate == pytest.approx((0.5 * 4 + 1.0 * 6) / 10)
-    assert s.duration_s_mean == 1.5 and s.criteria_unjudged == 1
+    assert s.duration_s_mean == 1.2 and s.criteria_unjudged == 1
     assert sorted(s.per_domain) == ["bank", "law", "unknown"]
     assert s.per_domain["law"].n_tasks == 1 and s.per_domain["law"].n_trials == 2
     assert s.per_domain["law"].pass_at_1.value == 0.5
     assert s.per_domain["unknown"].pass_at_1.value == 0.0
+    assert s.pass_at_1.value == pytest.approx(0.5 / 3)  # the infra trial is no 0
     assert (s.ci_resamples, s.ci_seed) == (M.RESAMPLES, 0)
     assert M.summarize([row("a", 0, tool_calls=0)]).tool_call_success_rate is None
 
