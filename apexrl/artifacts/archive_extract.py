@@ -35,22 +35,13 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, Literal
 
 from apexrl.artifacts.archive_write import COPY_BUFSIZE
-from apexrl.errors import ApexError, BadRecordError
+from apexrl.errors import BadRecordError
+from apexrl.host import env_int
 
 LinkPolicy = Literal["none", "in_tree"]
 
 
 # --- limits ------------------------------------------------------------------------------
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(float(raw))
-    except ValueError:
-        raise ApexError(f"{name}={raw!r} is not a number", hint="unset it or give bytes") from None
 
 
 @dataclass(frozen=True)
@@ -68,10 +59,14 @@ class Limits:
     def from_env(cls, **overrides: Any) -> Limits:
         base = cls(**overrides)
         return cls(
-            max_member_bytes=_env_int("APEXRL_ARCHIVE_MAX_MEMBER_BYTES", base.max_member_bytes),
-            max_total_bytes=_env_int("APEXRL_ARCHIVE_MAX_TOTAL_BYTES", base.max_total_bytes),
-            max_members=_env_int("APEXRL_ARCHIVE_MAX_MEMBERS", base.max_members),
-            max_ratio=float(_env_int("APEXRL_ARCHIVE_MAX_RATIO", int(base.max_ratio))),
+            max_member_bytes=env_int(
+                "APEXRL_ARCHIVE_MAX_MEMBER_BYTES", base.max_member_bytes, lift=False
+            ),
+            max_total_bytes=env_int(
+                "APEXRL_ARCHIVE_MAX_TOTAL_BYTES", base.max_total_bytes, lift=False
+            ),
+            max_members=env_int("APEXRL_ARCHIVE_MAX_MEMBERS", base.max_members, lift=False),
+            max_ratio=float(env_int("APEXRL_ARCHIVE_MAX_RATIO", int(base.max_ratio), lift=False)),
             ratio_floor=base.ratio_floor,
         )
 

@@ -91,7 +91,9 @@ def check_scratch(env: dict[str, str]) -> list[Problem]:
 
 
 def check_bwrap(name: str, env: dict[str, str]) -> list[Problem]:
-    bwrap = _which("bwrap", env)
+    from apexrl.host import find_bwrap
+
+    bwrap = find_bwrap(env.get("PATH"))
     if bwrap is None:
         return [
             Problem(

@@ -9,10 +9,10 @@ the world's two folders bound read-write at those paths, private /tmp, /proc and
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from apexrl.errors import UsageError
+from apexrl.host import BWRAP_INSTALL, find_bwrap
 from apexrl.peer.runtime import Runtime
 
 # top folders of the host never shown to a peer server (the sandbox makes its own)
@@ -20,11 +20,11 @@ _HIDDEN = {"proc", "dev", "tmp", "sys", "run", "filesystem", ".apps_data", "app"
 
 
 def bwrap_path() -> str:
-    found = shutil.which("bwrap")
+    found = find_bwrap()
     if not found:
         raise UsageError(
             "bubblewrap (bwrap) is not installed; archipelago's servers run in it",
-            hint="Debian/Ubuntu: apt-get install bubblewrap",
+            hint=BWRAP_INSTALL,
         )
     return found
 

@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from apexrl.host import BWRAP_INSTALL, env_int, find_bwrap
+
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ETC_FILES = (
     "/etc/alternatives",
@@ -80,22 +82,12 @@ class SandboxDiedError(SandboxError):
 
 
 def bwrap_path() -> str:
-    found = shutil.which("bwrap")
+    found = find_bwrap()
     if not found:
         raise SandboxStartError(
-            "bubblewrap (bwrap) is not installed; the local environment needs it "
-            "(Debian/Ubuntu: apt-get install bubblewrap)"
+            f"bubblewrap (bwrap) is not installed; the local environment needs it ({BWRAP_INSTALL})"
         )
     return found
-
-
-def _env_int(name: str, default: int | None) -> int | None:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("0", "off", "none", "unlimited"):
-        return None
-    return int(float(raw))
 
 
 @dataclass(frozen=True)
@@ -123,14 +115,18 @@ class SandboxLimits:
     def from_env(cls) -> SandboxLimits:
         d = cls()
         return cls(
-            nproc=_env_int("APEXRL_SANDBOX_NPROC", d.nproc),
-            nofile=_env_int("APEXRL_SANDBOX_NOFILE", d.nofile),
-            address_space_bytes=_env_int("APEXRL_SANDBOX_MEMORY_BYTES", d.address_space_bytes),
-            cpu_seconds=_env_int("APEXRL_SANDBOX_CPU_SECONDS", d.cpu_seconds),
-            file_bytes=_env_int("APEXRL_SANDBOX_FILE_BYTES", d.file_bytes),
-            shm_bytes=_env_int("APEXRL_SANDBOX_SHM_BYTES", d.shm_bytes),
-            scratch_bytes=_env_int("APEXRL_SANDBOX_SCRATCH_BYTES", d.scratch_bytes),
-            trial_memory_bytes=_env_int("APEXRL_SANDBOX_TRIAL_MEMORY_BYTES", d.trial_memory_bytes),
+            nproc=env_int("APEXRL_SANDBOX_NPROC", d.nproc, lift=True),
+            nofile=env_int("APEXRL_SANDBOX_NOFILE", d.nofile, lift=True),
+            address_space_bytes=env_int(
+                "APEXRL_SANDBOX_MEMORY_BYTES", d.address_space_bytes, lift=True
+            ),
+            cpu_seconds=env_int("APEXRL_SANDBOX_CPU_SECONDS", d.cpu_seconds, lift=True),
+            file_bytes=env_int("APEXRL_SANDBOX_FILE_BYTES", d.file_bytes, lift=True),
+            shm_bytes=env_int("APEXRL_SANDBOX_SHM_BYTES", d.shm_bytes, lift=True),
+            scratch_bytes=env_int("APEXRL_SANDBOX_SCRATCH_BYTES", d.scratch_bytes, lift=True),
+            trial_memory_bytes=env_int(
+                "APEXRL_SANDBOX_TRIAL_MEMORY_BYTES", d.trial_memory_bytes, lift=True
+            ),
         )
 
     def rlimits(self) -> dict[str, int]:
