@@ -296,8 +296,13 @@ complete -c apexrl -n '__apexrl_is "tasks unpack"' -l json -d 'NDJSON output on 
 complete -c apexrl -n '__apexrl_is "tasks unpack"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "tasks unpack"' -l out -s o -r -F -d 'Folder for the task directories.'
 complete -c apexrl -n '__apexrl_is "tasks unpack"' -F
+complete -c apexrl -n '__apexrl_is "tasks validate"' -l no-op -d 'Negative control: grade each tasks initial world with an empty answer;'
+complete -c apexrl -n '__apexrl_is "tasks validate"' -l oracle -d 'Positive control: grade the gold answer and gold files; a criterion no'
 complete -c apexrl -n '__apexrl_is "tasks validate"' -l json -d 'NDJSON output on a terminal too.'
 complete -c apexrl -n '__apexrl_is "tasks validate"' -l help -s h -d 'Show help and exit.'
+complete -c apexrl -n '__apexrl_is "tasks validate"' -l worlds -r -F -d 'World store for the controls (<world_id>/ or .zip files).'
+complete -c apexrl -n '__apexrl_is "tasks validate"' -l judge -x -d 'LiteLLM judge model for the controls free-text criteria.'
+complete -c apexrl -n '__apexrl_is "tasks validate"' -l judge-api-base -x -d 'OpenAI-compatible URL serving the judge.'
 complete -c apexrl -n '__apexrl_is "tasks validate"' -F
 complete -c apexrl -n '__apexrl_is "tito"' -a verify -d 'Check TITO consistency; one NDJSON finding per case/trajectory; exit 1'
 complete -c apexrl -n '__apexrl_is "tito"' -l help -s h -d 'Show help and exit.'

@@ -256,9 +256,31 @@ def validate(
         help="Task dir(s) folder, a dataset (folder of shards, .parquet, hf://), or - "
         "(`tasks ls` records or paths on stdin).",
     ),
+    no_op: bool = typer.Option(
+        False,
+        "--no-op",
+        help="Negative control: grade each task's initial world with an empty answer; a "
+        "criterion met is a finding (exit 5).",
+    ),
+    oracle: bool = typer.Option(
+        False,
+        "--oracle",
+        help="Positive control: grade the gold answer and gold files; a criterion not met "
+        "is a finding (exit 5).",
+    ),
+    worlds: Path = typer.Option(
+        None, "--worlds", help="World store for the controls (<world_id>/ or .zip files)."
+    ),
+    judge: str = typer.Option(
+        None, "--judge", help="LiteLLM judge model for the controls' free-text criteria."
+    ),
+    judge_api_base: str = typer.Option(
+        None, "--judge-api-base", help="OpenAI-compatible URL serving the judge."
+    ),
     json_out: bool = JSON_TOO,
 ) -> None:
-    """Check tasks: Harbor config, instruction, rubric, verifier entrypoint, metadata, env keys."""
+    """Check tasks: Harbor config, instruction, rubric, verifier entrypoint, metadata, env keys;
+    with --no-op / --oracle, grade each task's rubric against its negative / positive control."""
     import tempfile
 
     from apexrl.artifacts.models import Finding
@@ -296,16 +318,71 @@ def validate(
         if not dirs and not bad_rows:
             raise UsageError(f"no task directories (with task.toml) under {path}")
         findings = bad_rows + [f for d in dirs for f in validate_task_dir(d)]
+        controls = [c for c, on in (("no-op", no_op), ("oracle", oracle)) if on]
+        n_control = 0
+        if controls:
+            found = _control_findings(dirs, controls, worlds, judge, judge_api_base)
+            n_control = sum(not f.message.startswith("not graded") for f in found)
+            findings += found
     output.emit_records(
         findings, json_out=json_out, columns=["where", "check", "severity", "message"]
     )
-    n_err = sum(f.severity == "error" for f in findings)
+    n_err = sum(f.severity == "error" for f in findings) - n_control
     output.info(
         f"validated {len(dirs) + len(bad_rows)} task(s): {n_err} error(s), "
-        f"{len(findings) - n_err} warning(s)"
+        f"{len(findings) - n_err - n_control} warning(s)"
+        + (f", {n_control} control finding(s)" if controls else "")
     )
     if n_err:
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+    if n_control:
+        raise typer.Exit(int(ExitCode.PARTIAL))
+
+
+def _control_findings(dirs, controls, worlds, judge, judge_api_base) -> list:
+    """Findings of the no-op / oracle controls (apexrl.grading.controls): one per task and
+    control that got a criterion wrong; notes on stderr for unjudged criteria."""
+    from apexrl.artifacts.models import Finding
+    from apexrl.errors import ApexError, BadRecordError
+    from apexrl.grading.controls import run_control
+    from apexrl.grading.judge import JudgeSettings
+    from apexrl.worlds.store import WorldStore
+
+    settings = None
+    if judge:
+        from apexrl.grading.requirements import judge_credentials
+
+        judge_credentials(judge, judge_api_base)  # exit 3 before any work
+        settings = JudgeSettings(model=judge, api_base=judge_api_base)
+    store = WorldStore(worlds) if worlds else None
+    out, unjudged, no_world = [], 0, 0
+    with output.progress("controls", total=len(dirs) * len(controls)) as advance:
+        for d in dirs:
+            for control in controls:
+                try:
+                    r = run_control(d, control, store=store, judge=settings)
+                except (ApexError, ValueError, OSError) as e:
+                    where = e.where if isinstance(e, BadRecordError) else d.name
+                    out.append(Finding(where=where, check=control, message=f"not graded: {e}"))
+                    advance()
+                    continue
+                unjudged += r.unjudged
+                no_world += not r.world
+                what = "met by the initial world and an empty answer" if control == "no-op" \
+                    else "not met by the gold answer and files"  # fmt: skip
+                out.extend(
+                    Finding(where=d.name, check=control, message=f"criterion {c} is {what}")
+                    for c in r.wrong
+                )
+                advance()
+    if unjudged:
+        output.warn(f"{unjudged} criterion check(s) need the LLM judge: pass --judge to grade them")
+    if no_world:
+        output.warn(
+            f"{no_world} control(s) ran on the task's own input files only (its world is not "
+            "in --worlds)"
+        )
+    return out
 
 
 @app.command("split")

@@ -51,7 +51,7 @@ GRADER_OPTIONS: dict[str, str] = {
     "reference_shortcut": "a final output equal to the gold output meets free-text criteria "
     "without a judge call (always on when no judge is set)",
     "lenient_file_types": "match expected_file_type labels whatever their case "
-    "(default: exact labels; any other value filters nothing)",
+    "(default: exact labels; a label not known is refused, never widened to all output)",
     "free_json": "send no response schema: the prompt alone asks for JSON",
     "fixed_sampling": "judge at temperature 0 with at most 1,024 output tokens "
     "(default: neither sent)",

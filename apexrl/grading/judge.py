@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from apexrl.artifacts.file_types import criterion_label, file_scope
 from apexrl.errors import RemoteError
 
 PROMPT_VERSION = "apexrl-judge-v3"
@@ -83,45 +84,20 @@ SCOPE_TEXT = {
     "both": "Grade both the agent's final answer and the file changes it made.",
 }
 
-# The per-criterion `expected_file_type` values of APEX rubrics (the published dataset's
-# labels) -> (scope, file suffixes). As archipelago's grader reads them: a label matches
-# exactly; any other value filters nothing (the `lenient_file_types` option matches
-# labels whatever their case).
-FILE_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "Final Answer Only (No Files)": ("answer", ()),
-    "All output (modified files and final message in console)": ("both", ()),
-    "Any File Type": ("both", ()),
-    "Word Documents (.docx, .doc, .odt)": ("files", (".docx", ".doc", ".odt")),
-    "Text Files (.txt)": ("files", (".txt",)),
-    "PDF Documents (.pdf)": ("files", (".pdf",)),
-    "Spreadsheets (.xlsx, .xls, .xlsm, .ods)": ("files", (".xlsx", ".xls", ".xlsm", ".ods")),
-    "Presentations (.pptx, .ppt, .odp)": ("files", (".pptx", ".ppt", ".odp")),
-    "Python Files (.py)": ("files", (".py",)),
-    "JavaScript/TypeScript (.js, .ts, .jsx, .tsx)": ("files", (".js", ".ts", ".jsx", ".tsx")),
-    "Markdown (.md)": ("files", (".md",)),
-    "JSON/YAML (.json, .yaml, .yml)": ("files", (".json", ".yaml", ".yml")),
-    "Images (.png, .jpg, .jpeg, .webp)": ("files", (".png", ".jpg", ".jpeg", ".webp")),
-    "Database Files (.db)": ("files", (".db",)),  # judged with tools (grading/db_judge.py)
-}
-_FILE_TYPES_LOWER = {k.lower(): v for k, v in FILE_TYPES.items()}
-
 
 def criterion_scope(criterion: dict, *, lenient: bool = False) -> tuple[str, tuple[str, ...]]:
     """(scope, file suffixes) of a criterion: scope answer | files | both (archipelago's
     evaluation scope); suffixes limit the files shown (empty: all). Read from the
     criterion's `evaluation_scope` (answer/files/both) or `expected_file_type` (flat, or
-    in archipelago's verifier_values); neither, or a label not known: both."""
+    in archipelago's verifier_values; apexrl.artifacts.file_types); neither: both. An
+    unknown label raises UnknownFileType: it is never widened to all output."""
     scope = str(criterion.get("evaluation_scope") or "").strip().lower()
     if scope in SCOPE_TEXT:
         return scope, ()
-    kind = criterion.get("expected_file_type")
-    values = criterion.get("verifier_values")
-    if not kind and isinstance(values, dict):
-        kind = values.get("expected_file_type")
-    kind = str(kind or "")
-    if lenient:
-        return _FILE_TYPES_LOWER.get(kind.strip().lower(), ("both", ()))
-    return FILE_TYPES.get(kind, ("both", ()))
+    label = criterion_label(criterion)
+    if label is None:
+        return "both", ()
+    return file_scope(label, lenient=lenient)
 
 
 SIZE_CAPPED = """- The answer is shown up to {answer_cap} characters, each file up to {file_cap}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from apexrl.artifacts.file_types import label_problem
 from apexrl.artifacts.jsonl import read_json_file
 from apexrl.artifacts.models import SNAPSHOT_ID, ApexTask, ApexWorld, DataTerms
 from apexrl.errors import BadRecordError, UsageError
@@ -119,6 +120,14 @@ def _check_task(src: ApexSource, task: ApexTask, where: str, seen: dict[str, str
             f"duplicate task_id (first seen at {seen[task.task_id]})",
             hint="task ids must be unique",
         )
+    for i, c in enumerate(task.rubric):
+        problem = label_problem(c.model_dump())
+        if problem:
+            raise BadRecordError(
+                f"{where}.rubric[{i}] ({c.verifier_id})",
+                problem,
+                hint="fix the criterion's expected_file_type, or drop the task",
+            )
     if not src.world_zip(task.world_id).is_file():
         raise BadRecordError(
             where,

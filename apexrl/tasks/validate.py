@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from apexrl.artifacts.file_types import label_problem
 from apexrl.artifacts.models import Finding
 from apexrl.errors import BadRecordError
 from apexrl.tasks.envnames import task_env_problems
@@ -116,6 +117,10 @@ def _check_rubric(path: Path, finding) -> Iterator[Finding]:
         rubric_criteria(criteria)
     except ValueError as e:
         yield finding("rubric", str(e))
+    for i, c in enumerate(criteria):
+        problem = label_problem(c) if isinstance(c, dict) else None
+        if problem:
+            yield finding("rubric", f"criterion {i} ({c.get('verifier_id', '?')}): {problem}")
 
 
 def _first(e: ValidationError) -> str:
