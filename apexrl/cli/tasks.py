@@ -108,11 +108,12 @@ def convert(
         "(the recipe's tasks); the judge is named at run time (GRADING_MODEL, ...).",
     ),
     grader_network: str = typer.Option(
-        "public",
+        None,
         "--grader-network",
-        help="With --grader-from: 'public' (the trial has network, as the recipe's "
-        "sandboxes; every environment) or 'verifier' (only grading has it; an "
-        "environment that switches per phase, e.g. local).",
+        help="With --grader-from: 'verifier' (the default: only grading has network; an "
+        "environment that switches per phase, e.g. local) or 'public' (the whole trial, "
+        "the agent's code too, as the recipe's sandboxes; Modal, docker).",
+        show_default=False,
     ),
     license: str = LICENSE_OPT,
     terms: str = TERMS_OPT,
@@ -125,11 +126,13 @@ def convert(
     from apexrl.tasks.grader_from import resolve_grader_source
 
     output.refuse_dash(out, "-o", "a folder of task directories")
-    if grader_from is None and grader_network != "public":
+    if grader_from is None and grader_network is not None:
         from apexrl.errors import UsageError
 
         raise UsageError("--grader-network is for --grader-from", hint="add --grader-from PATH")
-    grader = resolve_grader_source(grader_from, grader_network) if grader_from else None
+    grader = (
+        resolve_grader_source(grader_from, grader_network or "verifier") if grader_from else None
+    )
     source = load_source(src, strict=strict)
     from apexrl.tasks.terms import with_flags
 

@@ -144,9 +144,13 @@ class ModalEnvironment(BaseEnvironment):
         gateway_ready_timeout_s: float = 300.0,
         worlds_dir: Any = None,  # accepted for parity with `local`; the image holds the world
         pass_env: list[str] | None = None,
+        agent_network: str = "task",
         **kwargs: Any,
     ) -> None:
         from apexrl.envs.local.sandbox import pass_env_from_environment
+        from apexrl.envs.network import check_agent_network
+
+        self._agent_network = check_agent_network(agent_network)
 
         self._pass_env = set(pass_env or []) | pass_env_from_environment()
         self.app_name = app_name
@@ -233,10 +237,19 @@ class ModalEnvironment(BaseEnvironment):
             kw["memory"] = self.memory_mb
         if self.region:
             kw["region"] = self.region
-        if self._network_disabled:
+        if self._network_disabled or not self._agent_online():
             # the agent reaches the gateway through the tunnel; only outbound is blocked
             kw["block_network"] = True
         return kw
+
+    def _agent_online(self) -> bool:
+        """One policy per sandbox: with agent_network="explicit" (apexrl's runs, graded on
+        the host) online only when the task's own [agent] table asks (apexrl.envs.network)."""
+        if self._agent_network != "explicit":
+            return True
+        from apexrl.envs.network import agent_phase_asks_network
+
+        return agent_phase_asks_network(Path(self.environment_dir).parent)
 
     def _start_env(self) -> dict[str, str]:
         env = {

@@ -18,12 +18,13 @@ The judge's model, server and key come at run time from the verifier's environme
 
 The in-sandbox grading needs network (the judge; uv when no runtime is bound). Network
 (`--grader-network`):
+  verifier  (the default) only the verifier phase (`[verifier] network_mode = "public"`);
+            the agent's code stays offline. Needs an environment that switches policy
+            per phase (apexrl's local one); Harbor refuses it on one that cannot.
   public    the whole trial has it (`[environment] network_mode = "public"`), as the
-            recipe's sandboxes do (its agent pip-installs at setup). Runs on every
-            environment, Modal and docker included, which keep one policy per trial.
-  verifier  only the verifier phase (`[verifier] network_mode = "public"`); the agent's
-            code stays offline. Needs an environment that switches policy per phase
-            (apexrl's local one); Harbor refuses it on one that cannot.
+            recipe's sandboxes do (its agent pip-installs at setup): the agent's code
+            too (issue 42, finding 2). Runs on every environment, Modal and docker
+            included, which keep one policy per trial.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class GraderSource:
     root: Path
     commit: str | None
     key: str  # sha256 over grading/'s files
-    network: str = "public"  # or "verifier" (see the module doc)
+    network: str = "verifier"  # or "public" (see the module doc)
 
     @property
     def grading(self) -> Path:
@@ -73,7 +74,7 @@ class GraderSource:
 NETWORKS = ("public", "verifier")
 
 
-def resolve_grader_source(path: Path, network: str = "public") -> GraderSource:
+def resolve_grader_source(path: Path, network: str = "verifier") -> GraderSource:
     """The checkout at `path`, or UsageError (exit 2) naming the fix."""
     from apexrl.artifacts.archipelago_runner import content_key
     from apexrl.artifacts.checkout import checkout_commit
@@ -101,8 +102,8 @@ def resolve_grader_source(path: Path, network: str = "public") -> GraderSource:
     if network not in NETWORKS:
         raise UsageError(
             f"--grader-network {network!r} is not one of {', '.join(NETWORKS)}",
-            hint="public: the whole trial has network (the recipe's way); verifier: only "
-            "the grading (an environment that switches policy per phase)",
+            hint="verifier: only the grading has network (an environment that switches "
+            "policy per phase); public: the whole trial (the recipe's way)",
         )
     return GraderSource(
         root=root, commit=checkout_commit(root), key=content_key(root / "grading"), network=network

@@ -133,7 +133,12 @@ def environment_config(config: TrialConfig, worlds: str | None) -> Any:
     entry = get_environment(config.environment)
     if entry.harbor_owned:  # Harbor's own podman/docker: keep the world image (shared)
         return EnvironmentConfig(type=entry.name, delete=False)
-    kwargs: dict[str, Any] = {"worlds_dir": worlds, "pass_env": config.pass_env}
+    # graded on the host: the agent's code is online only where the task's [agent] asks
+    kwargs: dict[str, Any] = {
+        "worlds_dir": worlds,
+        "pass_env": config.pass_env,
+        "agent_network": "explicit",
+    }
     if config.runtime != "apexrl":  # archipelago's own servers (the local environment)
         kwargs.update(runtime=config.runtime, archipelago=config.archipelago)
     if entry.remote_sandbox:

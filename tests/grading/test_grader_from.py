@@ -107,9 +107,9 @@ def test_grader_from_layout(runner, tmp_path):
         assert all(v["eval_config_id"] == "ec_output_llm" for v in ver)
         assert ver[0]["verifier_values"]["is_primary_objective"] is True
         cfg = tomllib.loads((task / "task.toml").read_text())
-        # the recipe's way by default: one policy for the trial (Modal, docker keep one)
-        assert cfg["environment"]["network_mode"] == "public"
-        assert "network_mode" not in cfg["verifier"]
+        # by default only the grading gets network; the agent's code stays offline
+        assert cfg["environment"]["network_mode"] == "no-network"
+        assert cfg["verifier"]["network_mode"] == "public"
         assert cfg["verifier"]["env"]["GRADING_API_KEY"] == "${GRADING_API_KEY:-}"
         assert SECRET.encode() not in all_bytes(task)
     # the initial snapshot only where a criterion reads files: the world and task files
@@ -122,11 +122,11 @@ def test_grader_from_layout(runner, tmp_path):
         assert z.read("filesystem/readme.txt") == b"world law-alpha-llp\n"
     src_json = json.loads((files / "tests" / "archipelago" / "source.json").read_text())
     assert src_json["initial_snapshot"] is True and len(src_json["content_key"]) == 64
-    # only the grading gets network: for environments that switch policy per phase
-    recs = convert(runner, src, tmp_path / "split", checkout, "--grader-network", "verifier")
-    cfg = tomllib.loads((tmp_path / "split" / recs[0]["path"] / "task.toml").read_text())
-    assert cfg["environment"]["network_mode"] == "no-network"
-    assert cfg["verifier"]["network_mode"] == "public"
+    # the recipe's way, asked for: one policy for the trial (Modal, docker keep one)
+    recs = convert(runner, src, tmp_path / "whole", checkout, "--grader-network", "public")
+    cfg = tomllib.loads((tmp_path / "whole" / recs[0]["path"] / "task.toml").read_text())
+    assert cfg["environment"]["network_mode"] == "public"
+    assert "network_mode" not in cfg["verifier"]
 
 
 @pytest.mark.parametrize("kind", ["missing", "file", "no_grading", "parent", "network"])

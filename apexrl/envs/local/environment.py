@@ -187,10 +187,14 @@ class LocalEnvironment(BaseEnvironment):
         image_profile: str | None = None,
         runtime: str = "apexrl",
         archipelago: str | None = None,
+        agent_network: str = "task",
         **kwargs: Any,
     ) -> None:
         from apexrl.artifacts.archipelago_runner import RUNTIME_ENV
+        from apexrl.envs.network import check_agent_network
         from apexrl.envs.profiles import get_profile
+
+        self._agent_network = check_agent_network(agent_network)
 
         if image_profile:
             get_profile(image_profile)  # a usage error before any sandbox work
@@ -366,7 +370,7 @@ class LocalEnvironment(BaseEnvironment):
         argv = (
             self._bwrap_argv(
                 cwd=cwd or self.task_env_config.workdir or self._default_cwd(),
-                network=self._network_policy.network_mode != NetworkMode.NO_NETWORK,
+                network=self._policy_online() if grading else self._agent_online(),
                 grading=grading,
             )
             + cmd
@@ -444,6 +448,19 @@ class LocalEnvironment(BaseEnvironment):
         if self._world_state is None or self.world_dir is None:
             raise SandboxError("the sandbox has no world (not started)", kind="died")
         return self._world_state
+
+    def _policy_online(self) -> bool:
+        return self._network_policy.network_mode != NetworkMode.NO_NETWORK
+
+    def _agent_online(self) -> bool:
+        """Whether the agent's code (an exec, the code tool) gets network: the policy in
+        force, or with agent_network="explicit" (apexrl's runs) only what the task's own
+        [agent] table asks for (apexrl.envs.network)."""
+        if self._agent_network == "explicit":
+            from apexrl.envs.network import agent_phase_asks_network
+
+            return agent_phase_asks_network(self.environment_dir.parent)
+        return self._policy_online()
 
     @property
     def gateway_pid(self) -> int | None:
@@ -619,13 +636,12 @@ class LocalEnvironment(BaseEnvironment):
         log = slot.root / GATEWAY_LOG
         try:
             token = secrets.token_urlsafe(24)  # only this trial's agent learns the URL
-            no_net = self._network_policy.network_mode == NetworkMode.NO_NETWORK
             rec = await asyncio.wait_for(
                 asyncio.to_thread(
                     slot.handshake,
                     tw.world_id,
                     token=token,
-                    code_network=not no_net,
+                    code_network=self._agent_online(),
                     peer=self._peer.as_json() if self._peer is not None else None,
                 ),
                 timeout=self._gateway_timeout + 5 + (PEER_START_S if self._peer else 0),
