@@ -56,8 +56,8 @@ def sparse_snapshot(path: Path, files: dict[str, bytes]) -> None:
             z.writestr(zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0)), files[rel])
 
 
-def grading_settings(model: str, api_base: str | None) -> dict:
-    extra = {"api_base": api_base, "api_key": "none"} if api_base else None
+def grading_settings(model: str, api_base: str | None, api_key: str | None = None) -> dict:
+    extra = {"api_base": api_base, "api_key": api_key or "none"} if api_base else None
     return {"llm_judge_model": model, "llm_judge_extra_args": extra}
 
 
@@ -80,7 +80,9 @@ class RunnerResult:
     duration_s: float = 0.0
 
 
-def write_inputs(folder: Path, inp: RunnerInputs, model: str, api_base: str | None) -> list[str]:
+def write_inputs(
+    folder: Path, inp: RunnerInputs, model: str, api_base: str | None, api_key: str | None = None
+) -> list[str]:
     """The runner's input files in `folder`; the command-line arguments naming them."""
     folder.mkdir(parents=True, exist_ok=True)
     sparse_snapshot(folder / "initial.zip", inp.before)
@@ -93,7 +95,7 @@ def write_inputs(folder: Path, inp: RunnerInputs, model: str, api_base: str | No
     }
     files = {
         "trajectory.json": traj,
-        "settings.json": grading_settings(model, api_base),
+        "settings.json": grading_settings(model, api_base, api_key),
         "verifiers.json": runner_verifiers(inp.criteria, inp.task_id),
         "eval_configs.json": EVAL_CONFIGS,
         "scoring.json": SCORING,
@@ -229,14 +231,16 @@ def run_runner(
     *,
     model: str,
     api_base: str | None,
+    api_key: str | None = None,
     timeout_s: float = RUN_TIMEOUT_S,
     keep: Path | None = None,
 ) -> RunnerResult:
-    """Grade one trial with the runner; ApexError when it does not finish."""
+    """Grade one trial with the runner; ApexError when it does not finish. `api_key`:
+    what the runner sends to `api_base` (the caching proxy's per-run secret)."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="apexrl-archipelago-") as tmp:
         folder = Path(tmp)
-        args = write_inputs(folder, inp, model, api_base)
+        args = write_inputs(folder, inp, model, api_base, api_key)
         rc, log = _worker(runner).run(args, timeout_s)
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
@@ -296,7 +300,14 @@ def grade_archipelago(
     calls: int | None = None
     if judge.api_base:
         with CachingProxy(judge.api_base, judge.model, cache, api_key=judge.api_key) as proxy:
-            res = run_runner(runner, run_in, model=judge.model, api_base=proxy.url, keep=keep)
+            res = run_runner(
+                runner,
+                run_in,
+                model=judge.model,
+                api_base=proxy.url,
+                api_key=proxy.token,
+                keep=keep,
+            )
             calls = proxy.calls
     else:
         res = run_runner(runner, run_in, model=judge.model, api_base=None, keep=keep)

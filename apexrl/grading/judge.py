@@ -210,7 +210,19 @@ class JudgeSettings:
     response_schema: bool = True  # send VERDICT_SCHEMA as response_format
     concurrency: int = 8
     context_tokens: int | None = None  # the judge's window (None: LiteLLM's, else 128,000)
-    cache: Any = None  # apexrl.grading.judge_cache.JudgeCache: replies by (model, prompt sha256)
+    cache: Any = None  # apexrl.grading.judge_cache.JudgeCache: by (identity(), prompt sha256)
+
+    def identity(self) -> str:
+        """The judge half of a cache key: model, server and the sampling settings sent."""
+        from apexrl.grading.judge_cache import judge_identity
+
+        return judge_identity(
+            self.model,
+            self.api_base,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            response_schema=self.response_schema,
+        )
 
 
 @dataclass
@@ -384,8 +396,9 @@ class Judge:
         ]
         why = ""
         cache = self.settings.cache
+        identity = self.settings.identity()
         if cache is not None:
-            hit = cache.get(self.settings.model, digest)
+            hit = cache.get(identity, digest)
             if hit is not None:
                 try:
                     met, rationale = parse_verdict(hit)
@@ -402,7 +415,7 @@ class Judge:
                 try:
                     met, rationale = parse_verdict(reply)
                     if cache is not None:
-                        cache.put(self.settings.model, digest, reply)
+                        cache.put(identity, digest, reply)
                     return JudgeVerdict(
                         met=met, rationale=rationale, attempts=attempt, prompt_sha256=digest
                     )

@@ -1,19 +1,26 @@
-"""Judge verdicts cached by (judge model, sha256 of the exact prompt), and a counting,
+"""Judge verdicts cached by (the judge, sha256 of the exact request), and a counting,
 caching pass-through for graders that call the judge themselves.
 
-apexrl's judge looks replies up itself (apexrl.grading.judge). archipelago's grading
-runner runs in its own interpreter and calls an OpenAI-compatible URL: `CachingProxy`
-listens on 127.0.0.1, answers prompts it has seen from the cache and forwards the
-rest unchanged (body, response schema, no settings added) to the judge's api_base.
-Only replies that are a valid verdict are cached, so a bad reply is asked again.
-A rerun over the same prompts therefore makes no judge call; `calls` counts the ones
-made.
+The judge half of the key is `judge_identity`: the model, the server (api_base) and the
+sampling settings sent, so a verdict from another server or other settings is never
+reused (issue 42, finding 5). apexrl's judge looks replies up itself
+(apexrl.grading.judge) by the sha256 of its exact prompt. archipelago's grading runner
+runs in its own interpreter and calls an OpenAI-compatible URL: `CachingProxy` listens
+on 127.0.0.1, answers requests it has seen from the cache and forwards the rest
+unchanged (body, response schema, no settings added) to the judge's api_base, adding
+the judge's key. It answers only a client holding its per-run secret (a bearer token:
+a sandbox that reaches host loopback cannot use the key, nor plant a verdict), and
+keys its cache on the whole request body (issue 42, finding 2). Only replies that are a
+valid verdict are cached, so a bad reply is asked again. A rerun over the same
+requests therefore makes no judge call; `calls` counts the ones made.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -59,10 +66,18 @@ class JudgeCache:
             self.calls += 1
 
 
+def judge_identity(model: str, api_base: str | None = None, **sampling: object) -> str:
+    """The judge half of a cache key: what besides the prompt decides its reply (the
+    model, the server it is asked on, the sampling settings sent)."""
+    base = (api_base or "").rstrip("/") or None
+    return json.dumps({"model": model, "api_base": base, **sampling}, sort_keys=True)
+
+
 def request_sha256(body: dict) -> str:
-    """sha256 of what decides a chat request's reply: its messages and response format."""
-    blob = {"messages": body.get("messages"), "response_format": body.get("response_format")}
-    return hashlib.sha256(json.dumps(blob, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    """sha256 of a chat request's whole body (messages, response format, sampling and
+    every other parameter: any of them may change the reply)."""
+    blob = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def is_verdict(text: str) -> bool:
@@ -88,7 +103,9 @@ class CachingProxy:
         timeout_s: float = 3600.0,
     ) -> None:
         self.upstream = upstream.rstrip("/")
-        self.model = model  # the judge's LiteLLM name: half of the cache key
+        self.model = model  # the judge's LiteLLM name
+        self.identity = judge_identity(model, self.upstream)  # half of the cache key
+        self.token = secrets.token_urlsafe(24)  # clients send it as their api key
         self.cache = cache
         self.api_key = api_key
         self.timeout_s = timeout_s
@@ -115,10 +132,17 @@ class CachingProxy:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def authorized(self, header: str | None) -> bool:
+        """Whether an Authorization header carries this run's secret."""
+        scheme, _, value = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            value.strip().encode(), self.token.encode()
+        )
+
     def answer(self, body: dict) -> tuple[int, bytes]:
         digest = request_sha256(body)
         if self.cache is not None:
-            reply = self.cache.get(self.model, digest)
+            reply = self.cache.get(self.identity, digest)
             if reply is not None:
                 return 200, _completion(body, reply)
         import httpx
@@ -143,7 +167,7 @@ class CachingProxy:
             except (ValueError, KeyError, IndexError, TypeError):
                 text = ""
             if is_verdict(text):
-                self.cache.put(self.model, digest, text)
+                self.cache.put(self.identity, digest, text)
         return r.status_code, r.content
 
     def _handler(self):
@@ -154,8 +178,11 @@ class CachingProxy:
                 return None
 
             def do_POST(self) -> None:
-                n = int(self.headers.get("content-length") or 0)
+                if not proxy.authorized(self.headers.get("authorization")):
+                    self._send(401, b'{"error": {"message": "unauthorized"}}')
+                    return
                 try:
+                    n = int(self.headers.get("content-length") or 0)
                     body = json.loads(self.rfile.read(n) or b"{}")
                 except ValueError:
                     body = None
@@ -165,6 +192,9 @@ class CachingProxy:
                     status, data = 404, b'{"error": {"message": "not found"}}'
                 else:
                     status, data = proxy.answer(body)
+                self._send(status, data)
+
+            def _send(self, status: int, data: bytes) -> None:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
