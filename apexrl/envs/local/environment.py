@@ -34,6 +34,11 @@ variables (the sandbox starts from an empty environment), its own PID namespace
 (a process left behind by an exec dies with it), and no network for execs when
 the task's policy says so. The gateway's URL is `gateway_url`.
 
+An online agent (issue 42, finding 2) never shares the host's network: its execs run in
+a network namespace of their own whose one way out is an HTTP(S) proxy to public
+addresses (`apexrl.envs.local.egress`), and the gateway's code tool runs offline. The
+in-sandbox grader keeps the verifier phase's policy (the judge may be on this host).
+
 Seams: the bubblewrap command line and its promises are `apexrl.envs.local.sandbox`; trial
 folders and gateways started ahead of their trials, `apexrl.envs.local.pool`; the gateway
 is forked from a pre-imported fork server (`apexrl.envs.local.warm`, `apexrl.envs.local.forkserver`)
@@ -226,6 +231,7 @@ class LocalEnvironment(BaseEnvironment):
         self._world_state: WorldState | None = None
         self._task_world: TaskWorld | None = None
         self._stopped = False
+        self._egress: Any = None  # apexrl.envs.local.egress.EgressProxy of an online agent
         super().__init__(*args, **kwargs)
 
     # --- Harbor's interface ----------------------------------------------------------
@@ -280,6 +286,8 @@ class LocalEnvironment(BaseEnvironment):
             self._slot = slot
             self.root = slot.root
             await asyncio.to_thread(self._make_world, tw)
+            if self._agent_online():  # its way out: public addresses only (module doc)
+                self._egress = await asyncio.to_thread(_start_egress)
             if self._gateway_enabled:
                 await self._start_gateway(tw)
                 if warm_ok:  # the next trials' sandboxes warm up while this one runs
@@ -293,6 +301,8 @@ class LocalEnvironment(BaseEnvironment):
         if self._stopped:
             return
         self._stopped = True
+        if self._egress is not None:
+            _stop_egress(self._egress)
         slot = self._slot
         if slot is not None:
             await asyncio.to_thread(slot.kill)
@@ -362,16 +372,25 @@ class LocalEnvironment(BaseEnvironment):
         if program is not None:  # the grader: nothing the agent left in its way (module doc)
             await asyncio.to_thread(self._fresh_grader_dirs, program)
             merged.update(HOME="/root", TMPDIR="/tmp")
+        online = self._policy_online() if grading else self._agent_online()
+        egress = online and not grading and self._egress is not None
+        argv_cmd = ["/bin/bash", "-c", command]
+        if egress:  # its own network namespace, the proxy its only way out
+            from apexrl.envs.local import egress as eg
+
+            merged.update(eg.proxy_env())
+            argv_cmd = ["/bin/bash", "-c", eg.bridge_command(sys.executable), "egress", command]
         # bwrap and its helpers get the fixed base environment only; the merged values
         # reach the command inside the sandbox through a descriptor (never argv)
-        cmd, env_fd = sandbox.with_env(["/bin/bash", "-c", command], merged)
+        cmd, env_fd = sandbox.with_env(argv_cmd, merged)
         if grading:
             cwd = TESTS
         argv = (
             self._bwrap_argv(
                 cwd=cwd or self.task_env_config.workdir or self._default_cwd(),
-                network=self._policy_online() if grading else self._agent_online(),
+                network=online and not egress,
                 grading=grading,
+                egress=egress,
             )
             + cmd
         )
@@ -580,10 +599,16 @@ class LocalEnvironment(BaseEnvironment):
                 if os.lstat(d).st_uid != uid:
                     os.chown(d, uid, uid, follow_symlinks=False)
 
-    def _bwrap_argv(self, *, cwd: str, network: bool, grading: bool = False) -> list[str]:
+    def _bwrap_argv(
+        self, *, cwd: str, network: bool, grading: bool = False, egress: bool = False
+    ) -> list[str]:
         uid = self._slot.uid if self._slot is not None else None
         ro = self._grading_runtime.paths if self._grading_runtime is not None else ()
         rw, ro_binds = self._exec_binds(grading)
+        if egress:
+            from apexrl.envs.local.egress import SANDBOX_SOCKET
+
+            rw.append((SANDBOX_SOCKET, self._egress.path))
         return sandbox.bwrap_argv(rw, cwd=cwd, network=network, uid=uid, ro=ro, ro_binds=ro_binds)
 
     def _exec_binds(self, grading: bool) -> tuple[list[tuple[str, Path]], list[tuple[str, Path]]]:
@@ -641,7 +666,9 @@ class LocalEnvironment(BaseEnvironment):
                     slot.handshake,
                     tw.world_id,
                     token=token,
-                    code_network=self._agent_online(),
+                    # the code tool would share the gateway's host network: an online
+                    # agent goes out through its execs' egress proxy only
+                    code_network=self._agent_online() and self._egress is None,
                     peer=self._peer.as_json() if self._peer is not None else None,
                 ),
                 timeout=self._gateway_timeout + 5 + (PEER_START_S if self._peer else 0),
@@ -662,10 +689,30 @@ class LocalEnvironment(BaseEnvironment):
 
     def _sync_cleanup(self) -> None:
         """At interpreter exit: kill what is left and remove the trial folder."""
+        if self._egress is not None:
+            _stop_egress(self._egress)
         if self._slot is not None:
             self._slot.kill()
         if self.root is not None and not self._keep:
             sandbox.remove_trial_folder(self.root)
+
+
+def _start_egress():
+    """An egress proxy on a socket in a short private folder (unix socket paths are
+    limited to 107 bytes; trial folders can be deep)."""
+    import tempfile
+
+    from apexrl.envs.local.egress import EgressProxy
+
+    short = "/tmp" if os.path.isdir("/tmp") else None
+    folder = tempfile.mkdtemp(prefix="apexrl-egress-", dir=short)
+    return EgressProxy(Path(folder) / "egress.sock")
+
+
+def _stop_egress(proxy) -> None:
+    proxy.close()
+    with contextlib.suppress(OSError):
+        proxy.path.parent.rmdir()
 
 
 def tests_program(command: str) -> str | None:
