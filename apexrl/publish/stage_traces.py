@@ -11,6 +11,7 @@ from apexrl.artifacts.nofollow import is_regular, read_regular, read_tail, regul
 from apexrl.artifacts.parquet_write import ROW_GROUP_BYTES, write_parquet
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
+from apexrl.publish.hostpaths import HostPaths
 from apexrl.publish.redact import Redactor
 from apexrl.publish.sessions import session_lines, session_path, to_jsonl
 from apexrl.publish.stage import Plan, finish_with_card, new_plan, stage_text
@@ -193,9 +194,9 @@ _TRIAL_FILES = {
 }  # fmt: skip
 
 
-def _logs(dirs: list[Path], red: Redactor, where: str) -> list[dict]:
-    """The tail of each log file, through the byte scanner (any encoding, archives
-    whatever their name), then decoded for the text column."""
+def _logs(dirs: list[Path], red: Redactor, where: str, paths: HostPaths) -> list[dict]:
+    """The tail of each log file, host paths rewritten, through the byte scanner (any
+    encoding, archives whatever their name), then decoded for the text column."""
     out = []
     for d in dirs:
         if not d.is_dir():
@@ -208,6 +209,7 @@ def _logs(dirs: list[Path], red: Redactor, where: str) -> list[dict]:
             except OSError:  # swapped for a link since the walk: refused
                 continue
             name = p.relative_to(d).as_posix()
+            data = paths.bytes_text(data)
             out.append({"name": name, "text": log_text(red.bytes_text(data, f"{where} {name}"))})
     return out
 
@@ -266,7 +268,11 @@ def _result_rows(run_dir: Path) -> list[dict]:
     )
 
 
-def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[dict]:
+def trace_rows(
+    run_dir: Path, include_tokens: bool, red: Redactor, paths: HostPaths | None = None
+) -> Iterator[dict]:
+    """One row per trial. `paths`: host paths rewritten before redaction (hostpaths)."""
+    paths = paths or HostPaths(run_dir)
     traj_root = run_dir / "trajectories"
     for n, row in enumerate(_result_rows(run_dir)):
         tid = _trial_id(row, traj_root)
@@ -280,7 +286,7 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
             except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
                 raise BadRecordError(str(tj), f"not a readable ATIF trajectory: {e}") from None
         before = red.total
-        messages = red.obj(messages, where)
+        messages = red.obj(paths.obj(messages), where)
         spelled = red.total > before  # the token ids spell the messages, a secret included
         header = red.obj(
             {"id": tid, "name": f"{row.get('task_id')} attempt {row.get('attempt')}",
@@ -306,9 +312,9 @@ def trace_rows(run_dir: Path, include_tokens: bool, red: Redactor) -> Iterator[d
             "tokens_in": row.get("tokens_in"),
             "tokens_out": row.get("tokens_out"),
             "duration_s": row.get("duration_s"),
-            "logs": _logs([tdir, run_dir / "logs" / tid], red, where),
+            "logs": _logs([tdir, run_dir / "logs" / tid], red, where, paths),
         }
-        out = red.obj(out, where)
+        out = red.obj(paths.obj(out), where)
         if include_tokens:
             tok = tdir / "tokens.jsonl"
             ids, mask = _tokens(tok) if is_regular(tok) and not spelled else ([], [])
@@ -345,8 +351,12 @@ def stage_traces(
     schema = _trace_schema(include_tokens)
     data_dir = plan.stage_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    run = plan.redactor.obj(cards.read_json(run_dir / "run.json"), "run.json")
-    summary = plan.redactor.obj(cards.read_json(run_dir / "summary.json"), "summary.json")
+    raw_run = cards.read_json(run_dir / "run.json")
+    paths = HostPaths.for_run(run_dir, raw_run)  # no host path goes out (hostpaths)
+    run = plan.redactor.obj(paths.obj(raw_run), "run.json")
+    summary = plan.redactor.obj(
+        paths.obj(cards.read_json(run_dir / "summary.json")), "summary.json"
+    )
     model = run.get("model")
     model = model.get("name") if isinstance(model, dict) else model
     entries: list[tuple[str, Path]] = []
@@ -360,7 +370,7 @@ def stage_traces(
     group: list[dict] = []
     size = n_rows = 0
     sessions: set[str] = set()
-    for row, header, messages in trace_rows(run_dir, include_tokens, plan.redactor):
+    for row, header, messages in trace_rows(run_dir, include_tokens, plan.redactor, paths):
         rel = session_path(row["task_id"], row["trial_id"])
         while rel in sessions:  # two trial ids that differ only in unsafe characters
             rel = rel.removesuffix(".jsonl") + "_.jsonl"
