@@ -214,8 +214,6 @@ class JudgeSettings:
 
     def identity(self) -> str:
         """The judge half of a cache key: model, server and the sampling settings sent."""
-        from apexrl.grading.judge_cache import judge_identity
-
         return judge_identity(
             self.model,
             self.api_base,
@@ -223,6 +221,13 @@ class JudgeSettings:
             max_tokens=self.max_tokens,
             response_schema=self.response_schema,
         )
+
+
+def judge_identity(model: str, api_base: str | None = None, **sampling: object) -> str:
+    """The judge half of a cache key (apexrl.grading.judge_cache): what besides the prompt
+    decides its reply (the model, the server it is asked on, the sampling settings sent)."""
+    base = (api_base or "").rstrip("/") or None
+    return json.dumps({"model": model, "api_base": base, **sampling}, sort_keys=True)
 
 
 @dataclass

@@ -66,13 +66,6 @@ class JudgeCache:
             self.calls += 1
 
 
-def judge_identity(model: str, api_base: str | None = None, **sampling: object) -> str:
-    """The judge half of a cache key: what besides the prompt decides its reply (the
-    model, the server it is asked on, the sampling settings sent)."""
-    base = (api_base or "").rstrip("/") or None
-    return json.dumps({"model": model, "api_base": base, **sampling}, sort_keys=True)
-
-
 def request_sha256(body: dict) -> str:
     """sha256 of a chat request's whole body (messages, response format, sampling and
     every other parameter: any of them may change the reply)."""
@@ -104,6 +97,8 @@ class CachingProxy:
     ) -> None:
         self.upstream = upstream.rstrip("/")
         self.model = model  # the judge's LiteLLM name
+        from apexrl.grading.judge import judge_identity
+
         self.identity = judge_identity(model, self.upstream)  # half of the cache key
         self.token = secrets.token_urlsafe(24)  # clients send it as their api key
         self.cache = cache
