@@ -55,7 +55,8 @@ def test_partial_success_writes_good_records_and_exits_5(runner, tmp_path):
     assert "tasks_and_rubrics.json[2]" in err and "duplicate task_id" in err
     assert "tasks_and_rubrics.json[3]" in err and "rubric is empty" in err
     assert "tasks_and_rubrics.json[4]" in err and "not a safe identifier" in err
-    assert sorted(p.name for p in out.iterdir()) == sorted(r["path"] for r in written)
+    names = sorted(p.name for p in out.iterdir() if p.name != ".apexrl-output")  # its marker
+    assert names == sorted(r["path"] for r in written)
 
 
 def test_strict_stops_at_first_bad_record_and_writes_nothing(runner, tmp_path):
@@ -103,11 +104,11 @@ def test_output_folder_safety_and_manifest_readers(tmp_path):
     assert r.invoke(app, ["tasks", "example", "-o", str(ex)]).exit_code == 0
     tasks = tmp_path / "tasks"
     assert r.invoke(app, ["tasks", "convert", str(ex), "-o", str(tasks)]).exit_code == 0
-    n_tasks = len(list(tasks.iterdir()))
+    n_tasks = len([p for p in tasks.iterdir() if p.is_dir()])
     # packing into the input folder would delete it: refused, input intact
     res = r.invoke(app, ["tasks", "pack", str(tasks), "-o", str(tasks)])
     assert res.exit_code == 2 and "would replace the input" in res.output
-    assert len(list(tasks.iterdir())) == n_tasks
+    assert len([p for p in tasks.iterdir() if p.is_dir()]) == n_tasks
     # a folder apexrl did not write (a repo) is refused unless --force
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
@@ -267,7 +268,7 @@ def test_strict_convert_writes_nothing_when_a_later_task_fails(tmp_path):
     kept = tmp_path / "kept"
     (kept / "mine").mkdir(parents=True)
     res = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(kept), "--strict"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2 and "not written by apexrl" in res.output  # not its folder
     assert sorted(p.name for p in kept.iterdir()) == ["mine"]  # nothing added, nothing lost
     ok = r.invoke(app, ["tasks", "convert", str(ex), "-o", str(tmp_path / "ok")])
     assert ok.exit_code == 5  # without --strict: the good ones written, the bad one reported
@@ -289,7 +290,7 @@ def test_loader_changing_env_names_refused_at_convert_and_validate(runner, tmp_p
     assert [json.loads(line)["task_id"] for line in result.stdout.splitlines()] == [
         f"task_{1:032x}"
     ]
-    task = next(out.iterdir())
+    task = next(p for p in out.iterdir() if p.is_dir())
     toml = (task / "task.toml").read_text()
     for table, name in (
         ("[environment.env]", "LD_PRELOAD"),

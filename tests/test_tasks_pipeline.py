@@ -129,7 +129,7 @@ def test_unpack_accepts_recipe_style_dataset(runner, mini_apex, tmp_path):
     tasks = tmp_path / "tasks"
     assert convert(runner, mini_apex, tasks).exit_code == 0
     rows = []
-    for d in sorted(tasks.iterdir()):
+    for d in sorted(p for p in tasks.iterdir() if p.is_dir()):
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             tar.add(d, arcname=d.name)
@@ -152,7 +152,7 @@ def test_validate_passes_then_finds_problems(runner, mini_apex, tmp_path):
     assert ok.exit_code == 0, ok.output
     assert ok.stdout.strip() == ""
 
-    victim = sorted(tasks.iterdir())[0]
+    victim = sorted(p for p in tasks.iterdir() if p.is_dir())[0]
     (victim / "tests" / "test.sh").chmod(0o644)
     (victim / "tests" / "verifiers.json").write_text("[]")
     (victim / "instruction.md").unlink()

@@ -232,7 +232,7 @@ def test_images_jsonl_records_the_image_profile(runner, mini_apex, tmp_path):
         app, ["tasks", "convert", str(mini_apex), "-o", str(tasks), "--images", str(images)]
     )
     assert res.exit_code == 0, res.output
-    by_world = {read_task_meta(d).world_id: d for d in tasks.iterdir()}
+    by_world = {read_task_meta(d).world_id: d for d in tasks.iterdir() if d.is_dir()}
     meta = read_task_meta(by_world["world_b"])
     assert meta.image_profile == "mercor" and meta.source == "apexrl"
     assert task_image(by_world["world_b"] / "environment").profile == "mercor"

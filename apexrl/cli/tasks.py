@@ -100,6 +100,7 @@ def convert(
     out: Path = typer.Option(..., "-o", "--out", help="Folder for the Harbor task directories."),
     images: Path = typer.Option(None, "--images", help="images.jsonl from `apexrl image push`."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad record."),
+    force: bool = FORCE_OPT,
     json_out: bool = JSON_TOO,
     grader_from: Path = typer.Option(
         None,
@@ -122,7 +123,7 @@ def convert(
     """Convert expert task data into Harbor task directories (one record per task), with
     the source's licence and terms in each task's metadata."""
     from apexrl.tasks.apex import load_source
-    from apexrl.tasks.convert import convert_all, load_images
+    from apexrl.tasks.convert import claim_output, convert_all, load_images
     from apexrl.tasks.grader_from import resolve_grader_source
 
     output.refuse_dash(out, "-o", "a folder of task directories")
@@ -141,15 +142,21 @@ def convert(
     )
     _say_terms(source.terms)
     image_map = load_images(images) if images else {}
+    created = not out.exists()
+    claim_output(out, src, force=force)
     errors = list(source.bad)
     records = []
-    with output.progress("convert", total=len(source.tasks)) as advance:
-        for outcome in convert_all(source, out, image_map, strict=strict, grader=grader):
-            if outcome.error:
-                errors.append(outcome.error)
-            else:
-                records.append(outcome.record)
-            advance()
+    try:
+        with output.progress("convert", total=len(source.tasks)) as advance:
+            for outcome in convert_all(source, out, image_map, strict=strict, grader=grader):
+                if outcome.error:
+                    errors.append(outcome.error)
+                else:
+                    records.append(outcome.record)
+                advance()
+    except BaseException:
+        _remove_if_bare(out, created)
+        raise
     output.emit_records(
         records, json_out=json_out, columns=["path", "task_id", "domain", "world_id", "n_criteria"]
     )
@@ -163,16 +170,21 @@ def pack(
     out: Path = typer.Option(..., "-o", "--out", help="Dataset folder to write."),
     shard_size: float = SHARD_SIZE_OPT,
     force: bool = FORCE_OPT,
+    strict: bool = typer.Option(
+        False, "--strict", help="Stop at the first bad task (nothing written)."
+    ),
     license: str = LICENSE_OPT,
     terms: str = TERMS_OPT,
     evaluation_only: bool = EVAL_ONLY_OPT,
 ) -> None:
     """Pack task directories into a sharded Parquet dataset (path, task_binary, metadata);
-    the tasks' licence and terms go into its _dataset.json."""
+    the tasks' licence and terms go into its _dataset.json. Each task is validated as
+    `tasks validate` does: a bad one is skipped and named (exit 5), or with --strict
+    stops the pack."""
     from apexrl.errors import UsageError
     from apexrl.tasks.dataset import write_dataset
     from apexrl.tasks.meta import find_task_meta
-    from apexrl.tasks.pack import find_task_dirs, pack_dirs
+    from apexrl.tasks.pack import checked_task_dirs, find_task_dirs, pack_dirs
     from apexrl.tasks.terms import merge, with_flags
 
     output.refuse_dash(out, "-o", "a dataset folder (shards and a manifest)")
@@ -181,6 +193,11 @@ def pack(
     dirs = find_task_dirs(tasks_dir)
     if not dirs:
         raise UsageError(f"no task directories (with task.toml) under {tasks_dir}")
+    dirs, bad = checked_task_dirs(dirs, strict=strict)
+    if not dirs:  # every task is bad: nothing to pack (exit 1)
+        for e in bad[:-1]:
+            output.error(str(e))
+        raise bad[-1]
     metas = [find_task_meta(d, require_world=False) for d in dirs]
     data_terms = with_flags(
         merge([m.data_terms if m else None for m in metas]),
@@ -203,6 +220,7 @@ def pack(
         [{"out": str(out.absolute()), **manifest.model_dump(mode="json")}],
         columns=["out", "n_tasks", "shards", "digest"],
     )
+    _fail_or_partial(bad, strict)
 
 
 @app.command("unpack")

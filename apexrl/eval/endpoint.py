@@ -83,7 +83,7 @@ def resolve_model(
             )
         else:
             repo, _, rev = model.partition("@")
-            local_dir, commit = _download(repo, rev or None)
+            local_dir, commit = _download(repo, rev or None, as_path=path)
             res.model = ModelInfo(
                 name=repo, path=str(local_dir), revision=commit, served_name=repo.split("/")[-1]
             )
@@ -111,12 +111,35 @@ def template_hash(chat_template: str | None, model_path: str | None) -> str | No
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest() if text else None
 
 
-def _download(repo: str, revision: str | None) -> tuple[Path, str | None]:
+def _download(
+    repo: str, revision: str | None, *, as_path: Path | None = None
+) -> tuple[Path, str | None]:
+    """The Hub snapshot of `repo`. MODEL is read as a Hub id only because no folder of
+    that name exists (`as_path`): when the Hub cannot be reached or has no such model,
+    the usage error names both readings (a mistyped checkpoint path is the likely one)."""
     from huggingface_hub import HfApi, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
+    folder = f"no folder {as_path.absolute()}" if as_path is not None else None
     try:
         info = HfApi().model_info(repo, revision=revision, timeout=PROBE_TIMEOUT_S)
+    except RepositoryNotFoundError as e:
+        raise UsageError(
+            f"model {repo}: {folder + ', and ' if folder else ''}no such model on the Hub",
+            hint="check the checkpoint path or the Hub id (HF_TOKEN for a private repo)",
+        ) from e
+    except HfHubHTTPError as e:
+        raise _hub_http_error(repo, e) from e
+    except Exception as e:  # DNS, refused connection, timeout, offline mode
+        if folder is None:
+            raise RemoteError(f"could not reach the Hub for {repo}: {e}", retryable=True) from e
+        raise UsageError(
+            f"model {repo}: {folder}, and the Hub cannot be reached to look it up as a Hub id "
+            f"({type(e).__name__}: {str(e)[:200]})",
+            hint="pass an existing checkpoint folder, or a Hub id with the Hub reachable "
+            "(or --endpoint URL)",
+        ) from None
+    try:
         path = snapshot_download(repo, revision=info.sha, etag_timeout=30)
     except RepositoryNotFoundError as e:
         raise UsageError(
@@ -124,14 +147,18 @@ def _download(repo: str, revision: str | None) -> tuple[Path, str | None]:
             hint="check the id, or HF_TOKEN for a private repo",
         ) from e
     except HfHubHTTPError as e:
-        status = e.response.status_code if e.response is not None else None
-        raise RemoteError(
-            f"Hub download of {repo} failed: {e}",
-            retryable=status is None or status == 429 or status >= 500,
-        ) from e
-    except OSError as e:
+        raise _hub_http_error(repo, e) from e
+    except Exception as e:  # the connection lost mid-download
         raise RemoteError(f"could not reach the Hub for {repo}: {e}", retryable=True) from e
     return Path(path), info.sha
+
+
+def _hub_http_error(repo: str, e) -> RemoteError:
+    status = e.response.status_code if e.response is not None else None
+    return RemoteError(
+        f"Hub download of {repo} failed: {e}",
+        retryable=status is None or status == 429 or status >= 500,
+    )
 
 
 def _engine_version(kind: str, vllm_python: str | None = None) -> str | None:

@@ -88,6 +88,18 @@ def load_images(path: Path) -> dict[str, ImageRecord]:
     return out
 
 
+def claim_output(out: Path, src_root: Path, *, force: bool) -> None:
+    """`tasks convert -o OUT`: OUT is new, empty, or a folder apexrl wrote (its marker),
+    the rule of `tasks pack` and `split`; a folder it did not write is refused unless
+    `force` (its other task dirs would ship with the converted ones). OUT is marked."""
+    from apexrl.artifacts.atomic import MARKER, check_replaceable
+
+    check_replaceable(out, force=force, inputs=[src_root])
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / MARKER).is_file():
+        (out / MARKER).write_text("written by apexrl; apexrl may replace this folder\n")
+
+
 def convert_all(
     src: ApexSource,
     out: Path,

@@ -192,3 +192,29 @@ def source_digest(source: str | None) -> str | None:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     return "files:sha256:" + h.hexdigest()
+
+
+def checked_task_dirs(dirs: list[Path], *, strict: bool) -> tuple[list[Path], list]:
+    """(task dirs to pack, a BadRecordError per task `tasks validate` finds an error in).
+    A task Harbor or apexrl cannot run (invalid TOML, no instruction.md, a broken
+    rubric, ...) is never packed: with `strict` the first one stops the pack (nothing
+    written), else it is skipped and reported (the caller exits 5)."""
+    from apexrl.errors import BadRecordError
+    from apexrl.tasks.validate import validate_task_dir
+
+    good, bad = [], []
+    for d in dirs:
+        errors = [f for f in validate_task_dir(d) if f.severity == "error"]
+        if not errors:
+            good.append(d)
+            continue
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        e = BadRecordError(
+            str(d),
+            f"{errors[0].check}: {errors[0].message}{more}",
+            hint=f"fix it (`apexrl tasks validate {d}` lists each problem) or move it away",
+        )
+        if strict:
+            raise e
+        bad.append(e)
+    return good, bad

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -48,6 +49,9 @@ def validate_task_dir(task_dir: Path) -> Iterator[Finding]:
 
     for problem in task_env_problems(raw):
         yield finding("env_names", problem)
+    for key, near in unknown_keys(raw):
+        hint = f"; did you mean `{near}`?" if near else ""
+        yield finding("unknown_key", f"task.toml: unknown key `{key}` (ignored by Harbor){hint}")
 
     instruction = task_dir / "instruction.md"
     if not instruction.is_file():
@@ -99,6 +103,62 @@ def validate_task_dir(task_dir: Path) -> Iterator[Finding]:
                 f"task_slug {meta.task_slug!r} differs from the directory name",
                 "warning",
             )
+
+
+def unknown_keys(raw: dict) -> list[tuple[str, str | None]]:
+    """(dotted key, nearest known key) for each task.toml key Harbor's TaskConfig does not
+    define (Harbor ignores them: a typo such as `timeout_secs` silently keeps the
+    default), and each [metadata] key that is a near miss of one apexrl reads."""
+    from harbor.models.task.config import TaskConfig
+
+    from apexrl.artifacts.models import TaskMetadata
+
+    out: list[tuple[str, str | None]] = []
+    _walk_keys(TaskConfig, raw, "", out)
+    meta = raw.get("metadata")
+    if isinstance(meta, dict):
+        known = list(TaskMetadata.model_fields)
+        for k in meta:
+            near = difflib.get_close_matches(k, known, n=1, cutoff=0.75)
+            if k not in known and near:
+                out.append((f"metadata.{k}", f"metadata.{near[0]}"))
+    return out
+
+
+def _walk_keys(model, data: dict, prefix: str, out: list) -> None:
+    from pydantic import BaseModel
+
+    names = {n: f for n, f in model.model_fields.items()}
+    names |= {f.alias: f for f in model.model_fields.values() if f.alias}
+    for key, value in data.items():
+        field = names.get(key)
+        if field is None:
+            near = difflib.get_close_matches(key, list(names), n=1, cutoff=0.6)
+            out.append((prefix + key, prefix + near[0] if near else None))
+            continue
+        sub = _model_in(field.annotation, BaseModel)
+        if sub is None:
+            continue
+        if isinstance(value, dict):
+            _walk_keys(sub, value, f"{prefix}{key}.", out)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    _walk_keys(sub, item, f"{prefix}{key}[{i}].", out)
+
+
+def _model_in(annotation, base):
+    """The pydantic model an annotation holds (X, X | None, list[X]); None for others
+    (free tables such as [metadata] and env maps are dicts)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, base):
+        return annotation
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is dict:
+        return None
+    models = [m for m in (_model_in(a, base) for a in args) if m is not None]
+    return models[0] if len(models) == 1 else None
 
 
 def _check_rubric(path: Path, finding) -> Iterator[Finding]:
