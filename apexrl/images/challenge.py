@@ -4,7 +4,7 @@ A registry that wants credentials answers 401 with `WWW-Authenticate`: `Basic` (
 the credentials) or `Bearer realm=...,service=...,scope=...` (ask the token service at
 the realm, with the credentials as Basic when there are any, for a token). The full
 client (`RegistryClient`, httpx, with retries and classified errors) and the light
-probe (`probe_manifest_digests`, the standard library, which gives up on anything
+probe (`registry_probe.probe_manifest_digests`, the standard library, which gives up on anything
 unusual) differ only in how they send the token request; what a challenge asks and
 what answers it is here.
 """

@@ -87,7 +87,8 @@ def unchanged(dest: Any, plans: list, endpoint: str | None, timeout: float) -> l
     """Each plan's distinct blobs when every tag already names its image, else None
     (nothing told: the normal push then runs). `plans`: (path, source, world_id, tag)."""
     from apexrl.errors import ApexError
-    from apexrl.images.registry_client import archive_blobs, probe_manifest_digests
+    from apexrl.images.registry_client import archive_blobs
+    from apexrl.images.registry_probe import probe_manifest_digests
 
     try:
         blobs = [archive_blobs(src) for _p, src, _w, _t in plans]

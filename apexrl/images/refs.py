@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 from apexrl.errors import UsageError
 
+# sends a reference's registry API calls to another base URL (CLI --registry-endpoint)
+ENV_ENDPOINT = "APEXRL_REGISTRY_ENDPOINT"
+
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 

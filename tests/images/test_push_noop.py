@@ -13,7 +13,7 @@ import pytest
 from apexrl.images import oci
 from apexrl.images.push import image_record
 from apexrl.images.refs import parse_reference
-from apexrl.images.registry_client import probe_manifest_digests
+from apexrl.images.registry_probe import probe_manifest_digests
 from tests.images.conftest import PY, REPO_ROOT, Registry, apexrl, make_world, records
 
 # the full client, forced: the light probe never answers with a proxy configured, and
