@@ -138,3 +138,23 @@ def test_with_the_statement_train_runs_and_the_manifest_records_it(runner, tmp_p
     assert manifest["training_rights"] == statement
     (terms,) = manifest["data_terms"]
     assert terms["dataset"] == str(tasks) and terms["evaluation_only"] is True
+
+
+def test_published_harbor_tasks_named_apex_agents_are_refused(runner, tmp_path):
+    """APEX-Agents v1.1 ships as Harbor tasks (no apexrl metadata): recognised by the
+    dataset folder's name (as downloaded) or its card."""
+    root = tmp_path / "apex-agents-v1.1"
+    for name in ("task-a", "task-b"):
+        (root / name).mkdir(parents=True)
+        (root / name / "task.toml").write_text("")
+        (root / name / "instruction.md").write_text(f"Do {name}.")
+    r = runner.invoke(app, ["train", "smoke-1gpu", "--data", str(root), "--dry-run"])
+    assert r.exit_code == 2 and "marked evaluation-only" in r.stderr, r.output
+    plain = tmp_path / "tasks"
+    root.rename(plain)
+    r = runner.invoke(app, ["train", "smoke-1gpu", "--data", str(plain), "--dry-run",
+                            "--set", "agent.judge=none"])  # fmt: skip
+    assert "marked evaluation-only" not in r.stderr
+    (plain / "README.md").write_text(APEX_CARD)
+    r = runner.invoke(app, ["train", "smoke-1gpu", "--data", str(plain), "--dry-run"])
+    assert r.exit_code == 2 and "APEX-Agents" in r.stderr

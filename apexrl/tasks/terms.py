@@ -141,14 +141,18 @@ def source_terms(source: str) -> DataTerms | None:
                                  origin=f"recognised source: {name}")  # fmt: skip
         return None
     path = Path(text).expanduser()
-    manifest = path / MANIFEST if path.is_dir() else path.parent / MANIFEST
+    folder = path if path.is_dir() else path.parent
+    # a dataset card or a recognised name at the dataset's root (Harbor tasks downloaded as
+    # published, e.g. APEX-Agents v1.1, carry no apexrl metadata)
+    found: list[DataTerms | None] = [card_terms(folder)] if folder.is_dir() else []
+    manifest = folder / MANIFEST
     if manifest.is_file():
         raw = json.loads(manifest.read_text("utf-8")).get("data_terms")
-        return DataTerms.model_validate(raw) if raw else None
-    if path.is_dir():
+        found.append(DataTerms.model_validate(raw) if raw else None)
+    elif path.is_dir():
         metas = [find_task_meta(d, require_world=False) for d in find_task_dirs(path)]
-        return merge([m.data_terms if m else None for m in metas])
-    return None
+        found += [m.data_terms if m else None for m in metas]
+    return merge(found)
 
 
 def check_training_rights(sources: list[str | None], statement: str | None) -> list[dict]:
