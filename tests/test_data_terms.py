@@ -158,3 +158,34 @@ def test_published_harbor_tasks_named_apex_agents_are_refused(runner, tmp_path):
     (plain / "README.md").write_text(APEX_CARD)
     r = runner.invoke(app, ["train", "smoke-1gpu", "--data", str(plain), "--dry-run"])
     assert r.exit_code == 2 and "APEX-Agents" in r.stderr
+
+
+def test_the_job_gets_a_manifest_with_the_statement(runner, tmp_path, monkeypatch):
+    """The manifest `train` hands its job (launch.job_dir, what the job writes beside the
+    checkpoints), captured before Ray starts: the test above runs the job itself."""
+    from apexrl.train import launch
+
+    tasks, _ = _apex_shaped(runner, tmp_path)
+    real, seen = launch.job_dir, []
+
+    class Stop(Exception):
+        pass
+
+    def capture(spec, manifest):
+        d = real(spec, manifest)
+        seen.append(json.loads((d / launch.MANIFEST_NAME).read_text()))
+        raise Stop
+
+    monkeypatch.setattr(launch, "job_dir", capture)
+    statement = "We licensed this data for training from its publisher."
+    r = runner.invoke(
+        app,
+        ["train", "smoke-1gpu", "--data", str(tasks), "--check-only", "--no-ship-code",
+         "--training-rights", statement, "--set", "agent.judge=none",
+         "--set", f'checkpoint.path="{tmp_path}/ckpts"'],
+    )  # fmt: skip
+    assert r.exit_code != 0  # stopped (Stop) before any Ray
+    (manifest,) = seen
+    assert manifest["training_rights"] == statement
+    assert manifest["data_terms"][0]["evaluation_only"] is True
+    assert "APEX-Agents" in manifest["data_terms"][0]["terms"]
