@@ -77,3 +77,14 @@ def test_cli_reference_covers_every_command():
     paths = clidocs.command_paths()
     assert ("eval", "run") in paths and ("image", "push") in paths
     assert all(f"`{' '.join(('apexrl', *p))}`" in text for p in paths)
+
+
+def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
+    """A fresh machine needs two commands, `make demo` and the test command; CI
+    (.ci/run) runs that same test command."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    block = readme.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert commands == ["make demo", "make test"]
+    ci = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    assert "make test" in ci
