@@ -17,14 +17,18 @@ def write_parquet(
     *,
     row_group_bytes: int = ROW_GROUP_BYTES,
     compression: str | dict = "zstd",
+    **writer_options,
 ) -> int:
     """Write `rows` to `path` in row groups of at most `row_group_bytes` of Arrow data
-    each (a single larger row is a group of its own); returns the number of groups."""
+    each (a single larger row is a group of its own); returns the number of groups.
+    `writer_options` go to pyarrow's ParquetWriter (use_dictionary, write_statistics)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     groups = 0
-    with pq.ParquetWriter(path, schema, compression=compression, write_page_index=True) as writer:
+    with pq.ParquetWriter(
+        path, schema, compression=compression, write_page_index=True, **writer_options
+    ) as writer:
         batch: list[dict] = []
         size = 0
         for row in rows:

@@ -8,6 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from apexrl.artifacts.parquet_write import write_parquet
 from apexrl.errors import BadRecordError, UsageError
 from apexrl.publish import cards
 from apexrl.publish.redact import Redactor
@@ -77,7 +78,6 @@ def stage_dataset(
     license: str | None = None,
     redactor: Redactor | None = None,
 ) -> Plan:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from apexrl.artifacts.models import DatasetRow
@@ -128,7 +128,7 @@ def stage_dataset(
             any_changed = True
             out = plan.stage_dir / shard
             out.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.Table.from_pylist(rows, schema=schema), out)
+            write_parquet(out, rows, schema)
             entries.append((shard, out))
         else:
             entries.append((shard, src))

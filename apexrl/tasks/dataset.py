@@ -110,16 +110,18 @@ def dataset_digest(rows: Iterable[DatasetRow]) -> str:
 
 
 def _write_shard(tmp: Path, group: list[PackedTask], index: int) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from apexrl.artifacts.parquet_write import write_parquet
 
-    cols = {name: [getattr(t.row, name) for t in group] for name in META_COLUMNS}
-    cols["task_binary"] = [t.task_binary for t in group]
-    table = pa.table(cols, schema=_schema())
-    # task_binary is already gzip: compressing it again only costs time.
-    pq.write_table(
-        table,
+    rows = (
+        {**{name: getattr(t.row, name) for name in META_COLUMNS}, "task_binary": t.task_binary}
+        for t in group
+    )
+    # task_binary is already gzip: compressing it again only costs time. Row groups
+    # bounded in bytes, with a page index: what the Hub's dataset viewer reads.
+    write_parquet(
         tmp / SHARD_DIR / f"part-{index:05d}.parquet",
+        rows,
+        _schema(),
         compression={"task_binary": "none", **{c: "zstd" for c in META_COLUMNS}},
         use_dictionary=["domain", "world_id"],
         write_statistics=False,

@@ -57,3 +57,20 @@ def test_large_trials_split_into_row_groups(tmp_path):
     assert len(sessions) == 4
     for f in sessions:
         check_session_file(f.local)
+
+
+def test_packed_and_published_task_shards_too(runner, packed_dataset, tmp_path):
+    from apexrl.cli.app import app
+
+    shards = sorted(packed_dataset.glob("data/*.parquet"))
+    assert shards
+    for shard in shards:  # `tasks pack`
+        check_parquet_for_viewer(shard)
+    stage = tmp_path / "stage"
+    r = runner.invoke(app, ["publish", "dataset", str(packed_dataset), "--repo", "a/d",
+                            "--dry-run", "--stage", str(stage)])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    redacted = sorted(stage.glob("data/*.parquet"))  # rewritten: a secret was planted
+    assert redacted
+    for shard in redacted:
+        check_parquet_for_viewer(shard)
