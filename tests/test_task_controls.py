@@ -134,3 +134,14 @@ def test_file_type_labels_at_convert_validate_and_grading(runner, real_shape, tm
     with pytest.raises(UnknownFileType):
         criterion_scope({"expected_file_type": "word docs"}, lenient=True)
     assert criterion_scope({"expected_file_type": LEGACY.upper()}, lenient=True)[0] == "files"
+
+
+def test_archipelagos_runner_gets_known_labels_only():
+    from apexrl.artifacts.archipelago_runner import runner_verifiers
+    from apexrl.artifacts.file_types import UnknownFileType
+
+    (v,) = runner_verifiers([{"criteria": "c", "expected_file_type": LEGACY}], "t")
+    # the pinned runner widens the older spelling to all output: it gets the current one
+    assert v["verifier_values"]["expected_file_type"] == "Word Documents (.docx, .doc, .odt)"
+    with pytest.raises(UnknownFileType):
+        runner_verifiers([{"criteria": "c", "expected_file_type": "Word Docs"}], "t")

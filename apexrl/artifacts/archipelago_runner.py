@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apexrl.artifacts.checkout import checkout_commit
+from apexrl.artifacts.file_types import CURRENT_SPELLING, file_scope
 from apexrl.artifacts.toolchain import (  # noqa: F401  (PEER_DIR_ENV, BUILD_TIMEOUT_S re-exported)
     BUILD_TIMEOUT_S,
     PEER_DIR_ENV,
@@ -183,7 +184,8 @@ def runner_verifiers(criteria: list[dict], task_id: str) -> list[dict]:
         values: dict = {"criteria": str(c.get("criteria") or "")}
         kind = expected_file_type(c)
         if kind:
-            values["expected_file_type"] = kind
+            file_scope(kind)  # an unknown label is refused, not widened by the runner
+            values["expected_file_type"] = CURRENT_SPELLING.get(kind, kind)
         values["is_primary_objective"] = bool(c.get("is_primary_objective", i == 0))
         out.append(
             {

@@ -35,6 +35,13 @@ FILE_TYPES: dict[str, FileScope] = {
     "Presentations (.pptx, .ppt)": ("files", (".pptx", ".ppt")),
 }
 _LOWER = {k.lower(): v for k, v in FILE_TYPES.items()}
+# the older spellings as archipelago's grader at the pinned commit spells them (it widens
+# the older ones to all output; handing it these keeps its filter)
+CURRENT_SPELLING = {
+    "Word Documents (.docx, .doc)": "Word Documents (.docx, .doc, .odt)",
+    "Spreadsheets (.xlsx, .xls, .xlsm)": "Spreadsheets (.xlsx, .xls, .xlsm, .ods)",
+    "Presentations (.pptx, .ppt)": "Presentations (.pptx, .ppt, .odp)",
+}
 
 
 class UnknownFileType(ValueError):
