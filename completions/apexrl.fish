@@ -259,7 +259,7 @@ complete -c apexrl -n '__apexrl_is "tasks convert"' -l help -s h -d 'Show help a
 complete -c apexrl -n '__apexrl_is "tasks convert"' -l out -s o -r -F -d 'Folder for the Harbor task directories.'
 complete -c apexrl -n '__apexrl_is "tasks convert"' -l images -r -F -d 'images.jsonl from `apexrl image push`.'
 complete -c apexrl -n '__apexrl_is "tasks convert"' -l grader-from -r -F -d 'archipelago checkout whose grading runner each tasks tests/ runs (the '
-complete -c apexrl -n '__apexrl_is "tasks convert"' -l grader-network -r -F -d 'With --grader-from: public (the trial has network, as the recipes sand'
+complete -c apexrl -n '__apexrl_is "tasks convert"' -l grader-network -r -F -d 'With --grader-from: verifier (the default: only grading has network; a'
 complete -c apexrl -n '__apexrl_is "tasks convert"' -l license -x -d 'The sources licence id (default: its dataset cards).'
 complete -c apexrl -n '__apexrl_is "tasks convert"' -l terms -r -F -d 'The sources terms of use, in a sentence (default: its cards).'
 complete -c apexrl -n '__apexrl_is "tasks convert"' -F
