@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import socket
 import threading
 from pathlib import Path
@@ -195,3 +196,63 @@ def test_the_egress_proxy_forwards_to_allowed_addresses_only(tmp_path):
         finally:
             proxy.close()
     echo.close()
+
+
+@pytest.mark.parametrize("forkserver", ["1", "0"], ids=["forked-gateway", "fresh-gateway"])
+def test_an_online_agents_code_tool_reaches_no_host_service(
+    tmp_path, worlds, task_dirs, task_copy, monkeypatch, forkserver
+):
+    """The gateway has the host's network (to be reachable); an online agent's code-tool
+    commands do not share it: their own namespace, the egress proxy their way out."""
+    from harbor.models.task.config import NetworkPolicy
+
+    from apexrl.agent.mcp_tools import ToolBox
+    from tests.trial.test_local_env import make_env
+
+    monkeypatch.setenv("APEXRL_LOCAL_FORKSERVER", forkserver)
+    task = task_copy(task_named(task_dirs, "steerco-40fc"))
+    set_network(task, "agent")
+    loop, lan = Listener(), Listener("0.0.0.0")
+    lines = [
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '; echo",
+        tcp("127.0.0.1", loop.port),
+        tcp(host_address(), lan.port),
+        f"timeout 5 bash -c '{tcp('169.254.169.254', 80)}' || echo refused",
+        f'[ -n "${{HTTPS_PROXY:-}}" ] && {VIA_PROXY % loop.port} || echo no-proxy',
+    ]
+    env = make_env(
+        task,
+        tmp_path / "trial",
+        worlds,
+        network_policy=NetworkPolicy(network_mode="public"),
+        agent_network="explicit",
+    )
+
+    async def go():
+        await env.start(force_build=False)
+        try:
+            box = ToolBox(env.gateway_url)
+            await box.connect()
+            try:
+                name = next(n for n in box.names if n.startswith("code"))
+                arg = "code" if name == "code_execution_code_exec" else "command"
+                outs = []
+                for c in lines:
+                    res = await box.call(name, {arg: f"bash -c {shlex.quote(c)}"}, timeout_s=30)
+                    outs.append(json.loads(res.text)["output"])
+                return outs
+            finally:
+                await box.close()
+        finally:
+            await env.stop(delete=True)
+
+    try:
+        out = asyncio.run(go())
+    finally:
+        loop.close()
+        lan.close()
+    assert out[0].split() == ["lo"], out[0]
+    for text in out[1:4]:
+        assert "refused" in text and "reached" not in text, out
+    assert "403" in out[4], out[4]
+    assert loop.hits + lan.hits == 0

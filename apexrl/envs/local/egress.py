@@ -1,10 +1,11 @@
 """Network for an online trial's agent without the host's loopback, ports or link-local
 addresses (issue 42, finding 2).
 
-An exec whose agent may use the network gets a network namespace of its own holding
-only loopback, and one way out: an HTTP proxy on 127.0.0.1:PORT inside (`bridge`, started
-before the command, forwarding each connection to a unix socket bound into the
-sandbox), served on the host by `EgressProxy`. The proxy connects only to global
+An exec (or a code-tool command) whose agent may use the network gets a network
+namespace of its own holding only loopback, and one way out: an HTTP proxy on
+127.0.0.1:PORT inside (`bridge`, started before the command, forwarding each connection
+to a unix socket in the trial's /tmp, `SANDBOX_SOCKET`), served on the host by
+`EgressProxy`. The proxy connects only to global
 addresses (no loopback, private, shared, link-local, multicast or reserved range: not
 the host's own services, its listening ports, the metadata address or the LAN), resolving
 names itself and connecting to the address it checked. `HTTP(S)_PROXY` point at it, so
@@ -25,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 PORT = 3128
-SANDBOX_SOCKET = "/run/apexrl/egress.sock"
+SANDBOX_SOCKET = "/tmp/.apexrl-egress.sock"  # the trial's /tmp (execs and the gateway)
 MAX_HEAD = 64 * 1024
 CONNECT_TIMEOUT_S = 15.0
 
@@ -58,8 +59,15 @@ class EgressProxy:
         self.allow = allow
         self.refused: list[str] = []
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(self.path))
-        os.chmod(self.path, 0o666)  # the sandbox's uid connects
+        # through the folder's descriptor: a socket path has at most 107 bytes, and a
+        # trial folder can be deeper than that
+        folder = os.open(self.path.parent, os.O_PATH | os.O_DIRECTORY)
+        try:
+            short = f"/proc/self/fd/{folder}/{self.path.name}"
+            self.sock.bind(short)
+            os.chmod(short, 0o666)  # the sandbox's uid connects
+        finally:
+            os.close(folder)
         self.sock.listen(64)
         self._stop = False
         self._thread = threading.Thread(target=self._serve, daemon=True, name="apexrl-egress")
@@ -182,9 +190,24 @@ def _splice(a: socket.socket, b: socket.socket) -> None:
 # --- inside the sandbox ----------------------------------------------------------------
 
 
+def loopback_up() -> None:
+    """Bring `lo` up where this process may (a code-tool command's fresh network
+    namespace, owned by its user namespace); bubblewrap's has it up already."""
+    import fcntl
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        got = fcntl.ioctl(s, siocgifflags, struct.pack("16sH14x", b"lo", 0))
+        flags = struct.unpack("16sH14x", got)[1]
+        if not flags & iff_up:
+            fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
 def bridge(sock_path: str, port: int = PORT) -> None:
     """Listen on 127.0.0.1:`port` and forward each connection to `sock_path`; returns
     (in the parent) once listening, the forwarder living on in a child."""
+    loopback_up()
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", port))

@@ -34,10 +34,10 @@ variables (the sandbox starts from an empty environment), its own PID namespace
 (a process left behind by an exec dies with it), and no network for execs when
 the task's policy says so. The gateway's URL is `gateway_url`.
 
-An online agent (issue 42, finding 2) never shares the host's network: its execs run in
-a network namespace of their own whose one way out is an HTTP(S) proxy to public
-addresses (`apexrl.envs.local.egress`), and the gateway's code tool runs offline. The
-in-sandbox grader keeps the verifier phase's policy (the judge may be on this host).
+An online agent (issue 42, finding 2) never shares the host's network: its execs and
+its code-tool commands run in network namespaces of their own whose one way out is an
+HTTP(S) proxy to public addresses (`apexrl.envs.local.egress`). The in-sandbox grader
+keeps the verifier phase's policy (the judge may be on this host).
 
 Seams: the bubblewrap command line and its promises are `apexrl.envs.local.sandbox`; trial
 folders and gateways started ahead of their trials, `apexrl.envs.local.pool`; the gateway
@@ -287,7 +287,7 @@ class LocalEnvironment(BaseEnvironment):
             self.root = slot.root
             await asyncio.to_thread(self._make_world, tw)
             if self._agent_online():  # its way out: public addresses only (module doc)
-                self._egress = await asyncio.to_thread(_start_egress)
+                self._egress = await asyncio.to_thread(_start_egress, self.root / "tmp")
             if self._gateway_enabled:
                 await self._start_gateway(tw)
                 if warm_ok:  # the next trials' sandboxes warm up while this one runs
@@ -390,7 +390,6 @@ class LocalEnvironment(BaseEnvironment):
                 cwd=cwd or self.task_env_config.workdir or self._default_cwd(),
                 network=online and not egress,
                 grading=grading,
-                egress=egress,
             )
             + cmd
         )
@@ -599,16 +598,10 @@ class LocalEnvironment(BaseEnvironment):
                 if os.lstat(d).st_uid != uid:
                     os.chown(d, uid, uid, follow_symlinks=False)
 
-    def _bwrap_argv(
-        self, *, cwd: str, network: bool, grading: bool = False, egress: bool = False
-    ) -> list[str]:
+    def _bwrap_argv(self, *, cwd: str, network: bool, grading: bool = False) -> list[str]:
         uid = self._slot.uid if self._slot is not None else None
         ro = self._grading_runtime.paths if self._grading_runtime is not None else ()
         rw, ro_binds = self._exec_binds(grading)
-        if egress:
-            from apexrl.envs.local.egress import SANDBOX_SOCKET
-
-            rw.append((SANDBOX_SOCKET, self._egress.path))
         return sandbox.bwrap_argv(rw, cwd=cwd, network=network, uid=uid, ro=ro, ro_binds=ro_binds)
 
     def _exec_binds(self, grading: bool) -> tuple[list[tuple[str, Path]], list[tuple[str, Path]]]:
@@ -666,9 +659,10 @@ class LocalEnvironment(BaseEnvironment):
                     slot.handshake,
                     tw.world_id,
                     token=token,
-                    # the code tool would share the gateway's host network: an online
-                    # agent goes out through its execs' egress proxy only
+                    # never the gateway's host network: an online agent's code tool
+                    # goes out through the egress proxy, like its execs
                     code_network=self._agent_online() and self._egress is None,
+                    code_egress=self._egress is not None,
                     peer=self._peer.as_json() if self._peer is not None else None,
                 ),
                 timeout=self._gateway_timeout + 5 + (PEER_START_S if self._peer else 0),
@@ -697,22 +691,16 @@ class LocalEnvironment(BaseEnvironment):
             sandbox.remove_trial_folder(self.root)
 
 
-def _start_egress():
-    """An egress proxy on a socket in a short private folder (unix socket paths are
-    limited to 107 bytes; trial folders can be deep)."""
-    import tempfile
+def _start_egress(tmp: Path):
+    """The trial's egress proxy, its socket in the trial's /tmp (made before the agent
+    runs; execs and the gateway's code tool see it there)."""
+    from apexrl.envs.local.egress import SANDBOX_SOCKET, EgressProxy
 
-    from apexrl.envs.local.egress import EgressProxy
-
-    short = "/tmp" if os.path.isdir("/tmp") else None
-    folder = tempfile.mkdtemp(prefix="apexrl-egress-", dir=short)
-    return EgressProxy(Path(folder) / "egress.sock")
+    return EgressProxy(tmp / PurePosixPath(SANDBOX_SOCKET).name)
 
 
 def _stop_egress(proxy) -> None:
     proxy.close()
-    with contextlib.suppress(OSError):
-        proxy.path.parent.rmdir()
 
 
 def tests_program(command: str) -> str | None:

@@ -174,6 +174,11 @@ def wait_and_serve(world_dir: str, timeout: float) -> int:
     os.environ["APEXRL_CODE_SANDBOX"] = "1"  # each code command a sandbox of its own
     if told.get("code_network") is False:  # the code tool runs with no network
         os.environ["APEXRL_CODE_NO_NETWORK"] = "1"
+    if told.get("code_egress"):  # ... but for the trial's egress proxy
+        from apexrl.envs.local import egress
+
+        os.environ["APEXRL_CODE_EGRESS"] = egress.SANDBOX_SOCKET
+        os.environ["APEXRL_CODE_EGRESS_PROXY"] = egress.proxy_env()["HTTPS_PROXY"]
     serve(world_dir, world_id, timeout, token)
     return 0
 

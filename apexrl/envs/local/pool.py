@@ -81,6 +81,7 @@ class Slot:
         *,
         token: str | None = None,
         code_network: bool = True,
+        code_egress: bool = False,
         peer: dict | None = None,
     ) -> dict | None:
         """Tell the waiting gateway its world (and its per-trial token, the code tool's
@@ -95,6 +96,8 @@ class Slot:
                 kind="gateway",
             )
         told = {"world_id": world_id, "token": token, "code_network": code_network}
+        if code_egress:  # the code tool goes out through the trial's egress proxy
+            told["code_egress"] = True
         if peer is not None:  # archipelago's servers instead of apexrl's (runtime archipelago)
             told["peer"] = peer
         self.proc.stdin.write((json.dumps(told) + "\n").encode())

@@ -8,6 +8,10 @@ host-network sockets): its own user namespace (root inside, no capability left a
 the start), PID namespace (the gateway is not in it), mount namespace with its own
 /proc (an empty one where the kernel refuses a new /proc: the gateway's processes are
 never listed), network namespace when the task allows no network, and no_new_privs.
+An online agent's command (`$APEXRL_CODE_EGRESS`, set by the local gateway) gets a
+network namespace of its own too, holding only loopback and the trial's egress proxy
+(started before the privileges go; `apexrl.envs.local.egress`), named by the
+`HTTP(S)_PROXY` variables.
 The `local` gateway also runs non-dumpable under a seccomp filter its commands inherit
 (`apexrl.envs.local.seccomp`: no ptrace, pidfd_getfd, process_vm_*, kcmp or keyrings).
 The local gateway sets $APEXRL_CODE_SANDBOX=1; elsewhere (a world image's container,
@@ -20,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
+import sys
 import time
 from typing import Any
 
@@ -63,15 +69,36 @@ _STAGE = (
 )
 
 
-def command_argv(command: str, *, network: bool) -> list[str]:
-    """The argv that runs `command` in its own sandbox (see the module doc)."""
-    if os.environ.get("APEXRL_CODE_SANDBOX") != "1":
+def command_argv(command: str, *, network: bool, egress: str | None = None) -> list[str]:
+    """The argv that runs `command` in its own sandbox (see the module doc). `egress`:
+    the egress proxy's socket, the command's one way out (a sandboxed command only;
+    elsewhere it runs with no network)."""
+    sandboxed = os.environ.get("APEXRL_CODE_SANDBOX") == "1"
+    if egress is not None and not sandboxed:
+        network = False
+    if not sandboxed:
         argv = ["/bin/sh", "-c", command]
         return argv if network else ["unshare", "--net", "--", *argv]
     ns = ["--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount"]
-    if not network:
+    stage = _STAGE
+    if not network or egress is not None:
         ns.append("--net")  # fails closed if it cannot isolate
-    return ["unshare", *ns, "--", "/bin/sh", "-c", _STAGE, "apexrl-code", command]
+    if egress is not None:  # the proxy's bridge first, while lo may still be brought up
+        bridge = f"{shlex.quote(sys.executable)} -I -m apexrl.envs.local.egress"
+        stage = stage.replace(
+            "exec setpriv", f"{bridge} {shlex.quote(egress)} || exit 126; exec setpriv"
+        )
+    return ["unshare", *ns, "--", "/bin/sh", "-c", stage, "apexrl-code", command]
+
+
+def _egress() -> tuple[str | None, dict[str, str]]:
+    """The egress socket an online agent's commands use, and the proxy variables."""
+    sock, url = os.environ.get("APEXRL_CODE_EGRESS"), os.environ.get("APEXRL_CODE_EGRESS_PROXY")
+    if not sock or not url or os.environ.get("APEXRL_CODE_SANDBOX") != "1":
+        return None, {}
+    names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+    local = "localhost,127.0.0.1,::1"
+    return sock, {**dict.fromkeys(names, url), "NO_PROXY": local, "no_proxy": local}
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
@@ -84,12 +111,14 @@ async def run_command(
 ) -> dict[str, Any]:
     timeout_s = max(0.1, min(float(timeout_s), MAX_TIMEOUT_S))
     t0 = time.monotonic()
-    # the task allows no network: the command gets none
-    argv = command_argv(command, network=os.environ.get("APEXRL_CODE_NO_NETWORK") != "1")
+    # the task allows no network: the command gets none (or only the egress proxy)
+    sock, proxy = _egress()
+    online = os.environ.get("APEXRL_CODE_NO_NETWORK") != "1"
+    argv = command_argv(command, network=online, egress=sock)
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=folder(world),
-        env=_env(world),
+        env={**_env(world), **proxy},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
