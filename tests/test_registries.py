@@ -69,7 +69,13 @@ def test_harbor_config_per_environment(tmp_path):
         env = harbor_config(task, cfg).environment
         seen[name] = (env.import_path, env.type, env.kwargs)
     assert seen["local"][0] == "apexrl.envs.local:LocalEnvironment"
-    assert seen["local"][2] == {"worlds_dir": str(tmp_path.resolve()), "pass_env": ["X"]}
+    # apexrl's own runs grade on the host: the agent's network is what the task asks for
+    assert seen["local"][2] == {
+        "worlds_dir": str(tmp_path.resolve()),
+        "pass_env": ["X"],
+        "agent_network": "explicit",
+    }
+    assert seen["modal"][2]["agent_network"] == "explicit"
     assert seen["modal"][0] == "apexrl.envs.modal:ModalEnvironment"
     assert seen["modal"][2]["cpus"] == 2 and seen["modal"][2]["memory_mb"] == 4096
     assert str(seen["podman"][1].value if seen["podman"][1] else "") == "podman"
