@@ -41,7 +41,7 @@ PEER_DIR ?= .peer
 PEER_APT_PACKAGES := libreoffice-calc gcc
 PEER_FOUND := $(shell test -d "$(APEXRL_ARCHIPELAGO)/mcp_servers" && echo yes)
 
-.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions cli-docs demo mutate clean train-env test-train jax-env bench-jax peer peer-servers peer-grader wheel wheelhouse
+.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions cli-docs config-docs demo mutate clean train-env test-train jax-env bench-jax peer peer-servers peer-grader wheel wheelhouse
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
@@ -62,6 +62,7 @@ help:
 	@echo "                  tests.mutate --list); kill rates into bench/results.json (\"mutation\")"
 	@echo "make completions  regenerate completions/ from the CLI"
 	@echo "make cli-docs     regenerate docs/cli.md (every command's --help) from the CLI"
+	@echo "make config-docs  regenerate docs/configuration.md from apexrl/config.py's registry"
 	@echo "make wheel        $(DIST)/: the sdist, the manylinux CPython 3.12 wheel (C extension) and the pure-Python wheel"
 	@echo "make wheelhouse   $(WHEELHOUSE)/: wheels of the default dependencies (the install tests install from it, offline)"
 
@@ -197,6 +198,9 @@ completions: install
 
 cli-docs: install
 	$(PY) -m apexrl.clidocs
+
+config-docs: install
+	$(PY) -m apexrl.config docs/configuration.md
 
 # The pipeline on embedded defaults: example -> convert -> pack -> unpack -> validate
 # -> split, world images, a TITO check of the bundled Qwen3 tokenizer, evaluation

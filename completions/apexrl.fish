@@ -3,7 +3,7 @@
 function __apexrl_subs
     switch $argv[1]
         case ''
-            echo doctor engine eval image peer plan publish schema tasks tito train world
+            echo config doctor engine eval image peer plan publish schema tasks tito train world
         case 'engine'
             echo check make-tiny serve
         case 'eval'
@@ -38,6 +38,7 @@ function __apexrl_is
     test (__apexrl_path) = "$argv[1]"
 end
 complete -c apexrl -f
+complete -c apexrl -n '__apexrl_is ""' -a config -d 'List every setting and environment variable with its value and source.'
 complete -c apexrl -n '__apexrl_is ""' -a doctor -d 'Report Python, optional extras, GPUs, tools and which credentials are '
 complete -c apexrl -n '__apexrl_is ""' -a engine -d 'Inference engines: vLLM (GPU, or its CPU build from `make vllm`), a lo'
 complete -c apexrl -n '__apexrl_is ""' -a eval -d 'Evaluate a model on a task dataset (Pass@1, Pass@k, Pass^k) and report'
@@ -53,6 +54,9 @@ complete -c apexrl -n '__apexrl_is ""' -a world -d 'Serve a worlds MCP tool serv
 complete -c apexrl -n '__apexrl_is ""' -l version -s V -d 'Print the version.'
 complete -c apexrl -n '__apexrl_is ""' -l debug -d 'Show tracebacks for errors.'
 complete -c apexrl -n '__apexrl_is ""' -l help -s h -d 'Show help and exit.'
+complete -c apexrl -n '__apexrl_is "config"' -l json -d 'One JSON record per setting.'
+complete -c apexrl -n '__apexrl_is "config"' -l all -d 'Also the variables apexrl sets inside sandboxes and images.'
+complete -c apexrl -n '__apexrl_is "config"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "doctor"' -l json -d 'NDJSON output.'
 complete -c apexrl -n '__apexrl_is "doctor"' -l no-cache -d 'Import every extra again instead of reusing the checks that passed sin'
 complete -c apexrl -n '__apexrl_is "doctor"' -l help -s h -d 'Show help and exit.'

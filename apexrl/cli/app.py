@@ -74,6 +74,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "Mercor's archipelago, the peer apexrl is measured against: fetch it at a pinned commit.",
     ),
     "plan": CommandEntry("apexrl.cli.plan:app", "Capacity planning: KV-cache rollout concurrency."),
+    "config": CommandEntry(
+        "apexrl.cli.config:config",
+        "List every setting and environment variable with its value and source.",
+    ),
     "publish": CommandEntry(
         "apexrl.cli.publish:app",
         "Publish checkpoints, eval traces and task datasets to the Hugging Face Hub (redacted, "
@@ -198,6 +202,11 @@ def root(
         _state["debug"] = True
         os.environ["APEXRL_DEBUG"] = "1"
         os.environ["LITELLM_LOG"] = "DEBUG"  # third-party logs only with --debug
+    from apexrl import config
+
+    # .env and the project's apexrl.toml fill the environment before the command's own
+    # options read it (their envvar defaults): one configuration layer (apexrl.config)
+    config.apply()
 
 
 def quiet_third_party_bars() -> None:

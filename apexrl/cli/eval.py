@@ -87,7 +87,9 @@ def run(
         "or paths on stdin: exactly those tasks).",
     ),
     out: Path = typer.Option(..., "-o", "--out", help="RUN_DIR (rerun the same to resume)."),
-    endpoint: str = typer.Option(None, "--endpoint", help="Use a running engine at this URL."),
+    endpoint: str = typer.Option(
+        None, "--endpoint", envvar="APEXRL_ENDPOINT", help="Use a running engine at this URL."
+    ),
     engine: Engine = typer.Option("auto", "--engine", help="Engine to start for MODEL."),
     vllm_python: str = typer.Option(
         None,
@@ -96,7 +98,12 @@ def run(
         "default: APEXRL_VLLM_PYTHON, else this one.",
     ),
     env: Env = typer.Option("local", "--env", help="Where trials run."),
-    worlds: Path = typer.Option(None, "--worlds", help="World store: <world_id>/ or .zip files."),
+    worlds: Path = typer.Option(
+        None,
+        "--worlds",
+        envvar="APEXRL_WORLDS",
+        help="World store: <world_id>/ or .zip files.",
+    ),
     agent: Agent = typer.Option("apexrl", "--agent", help="apexrl (the model) or oracle."),
     attempts: int = typer.Option(1, "-k", "--attempts", help="Attempts per task."),
     concurrency: int = typer.Option(1, "-n", "--concurrency", help="Trials in flight."),
@@ -112,12 +119,20 @@ def run(
     ),
     domain: list[str] = typer.Option(None, "--domain", help="Only this domain (repeatable)."),
     judge: str = typer.Option(
-        None, "--judge", help="LiteLLM judge model for free-text criteria (gemini/..., openai/...)."
+        None,
+        "--judge",
+        envvar="APEXRL_JUDGE",
+        help="LiteLLM judge model for free-text criteria (gemini/..., openai/...).",
     ),
     no_judge: bool = typer.Option(
         False, "--no-judge", help="Run without a judge: free-text criteria unjudged (unmet)."
     ),
-    judge_api_base: str = JUDGE_API_BASE_OPT,
+    judge_api_base: str = typer.Option(
+        None,
+        "--judge-api-base",
+        envvar="APEXRL_JUDGE_API_BASE",
+        help="OpenAI-compatible URL serving the judge (openai/<name>).",
+    ),
     grader: Grader = typer.Option(
         Grader.apexrl, "--grader", help="Who grades: apexrl, or archipelago's own grading runner."
     ),
@@ -214,9 +229,14 @@ def run(
     from apexrl.eval.runner import EvalRequest, run_eval
     from apexrl.grading.requirements import NO_JUDGE
 
+    if no_judge and _from_config(ctx, "judge"):
+        judge = judge_api_base = None  # --no-judge overrides a configured default judge
     if judge and no_judge:
         raise UsageError("--judge and --no-judge exclude each other", hint="pass one of them")
     output.refuse_dash(out, "-o", "a run folder")
+    from apexrl.config import output_path
+
+    out = output_path(out)  # a relative RUN_DIR under APEXRL_OUTPUT_ROOT when set
     selection = None
     if tasks == "-":
         import sys
@@ -352,6 +372,13 @@ def run(
             "the tasks, worlds or grading are inconsistent (reasons above; see results.parquet)"
         )
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _from_config(ctx: typer.Context, name: str) -> bool:
+    """Whether option `name` took its value from the environment, .env or apexrl.toml."""
+    from typer._click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) == ParameterSource.ENVIRONMENT
 
 
 def _interrupted(run_dir: Path) -> None:
