@@ -189,3 +189,17 @@ def test_the_job_gets_a_manifest_with_the_statement(runner, tmp_path, monkeypatc
     assert manifest["training_rights"] == statement
     assert manifest["data_terms"][0]["evaluation_only"] is True
     assert "APEX-Agents" in manifest["data_terms"][0]["terms"]
+
+
+def test_publish_dataset_card_carries_the_terms(runner, tmp_path):
+    tasks, _ = _apex_shaped(runner, tmp_path)
+    ds = tmp_path / "ds"
+    assert runner.invoke(app, ["tasks", "pack", str(tasks), "-o", str(ds)]).exit_code == 0
+    stage = tmp_path / "stage"
+    r = runner.invoke(app, ["publish", "dataset", str(ds), "--repo", "a/d", "--dry-run",
+                            "--stage", str(stage)])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    card = (stage / "README.md").read_text()
+    assert "license: cc-by-4.0" in card and "evaluation-only" in card
+    assert "**Evaluation only.** APEX-Agents" in card
+    assert json.loads((stage / "_dataset.json").read_text())["data_terms"]["evaluation_only"]

@@ -331,8 +331,12 @@ def dataset_card(
     n_redactions: int,
     scanned: dict[str, int] | None = None,
 ) -> str:
+    terms = manifest.get("data_terms") if isinstance(manifest.get("data_terms"), dict) else {}
+    license = license or terms.get("license")  # the source's, recorded by `tasks pack`
     meta: dict = {"license": license or "other", "pretty_name": repo.split("/")[-1]}
     meta["tags"] = ["apexrl", "agents", "harbor", "tasks"]
+    if terms.get("evaluation_only"):
+        meta["tags"].append("evaluation-only")
     meta["configs"] = [
         {"config_name": "default", "data_files": [{"split": "train", "path": "data/*.parquet"}]}
     ]
@@ -347,6 +351,9 @@ def dataset_card(
     out.append(
         f"- Licence: `{license or 'other'}` (set with `--license`; check the source data's terms)\n"
     )
+    if terms.get("terms") or terms.get("evaluation_only"):
+        mark = "**Evaluation only.** " if terms.get("evaluation_only") else ""
+        out.append(f"- Terms of the source data: {mark}{terms.get('terms') or ''}\n")
     out.append(f"- Dataset digest: `{manifest.get('digest', '')}`\n")
     out.append(f"- Shards: {len(shards)}\n\n## Tasks per domain\n\n| domain | tasks |\n|---|---|\n")
     out.extend(f"| {d or '(none)'} | {n} |\n" for d, n in (manifest.get("domains") or {}).items())
