@@ -41,7 +41,7 @@ PEER_DIR ?= .peer
 PEER_APT_PACKAGES := libreoffice-calc gcc
 PEER_FOUND := $(shell test -d "$(APEXRL_ARCHIPELAGO)/mcp_servers" && echo yes)
 
-.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions cli-docs config-docs demo mutate clean train-env test-train jax-env bench-jax peer peer-servers peer-grader wheel wheelhouse
+.PHONY: help install sysdeps builddeps vllm test test-fast bench lint format completions cli-docs config-docs demo mutate clean train-env test-train jax-env bench-jax bench-acting peer peer-servers peer-grader wheel wheelhouse
 
 help:
 	@echo "make install      create $(VENV) (Python 3.12) and install apexrl with the dev and local extras"
@@ -53,6 +53,8 @@ help:
 	@echo "                  real LoRA steps on CPU (SkyRL's JAX backend, tests/train/test_jax_rl.py)"
 	@echo "make jax-env      add the jax extra (SkyRL's JAX backend: jax, flax, optax) to $(TRAIN_VENV)"
 	@echo "make bench-jax    the learning curve of recipes/smoke-cpu.toml over 20 steps (bench/results.json)"
+	@echo "make bench-acting the acting miniature from nothing: teacher, warm start, GRPO with tool calls,"
+	@echo "                  held-out Pass@1 of base/warm/RL, the final eval on vLLM CPU (bench/results.json)"
 	@echo "make peer         build the archipelago peer's servers and grading runner (uv, Python 3.13) into $(PEER_DIR)/"
 	@echo "make demo         install, then run the pipeline on the embedded example data"
 	@echo "make bench        run benchmarks, write bench/results.json"
@@ -178,6 +180,16 @@ bench: install sysdeps
 bench-jax: jax-env sysdeps
 	mkdir -p bench
 	HARBOR_TELEMETRY=0 $(TRAIN_VENV)/bin/pytest -q -s -m skyrl tests/benchmarks/test_bench_jax_rl.py
+
+# The acting miniature (tests/benchmarks/test_bench_acting.py, marker skyrl; docs/training.md
+# "The acting miniature"): tool-use tasks, a random tiny Qwen3, a teacher's trials, a short warm
+# start, GRPO with real multi-turn trials, held-out Pass@1 per stage with paired CIs, the final
+# held-out eval on vLLM's CPU build with its prefix-cache share. bench/results.json key "acting".
+# APEXRL_BENCH_ACTING_SEEDS=0,1 adds the second seed.
+bench-acting: jax-env sysdeps vllm
+	mkdir -p bench
+	HARBOR_TELEMETRY=0 APEXRL_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
+	  $(TRAIN_VENV)/bin/pytest -q -s -m skyrl tests/benchmarks/test_bench_acting.py
 
 # Mutation testing (tests/mutate.py): each safety module mutated by mutmut in a scratch
 # copy under build/mutate/, against only the test files that cover it; niced (shared machine).

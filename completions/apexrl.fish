@@ -68,6 +68,7 @@ complete -c apexrl -n '__apexrl_is "engine check"' -l help -s h -d 'Show help an
 complete -c apexrl -n '__apexrl_is "engine check"' -l endpoint -s e -x -d 'Engine base URL.'
 complete -c apexrl -n '__apexrl_is "engine check"' -l model -s m -x -d 'Served model name (default: first).'
 complete -c apexrl -n '__apexrl_is "engine check"' -l timeout -x -d 'Seconds per request.'
+complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l untied -d 'Separate input and output embeddings (a LoRA adapter may then train th'
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l tokenizer -s t -r -F -d 'Tokenizer directory, or qwen3 (bundled).'
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l seed -x -d 'Weight initialisation seed.'

@@ -29,6 +29,12 @@ def make_tiny(
     window: int = typer.Option(
         32768, "--window", min=16, help="Context window (max_position_embeddings), tokens."
     ),
+    untied: bool = typer.Option(
+        False,
+        "--untied",
+        help="Separate input and output embeddings (a LoRA adapter may then train the "
+        "output layer: [jax] train_unembed).",
+    ),
 ) -> None:
     """Write a random-weight Qwen3-architecture checkpoint (for tests and smoke runs).
 
@@ -44,6 +50,7 @@ def make_tiny(
         hidden_size=hidden_size,
         num_layers=layers,
         max_position_embeddings=window,
+        tie_word_embeddings=not untied,
     )
     output.emit_path(path)
 

@@ -41,7 +41,7 @@ def make_tiny_checkpoint(
     *,
     tokenizer: str = "qwen3",
     seed: int = 0,
-    **shape: int,
+    **shape: int | bool,
 ) -> Path:
     """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files);
     `shape` as random_qwen3 takes it (hidden_size, num_layers, max_position_embeddings...)."""

@@ -14,8 +14,15 @@ from apexrl.train.render import RecipeRuleError, render, runtime_env
 SHIPPED = sorted(p.stem for p in RECIPES_DIR.glob("*.toml"))
 
 
-def test_shipped_recipes_are_the_five():
-    assert SHIPPED == ["eval", "qwen35-397b-a17b", "qwen36-35b-a3b", "smoke-1gpu", "smoke-cpu"]
+def test_shipped_recipes_are_the_six():
+    assert SHIPPED == [
+        "acting-cpu",
+        "eval",
+        "qwen35-397b-a17b",
+        "qwen36-35b-a3b",
+        "smoke-1gpu",
+        "smoke-cpu",
+    ]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
