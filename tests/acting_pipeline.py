@@ -36,7 +36,7 @@ class Plan:
     hidden: int = 128
     layers: int = 2
     teacher_tasks: int = 64  # teacher trials on the train split (the warm start's data)
-    sft_recipe: Path = REPO / "recipes" / "acting-sft-cpu.toml"
+    sft_recipe: Path = REPO / "recipes" / "sft" / "acting-sft-cpu.toml"
     rl_recipe: Path = REPO / "recipes" / "acting-cpu.toml"
     sft_set: list[str] = field(default_factory=list)
     rl_set: list[str] = field(default_factory=list)

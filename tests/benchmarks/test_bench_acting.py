@@ -109,7 +109,7 @@ def test_bench_acting(tmp_path):
         "acting",
         {
             "command": "make bench-acting",
-            "recipes": ["recipes/acting-sft-cpu.toml", "recipes/acting-cpu.toml"],
+            "recipes": ["recipes/sft/acting-sft-cpu.toml", "recipes/acting-cpu.toml"],
             "model": "apexrl engine make-tiny --hidden-size 128 --layers 2 --untied "
             "(random init; real Qwen3 tokenizer)",
             "seeds": SEEDS,
