@@ -86,6 +86,7 @@ def filesystem(root: Path) -> list[Case]:
     for f in _files(root)[:2]:
         c.append(_read("filesystem", "get_file_metadata", {"file_path": f}))
     c.append(_read("filesystem", "get_directory_tree", {"path": "/"}))
+    c += [_read("filesystem", "get_directory_tree", {"path": d}) for d in _dirs(root)[:1]]
     c.append(
         _read("filesystem", "get_directory_tree", {"path": "/", "max_depth": 1, "show_size": True})
     )
@@ -166,6 +167,37 @@ def excel(root: Path) -> list[Case]:
                 "filters": [{"column": "Q1", "operator": "greater_than", "value": 6}],
             },
         ),
+        _read(
+            s,
+            "filter_tab",
+            {
+                "file_path": new,
+                "tab_index": 0,
+                "filters": [{"column": "Q1", "operator": "greater_than", "value": 1000}],
+                "include_diagnostics": True,
+            },
+        ),
+        _read(
+            s,
+            "filter_tab",
+            {
+                "file_path": new,
+                "tab_index": 0,
+                "filters": [{"column": "Item", "operator": "equals", "value": "Zeta"}],
+            },
+        ),
+        # a formula's value read back after a write (the peer recalculates it)
+        _write(
+            s,
+            "edit_spreadsheet",
+            {
+                "file_path": new,
+                "operations": [
+                    {"type": "set_cell", "sheet": "Data", "cell": "E3", "value": "=B3/C3"}
+                ],
+            },
+        ),
+        _read(s, "read_tab", {"file_path": new, "tab_index": 0, "cell_range": "E3"}),
         _write(
             s,
             "create_chart",

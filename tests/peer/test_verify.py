@@ -63,6 +63,48 @@ def test_published_shape_world(published_world, checkout):
     assert code == (0 if summary["identical"] == summary["cases"] else 1)
 
 
+def test_the_four_held_out_differences_are_closed(checkout, tmp_path):
+    """Issue 43's tool differences, on a world of two folders and no mail data: a
+    formula read back after edit_spreadsheet (the peer recalculates with LibreOffice:
+    15 significant digits), filter_tab without a match (with and without diagnostics),
+    get_directory_tree on a subfolder, and send_mail with no .apps_data/mail/."""
+    import openpyxl
+
+    world = tmp_path / "world"
+    (world / "filesystem" / "Marketing").mkdir(parents=True)
+    (world / "filesystem" / "Finance").mkdir()
+    (world / ".apps_data").mkdir()
+    (world / "filesystem" / "Marketing" / "plan.txt").write_text("Launch plan\n")
+    wb = openpyxl.Workbook()
+    wb.active.append(["Item", "Q1", "Q2"])
+    wb.active.append(["Alpha", 10, 20])
+    wb.save(world / "filesystem" / "Finance" / "model.xlsx")
+    _, records, _ = verify(
+        str(world), "--peer", str(checkout), "--servers", "filesystem,excel,mail"
+    )
+
+    def case(tool, pred=lambda a: True):
+        (r,) = [r for r in records if r["tool"] == tool and pred(r["args"])]
+        return r
+
+    cases = [
+        case("read_tab", lambda a: a.get("cell_range") == "E3"),
+        case("filter_tab", lambda a: a.get("include_diagnostics")),
+        case("filter_tab", lambda a: a["filters"][0]["value"] == "Zeta"),
+        case("get_directory_tree", lambda a: a["path"] == "/Finance"),
+        case("send_mail"),
+    ]
+    assert [r for r in cases if not r["same"]] == []
+    assert cases[0]["apexrl"]["content"] == ["{'cell': 'E3', 'value': 0.785714285714286}"]
+    assert "Table: (no matching rows)" in cases[1]["apexrl"]["content"][0]
+    assert "sample values" in cases[1]["apexrl"]["content"][0]
+    assert cases[3]["apexrl"]["content"][0].startswith("/Finance/\n")
+    assert cases[4]["apexrl"]["content"][0].startswith("Error: FileNotFoundError")
+    assert not (world / ".apps_data" / "mail").exists()  # verify ran on copies
+    others = [r for r in records if r not in cases and not any(k(r) for k in KNOWN)]
+    assert [(r["tool"], r["args"]) for r in others if not r["same"]] == []
+
+
 def test_a_new_checkout_builds_its_own(checkout, tmp_path):
     """A checkout never seen is built on first use, with progress, into its own folder
     keyed by its content, and reused after (uv's cache makes this seconds)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -214,10 +215,18 @@ def _grid(
                 formulas[c.coordinate] = v
                 v = cws[c.coordinate].value
                 if v is None and ev is not None:
-                    v = ev.value(title, c.coordinate)
+                    v = _recalculated(ev.value(title, c.coordinate))
             out.append(_shown(v, c.number_format))
         grid.append(out)
     return grid, formulas
+
+
+def _recalculated(v: Any) -> Any:
+    """A computed formula result as a recalculation by LibreOffice leaves it in the file
+    (the peer recalculates after every write): a float to 15 significant digits."""
+    if isinstance(v, float) and math.isfinite(v):
+        return float(f"{v:.15g}")
+    return v
 
 
 def computed_values(wb, cached, title: str, rng: tuple[int, int, int, int]) -> list[list[Any]]:
@@ -295,11 +304,23 @@ def _filtered(
     *,
     first_col: int,
     compact: bool,
+    diagnostics: str = "",
 ) -> str:
     """filter_tab's answer: range, filter count, 'Rows matched: k/n', then the header
-    row (as H) and the matching rows under their sheet row numbers."""
+    row (as H) and the matching rows under their sheet row numbers; no match: no table,
+    then `diagnostics` when asked for."""
     from openpyxl.utils.cell import get_column_letter
 
+    if not hits:  # as the peer: no table, and with diagnostics what the columns hold
+        if compact:
+            return ""
+        lines = [
+            f"Range: {label}",
+            f"Filters applied: {n_filters}",
+            f"Rows matched: 0/{total}",
+            "Table: (no matching rows)",
+        ]
+        return "\n".join(lines) + (f"\n\n{diagnostics}" if diagnostics else "")
     body = ([header] if header is not None else []) + [r for _, r in hits]
     if compact:
         buf = io.StringIO()
@@ -318,6 +339,36 @@ def _filtered(
         cells = ["" if j >= len(r) or r[j] is None else str(r[j]) for j in range(width)]
         lines.append("\t".join([name, *cells]))
     return "\n".join(lines)
+
+
+def _diagnostics(filters, cols: list[int], header, rows: list[list[Any]]) -> str:
+    """What filter_tab's columns hold when nothing matched (include_diagnostics): up to
+    five values (with their types) of each filtered column among the first ten rows, then
+    the filters tried, laid out as the peer lays them out."""
+    from openpyxl.utils.cell import get_column_letter
+
+    parts = []
+    for f, idx in zip(filters, cols, strict=True):
+        seen = [r[idx] for r in rows[:10] if idx < len(r) and r[idx] is not None][:5]
+        if not seen:
+            parts.append(f"Column '{f.column}' has no values in first 10 rows")
+            continue
+        name = f.column
+        if header is not None and idx < len(header):
+            head = "" if header[idx] is None else str(header[idx])
+            name = f"{head} (column {get_column_letter(idx + 1)})"
+        values = ", ".join(f"{v!r} ({type(v).__name__})" for v in seen)
+        parts.append(f"Column '{name}' sample values: {values}")
+    # the operator as the peer's enum formats under Python 3.12+: its class and member name
+    tried = ", ".join(
+        f"{f.column} FilterOperator.{FilterOperator(f.operator).value.upper()} {f.value!r}"
+        for f in filters
+    )
+    return (
+        "No rows matched. Debug info:\n"
+        + "\n".join(f"  - {p}" for p in parts)
+        + f"\nFilter attempted: {tried}"
+    )
 
 
 def _record(**fields: Any) -> str:
@@ -449,7 +500,9 @@ def tools(world: World) -> list:
 
             try:
                 c1, r1, c2, r2 = range_boundaries(ref)
-                rows = list(ws.iter_rows(min_row=r1, max_row=r2, min_col=c1, max_col=c2))
+                # rows past the sheet's last row are not there (the peer's streamed read)
+                last = min(r2, ws.max_row)
+                rows = list(ws.iter_rows(min_row=r1, max_row=last, min_col=c1, max_col=c2))
             except (ValueError, TypeError) as e:
                 raise Failed(f"Invalid cell range '{ref}': {e!r}") from None
             cut = (max_rows is not None and len(rows) > max_rows) or (
@@ -587,6 +640,9 @@ def tools(world: World) -> list:
             ]
             if all(res) if match_all else any(res):
                 hits.append((first_data_row + i, r))
+        diagnostics = (
+            _diagnostics(filters, cols, header, rows) if include_diagnostics and rows else ""
+        )
         return _filtered(
             cell_range.upper() if cell_range else "all",
             len(filters),
@@ -595,6 +651,7 @@ def tools(world: World) -> list:
             len(rows),
             first_col=c1,
             compact=compact,
+            diagnostics=diagnostics if not hits else "",
         )
 
     def add_tab(

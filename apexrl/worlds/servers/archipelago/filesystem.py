@@ -314,7 +314,8 @@ def tools(world: World) -> list:
         if isinstance(base, str):
             return base
         depth = max(1, min(10, int(max_depth)))
-        lines = [vpath(world, base)]
+        root = vpath(world, base)
+        lines = [root if root == "/" else f"{root}/"]  # a folder ends in '/', as below
         count = [0]
 
         def walk(d, prefix: str, level: int) -> None:

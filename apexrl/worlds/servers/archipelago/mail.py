@@ -13,11 +13,14 @@ Options (off by default; each a deliberate difference from archipelago):
   APEXRL_MAIL_DATES_AS_UTC=1 search dates without an offset are taken as UTC (archipelago
                              compares them with the mails' zoned dates, which fails, so
                              no mail matches).
+  APEXRL_MAIL_CREATE_FOLDER=1 sending in a world without .apps_data/mail/ creates it and
+                             sent.mbox there (archipelago fails: FileNotFoundError).
 """
 
 from __future__ import annotations
 
 import email.utils
+import errno
 import mailbox
 import os
 import re
@@ -39,6 +42,7 @@ BodyFormat = Literal["plain", "html"]
 
 ALL_MBOXES_ENV = "APEXRL_MAIL_ALL_MBOXES"
 DATES_UTC_ENV = "APEXRL_MAIL_DATES_AS_UTC"
+CREATE_FOLDER_ENV = "APEXRL_MAIL_CREATE_FOLDER"
 DEFAULT_MBOX = "sent.mbox"
 _ADDRESS = re.compile(r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -294,6 +298,9 @@ def _send(
         msg["X-Attachments"] = ", ".join(attachments)
     msg.set_content(body, subtype="html" if body_format == "html" else "plain")
     with world.lock:
+        if not _mailbox_path(world).parent.is_dir() and not _on(CREATE_FOLDER_ENV):
+            # as archipelago: no mail folder, no mailbox file to create (its open fails)
+            return f"Error: {FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))!r}"
         _append(world, msg)
     return f"Mail sent successfully! Mail ID: {mail_id}, Recipients: {len(to) + len(cc) + len(bcc)}"
 
