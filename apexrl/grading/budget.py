@@ -20,11 +20,23 @@ SELECT_SHARE = 0.50  # evidence past this share of the window: the judge selects
 HEAD_SHARE = 0.60  # of a cut item's characters, kept from its start (the rest from its end)
 
 
+CONTEXT_ENV = "APEXRL_JUDGE_CONTEXT_TOKENS"
+
+
 def context_tokens(model: str, configured: int | None = None) -> int:
-    """The judge's window: `configured` (JudgeSettings.context_tokens), else LiteLLM's
-    max_input_tokens for the model, else DEFAULT_CONTEXT_TOKENS."""
+    """The judge's window: `configured` (JudgeSettings.context_tokens), else
+    $APEXRL_JUDGE_CONTEXT_TOKENS, else LiteLLM's max_input_tokens for the model, else
+    DEFAULT_CONTEXT_TOKENS."""
     if configured:
         return int(configured)
+    env = os.environ.get(CONTEXT_ENV, "").strip()
+    if env:
+        try:
+            if int(env) > 0:
+                return int(env)
+        except ValueError:
+            pass
+        raise ValueError(f"{CONTEXT_ENV}={env!r}: give the judge's context window in tokens")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch at import
     import litellm
 

@@ -150,7 +150,8 @@ async def _judge_one(
     chosen = select_files(files, suffixes) if scope != "answer" else []
     bodies = [item_body(f) for f in chosen]
     window = budget.context_tokens(model, j.settings.context_tokens)
-    if sum(budget.count_tokens(b, model) for b in bodies) > window * budget.SELECT_SHARE:
+    selected = sum(budget.count_tokens(b, model) for b in bodies) > window * budget.SELECT_SHARE
+    if selected:
         keep = await j.select(
             task,
             criterion,
@@ -175,7 +176,9 @@ async def _judge_one(
             budget.middle_cut(b, int(budget.count_tokens(b, model) * 0.8), model) for b in fitted
         ]
         shown = render_files(chosen, bodies=fitted)
-    return await j.judge(task, criterion, answer, shown, scope=scope, system=system)
+    verdict = await j.judge(task, criterion, answer, shown, scope=scope, system=system)
+    verdict.attempts += int(selected)  # the selection call is a judge call too
+    return verdict
 
 
 def host_cell_reader(path: Path, sheet: str | None, cell: str | None) -> Any:

@@ -122,7 +122,7 @@ def test_db_tool_loop_is_bounded(judge, monkeypatch):
     assert len(judge.chat_requests) - before == 2 * 4  # two criteria, four calls each
 
 
-def test_middle_cut_keeps_head_and_tail():
+def test_middle_cut_keeps_head_and_tail(monkeypatch):
     text = "".join(f"line {i}\n" for i in range(5000))
     cut = budget.middle_cut(text, 300, "openai/x")
     assert budget.count_tokens(cut, "openai/x") <= 300
@@ -131,3 +131,8 @@ def test_middle_cut_keeps_head_and_tail():
     assert budget.middle_cut(text, 10**6, "openai/x") == text
     assert budget.context_tokens("openai/unknown-local-judge") == budget.DEFAULT_CONTEXT_TOKENS
     assert budget.context_tokens("openai/x", 4096) == 4096
+    monkeypatch.setenv("APEXRL_JUDGE_CONTEXT_TOKENS", "32768")
+    assert budget.context_tokens("openai/unknown-local-judge") == 32768
+    monkeypatch.setenv("APEXRL_JUDGE_CONTEXT_TOKENS", "lots")
+    with pytest.raises(ValueError, match="APEXRL_JUDGE_CONTEXT_TOKENS"):
+        budget.context_tokens("openai/unknown-local-judge")
