@@ -88,6 +88,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s("APEXRL_WORLDS", "default --worlds of `eval run` (the world store)", key="worlds"),
     _s(
+        "APEXRL_JUDGE_CONTEXT_TOKENS",
+        "the judge's context window in tokens (default: LiteLLM's for the model, else 128000)",
+    ),
+    _s(
         "APEXRL_ENDPOINT",
         "default --endpoint of `eval run`; the engine URL the apexrl agent uses when given none",
         key="endpoint",
@@ -168,6 +172,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("APEXRL_EXCEL_COMPUTE_FORMULAS", "1: spreadsheet reads compute formulas"),
     _s("APEXRL_MAIL_ALL_MBOXES", "1: read every mbox under mail/, not only the first"),
     _s("APEXRL_MAIL_DATES_AS_UTC", "1: search dates without an offset are UTC"),
+    _s("APEXRL_MAIL_CREATE_FOLDER", "1: sending mail creates .apps_data/mail/ when missing"),
     _s("APEXRL_OFFICE_REFUSE_OVERWRITE", "1: document tools refuse to overwrite a file"),
     # set by apexrl inside sandboxes and world images
     *(
