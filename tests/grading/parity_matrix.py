@@ -326,7 +326,6 @@ def matrix() -> list[Row]:
                 crit(
                     "c-ft-old", "The document names the base case", "Word Documents (.docx, .doc)"
                 ),
-                crit("c-ft-case", "The workbook shows the downside", SHEETS.lower()),
                 crit("c-ft-any", "The output shows the upside", "Any File Type"),
             ],
             inputs("Base case attached.", created=[notes, figs]),
@@ -337,8 +336,7 @@ def matrix() -> list[Row]:
             markers={
                 "c-ft-sheet": "MK-FT-DOC1",  # only in the docx: filtered out for a sheet
                 "c-ft-answer": "MK-FT-DOC1",  # files are not part of an answer-only criterion
-                "c-ft-old": "MK-FT-XLS1",  # a label outside the known set: no filtering
-                "c-ft-case": "MK-FT-DOC2",  # the label with another case: also unknown
+                "c-ft-old": "MK-FT-XLS1",  # the older spelling filters as the current one
                 "c-ft-any": "MK-FT-XLS2",
             },
         )
@@ -514,6 +512,23 @@ def untuned_rows() -> list[Row]:
     return rows
 
 
+def lenient_row() -> Row:
+    """A label in another case: refused by apexrl's grader (an unknown label is never
+    widened to all output) while archipelago's widens it, so it is not in the matrix;
+    the `lenient_file_types` option reads it as the spreadsheet label."""
+    notes, figs = "filesystem/outputs/notes.docx", "filesystem/outputs/figures.xlsx"
+    return Row(
+        "an expected_file_type label in another case",
+        [crit("c-ft-case", "The workbook shows the downside", SHEETS.lower())],
+        inputs("Base case attached.", created=[notes, figs]),
+        after={
+            notes: docx_plain("Base case MK-FT-DOC1; downside MK-FT-DOC2"),
+            figs: xlsx_small("Old-label check MK-FT-XLS1; upside MK-FT-XLS2"),
+        },
+        markers={"c-ft-case": "MK-FT-DOC2"},  # only in the docx
+    )
+
+
 def all_markers(rows: list[Row]) -> dict[str, str]:
     out: dict[str, str] = {}
     for r in rows:
@@ -584,7 +599,7 @@ if __name__ == "__main__":
     repo = Path(__file__).resolve().parents[2]
     os.environ.setdefault("APEXRL_PEER_DIR", str(repo / ".peer"))
     checkout = os.environ.get("APEXRL_ARCHIPELAGO") or str(repo.parent / "shared/peers/archipelago")
-    eng = ScriptedEngine([], chat=marker_judge(all_markers(matrix()))).start()
+    eng = ScriptedEngine([], chat=marker_judge(all_markers([*matrix(), lenient_row()]))).start()
     try:
         print(table(run_matrix(checkout, eng.url + "/v1")))
     finally:
