@@ -335,7 +335,7 @@ def test_secret_in_safetensors_metadata_and_remote_code(runner, ckpt, tmp_path):
     assert not (stage / "train.py").exists() and "train.py" in r.stderr
 
 
-def test_dataset_secrets_in_any_encoding_office_and_binary(runner, tmp_path):
+def test_dataset_secrets_in_any_encoding_office_and_binary(runner, mini_apex, tmp_path):
     """Issue 16: Latin-1 text, .docx and files with a NUL byte were not scanned, yet the
     card said every text file was. Now each is scanned and the card says how."""
     import io
@@ -346,9 +346,11 @@ def test_dataset_secrets_in_any_encoding_office_and_binary(runner, tmp_path):
     from apexrl.artifacts.archive_extract import gunzip, tar_members
 
     key, tok = PLANTED["aws_key"], PLANTED["hf"]
-    task = tmp_path / "tasks" / "t-1"
-    (task / "docs").mkdir(parents=True)
-    (task / "task.toml").write_text('[metadata]\ntask_id = "t1"\n')
+    # a valid converted task (pack validates each task) with the files planted beside it
+    tasks = tmp_path / "tasks"
+    assert runner.invoke(app, ["tasks", "convert", str(mini_apex), "-o", str(tasks)]).exit_code == 0
+    task = sorted(p for p in tasks.iterdir() if p.is_dir())[0]
+    (task / "docs").mkdir()
     (task / "docs" / "latin1.txt").write_bytes(f"café clé={key}\n".encode("latin-1"))
     (task / "docs" / "utf16.txt").write_bytes(f"token {tok}\n".encode("utf-16"))
     (task / "docs" / "blob.bin").write_bytes(b"\x00\x01" + key.encode() + b"\x00\xff")
@@ -366,13 +368,16 @@ def test_dataset_secrets_in_any_encoding_office_and_binary(runner, tmp_path):
          "--license", "mit"],
     )  # fmt: skip
     assert r.exit_code == 0, r.stderr
-    row = pq.read_table(next((stage / "data").glob("*.parquet"))).to_pylist()[0]
-    members, _ = tar_members(gunzip(row["task_binary"], "row"), "row")
     files = {}
-    for m in members:
-        if m.kind == "file" and m.read is not None:
-            with m.read() as fh:
-                files[m.name] = fh.read()
+    for shard in sorted((stage / "data").glob("*.parquet")):
+        for row in pq.read_table(shard).to_pylist():
+            members, _ = tar_members(gunzip(row["task_binary"], "row"), "row")
+            if not any(m.name == "docs/latin1.txt" for m in members):
+                continue
+            for m in members:
+                if m.kind == "file" and m.read is not None:
+                    with m.read() as fh:
+                        files[m.name] = fh.read()
     assert files["docs/latin1.txt"].decode("latin-1") == "café clé=[REDACTED:aws-access-key-id]\n"
     assert key.encode() not in files["docs/blob.bin"] and len(files["docs/blob.bin"]) == 24
     assert tok not in files["docs/utf16.txt"].decode("utf-16")

@@ -246,7 +246,7 @@ def test_dataset_roundtrip(runner, hub_env, packed_dataset, tmp_path):
     out = tmp_path / "unpacked"
     u = runner.invoke(app, ["tasks", "unpack", "hf://acme/tasks", "-o", str(out), "--json"])
     assert u.exit_code == 0, u.stderr
-    names = sorted(p.name for p in (tmp_path / "tasks").iterdir())
+    names = sorted(p.name for p in (tmp_path / "tasks").iterdir() if not p.name.startswith("."))
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == names
     for p in out.rglob("*"):
         if p.is_file():
