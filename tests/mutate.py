@@ -69,6 +69,19 @@ MODULES: dict[str, Module] = {
     ),
     "metrics": Module("apexrl/eval/metrics.py", (SAFETY + "test_metrics_exact.py",)),
     "seccomp": Module("apexrl/envs/local/seccomp.py", (SAFETY + "test_seccomp.py",)),
+    "judge_cache": Module(
+        "apexrl/grading/judge_cache.py",
+        (SAFETY + "test_judge_cache.py",),
+        only=("xǁJudgeCacheǁ*", "x_is_verdict"),
+    ),
+    "judge_verdict": Module(
+        "apexrl/grading/judge.py", (SAFETY + "test_verdicts.py",), only=("x_parse_verdict",)
+    ),
+    "tito_verify": Module(
+        "apexrl/tito/verify.py",
+        ("tests/tito/test_verify_edges.py",),
+        only=("x_first_mismatch", "x_replay_one", "x__tail_is_space", "x__generated"),
+    ),
 }
 
 # mutmut's statuses: a mutant the tests noticed (failed, hung, crashed) or did not
