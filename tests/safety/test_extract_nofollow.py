@@ -252,3 +252,49 @@ def test_copy_regular_keeps_mode_and_replaces_a_link_at_the_destination(tmp_path
     (tmp_path / "l").symlink_to(src)
     with pytest.raises(nf.RefusedPath):
         nf.copy_regular(tmp_path / "l", tmp_path / "d2")
+
+
+# --- what mutation testing found untested (make mutate MODULES=nofollow) -----------------
+
+
+def test_refusals_carry_errno_message_and_path(tmp_path):
+    import errno
+
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "l").symlink_to(tmp_path / "f")
+    (tmp_path / "d").mkdir()
+    with pytest.raises(nf.RefusedPath) as e:
+        nf.open_regular(tmp_path / "l")
+    assert (e.value.errno, e.value.strerror, e.value.filename) == (
+        errno.ELOOP, "a link (not followed)", str(tmp_path / "l")
+    )  # fmt: skip
+    with pytest.raises(nf.RefusedPath) as e:
+        nf.open_regular(tmp_path / "d")
+    assert (e.value.errno, e.value.strerror, e.value.filename) == (
+        errno.EINVAL, "not a regular file", str(tmp_path / "d")
+    )  # fmt: skip
+
+
+def test_an_entry_that_cannot_be_stat_is_neither_read_nor_removed(tmp_path, monkeypatch):
+    root = tmp_path / "logs"
+    root.mkdir()
+    (root / "gone.txt").write_text("g")
+    (root / "ok.txt").write_text("o")
+    real = os.lstat
+
+    def lstat(p, *a, **kw):
+        if str(p).endswith("gone.txt"):
+            raise FileNotFoundError(p)  # vanished between the listing and the check
+        return real(p, *a, **kw)
+
+    monkeypatch.setattr(nf.os, "lstat", lstat)
+    assert [p.name for p in nf.regular_files(root)] == ["ok.txt"]
+    assert nf.scrub(root) == [] and (root / "gone.txt").exists()
+    assert not (root / nf.REFUSED_FILE).exists()  # nothing refused: no record written
+
+
+def test_copy_over_a_longer_file_leaves_no_tail(tmp_path):
+    (tmp_path / "src").write_bytes(b"new")
+    (tmp_path / "dst").write_bytes(b"an older and longer content")
+    nf.copy_regular(tmp_path / "src", tmp_path / "dst")
+    assert (tmp_path / "dst").read_bytes() == b"new"

@@ -401,3 +401,41 @@ def test_nesting_depth_is_restored_after_each_archive():
     for _ in range(2):  # one level past the limit: masked in place (stored: visible here)
         out = r.bytes_text(deeper, "d")
         assert HF.encode() not in out and b"*" * len(HF) in out and b"[REDACTED" not in out
+
+
+def test_a_word_before_a_token_does_not_hide_the_token():
+    words = "xhf_abcdefghijklmnopqrstuvwxyzabcdefgh"  # glued and lower case: a word
+    assert _red(f"{words} then {HF}")[0] == f"{words} then [REDACTED:hf-token]"
+
+
+def test_escapes_are_read_three_levels_deep_and_no_deeper():
+    token = "xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx"
+    nested = f"ok\n{token}"
+    for level in range(1, 6):
+        nested = json.dumps(nested)
+        found = _red(nested)[1]
+        assert (found != []) is (level <= redact.MAX_ESCAPE_DEPTH), level
+
+
+def test_a_known_value_holding_an_escape_sequence_itself():
+    """Raw matches stay when a string is also read decoded: a password with a literal
+    backslash-n in it decodes to something else."""
+    assert _red("pw=ab\\ncd1234;", extra_values={"P": "ab\\ncd1234"})[0] == "pw=[REDACTED:env:P];"
+
+
+def test_overlapping_matches_the_longest_wins():
+    """A known value that is the first part of a token: the whole token goes, not the
+    part the value covers (the rest of the token would be published)."""
+    out, found = _red(f"t={HF}.", extra_values={"K": HF[:12]})
+    assert out == "t=[REDACTED:hf-token]." and found == [("w", "hf-token", 1)]
+    out, _ = _red(f"t={KNOWN}{HF}", extra_values={"K": KNOWN})  # adjacent: both
+    assert out == "t=[REDACTED:env:K][REDACTED:hf-token]"
+
+
+def test_base64_of_known_values_from_eight_characters_whatever_their_order():
+    v8 = "Zq8r2LmN"
+    b64 = base64.b64encode(b"x:" + v8.encode() + b"!").decode()
+    assert _red(b64, extra_values={"V": v8})[1] == [("w", "env:V:base64", 1)]
+    long_b64 = base64.b64encode(b"x:" + KNOWN.encode() + b"!").decode()
+    found = _red(long_b64, extra_values={"S": "abc123x", "L": KNOWN})[1]
+    assert found == [("w", "env:L:base64", 1)]  # a short value first stops nothing
