@@ -61,14 +61,24 @@ MODULES: dict[str, Module] = {
         (SAFETY + "test_extract_nofollow.py",),
         only=(
             "x_check_name",
-            "xǁLimitsǁ*",
-            "x_zip_members",
+            "xǁLimitsǁcheck_ratio",
             "x_extract_members",
-            "xǁ_Treeǁ*",
-            "x_posixpath_dir",
-        ),  # fmt: skip
+            "xǁ_Treeǁescaping_links",
+            "xǁ_Treeǁdir_path",
+        ),
     ),
-    "metrics": Module("apexrl/eval/metrics.py", (SAFETY + "test_metrics_exact.py",)),
+    "metrics": Module(
+        "apexrl/eval/metrics.py",
+        (SAFETY + "test_metrics_exact.py",),
+        only=(
+            "xǁColumnsǁpassed",
+            "xǁColumnsǁscore",
+            "xǁColumnsǁungraded",
+            "xǁTaskTableǁfrom_columns",
+            "x_bootstrap",
+            "x_resampled_means",
+        ),
+    ),
     "seccomp": Module("apexrl/envs/local/seccomp.py", (SAFETY + "test_seccomp.py",)),
     "judge_cache": Module(
         "apexrl/grading/judge_cache.py",
