@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         res = run(name, rescore=a.rescore or a.recheck)
         print(json.dumps({name: res}, indent=2))
         if not a.no_record:
-            record(name, res, keep_wall=a.rescore)
+            record(name, res, keep_wall=a.rescore or a.recheck)
     return 0
 
 
