@@ -228,7 +228,7 @@ demo: install sysdeps
 	$$A tasks pack $(DEMO)/tasks -o $(DEMO)/dataset > $(DEMO)/dataset.json; \
 	echo "== 4/11 tasks unpack    -> $(DEMO)/unpacked"; \
 	$$A tasks unpack $(DEMO)/dataset -o $(DEMO)/unpacked > $(DEMO)/unpacked.jsonl; \
-	diff -r -x .apexrl $(DEMO)/tasks $(DEMO)/unpacked; echo "   unpack(pack(tasks)) is byte-identical"; \
+	diff -r -x '.apexrl*' $(DEMO)/tasks $(DEMO)/unpacked; echo "   unpack(pack(tasks)) is byte-identical"; \
 	echo "== 5/11 tasks validate"; \
 	$$A tasks validate $(DEMO)/dataset > $(DEMO)/findings.jsonl; \
 	echo "== 6/11 tasks split     -> $(DEMO)/split (train/eval share no world)"; \
