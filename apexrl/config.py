@@ -180,6 +180,8 @@ SETTINGS: tuple[Setting, ...] = (
         for name, text in (
             ("APEXRL_CODE_SANDBOX", "the gateway's code tool runs each command in a sandbox"),
             ("APEXRL_CODE_NO_NETWORK", "the gateway's code tool runs without network"),
+            ("APEXRL_CODE_EGRESS", "the socket of an online code command's egress proxy"),
+            ("APEXRL_CODE_EGRESS_PROXY", "the proxy URL an online code command is given"),
             ("APEXRL_WORLD", "world folder a world image serves"),
             ("APEXRL_WORLD_ID", "world id a world image serves"),
             ("APEXRL_APPS", "apps a world image serves"),
