@@ -46,7 +46,9 @@ COMMANDS: dict[str, CommandEntry] = {
         "Report Python, optional extras, GPUs, tools and which credentials are set.",
     ),
     "train": CommandEntry(
-        "apexrl.cli.train:command", "Train (or evaluate) with SkyRL on Ray from a versioned recipe."
+        "apexrl.cli.train:app",
+        "Train: RL from a recipe (`apexrl train RECIPE`), the supervised warm start (`train "
+        "sft`), a merged checkpoint from a LoRA run (`train export`).",
     ),
     "tasks": CommandEntry(
         "apexrl.cli.tasks:app", "Convert, pack, unpack, validate and split task datasets."

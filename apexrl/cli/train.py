@@ -1,8 +1,9 @@
-"""`apexrl train RECIPE`: render, validate, plan, submit to Ray, follow.
+"""`apexrl train`: RL from a recipe, the supervised warm start, the merged export.
 
-One command (not a group): the KV-cache planner is `apexrl plan concurrency`
-(apexrl/cli/plan.py), which `train --dry-run` also runs to set and explain the
-concurrency cap.
+- `apexrl train RECIPE` (= `apexrl train rl RECIPE`): render, validate, plan, submit to
+  Ray, follow (or the JAX backend on this CPU). The KV-cache planner is `apexrl plan
+  concurrency` (apexrl/cli/plan.py), which `train --dry-run` also runs.
+- `apexrl train sft` and `apexrl train export`: apexrl/cli/train_sft.py.
 """
 
 from __future__ import annotations
@@ -10,10 +11,30 @@ from __future__ import annotations
 import sys
 
 import typer
+from typer.core import TyperGroup
 
-from apexrl.cli import output
+from apexrl.cli import output, train_sft
 
 
+class TrainGroup(TyperGroup):
+    """`apexrl train RECIPE ...` keeps working: anything that is not a subcommand's name
+    (or help) goes to `rl`."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["rl", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=TrainGroup,
+    help="Train: RL from a recipe (`apexrl train RECIPE`), the supervised warm start "
+    "(`train sft`), a merged checkpoint from a LoRA run (`train export`).",
+    no_args_is_help=True,
+)
+
+
+@app.command("rl")
 def command(
     recipe: str = typer.Argument(
         ..., help="Recipe file or shipped name (smoke-1gpu, qwen36-35b-a3b, ...)."
@@ -61,7 +82,7 @@ def command(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the run spec / job record as JSON."),
 ) -> None:
-    """Train (or evaluate) with SkyRL on Ray from a versioned recipe."""
+    """Train (or evaluate) with SkyRL on Ray from a versioned recipe (RL; the default)."""
     from apexrl.errors import ExitCode
     from apexrl.train.job import TrainRequest, run_train
     from apexrl.train.recipe import load_recipe
@@ -118,3 +139,7 @@ def _check_data(flag: str, source: str | None, *, remote: bool) -> None:
 def _confirm_stop(job_id: str) -> bool:
     """Ctrl-C while following: ask (on a terminal) whether to stop the job."""
     return sys.stdin.isatty() and typer.confirm(f"\nstop job {job_id}?", default=False)
+
+
+app.command("sft")(train_sft.sft)
+app.command("export")(train_sft.export)

@@ -28,6 +28,7 @@ from apexrl.errors import ApexError, RemoteError, UsageError
 from apexrl.tasks.pack import source_digest
 from apexrl.train.recipe import LoadedRecipe
 from apexrl.train.render import RunSpec
+from apexrl.train.sft_data import SftSource
 from apexrl.trial.config import TrialSpec
 
 MANIFEST_NAME = "apexrl_manifest.json"
@@ -64,6 +65,8 @@ class RunManifest(BaseModel):
     # of their right to train on data marked evaluation-only (--training-rights)
     data_terms: list[dict] = Field(default_factory=list)
     training_rights: str | None = None
+    # `apexrl train sft`: the eval runs learned from and the trials kept of each
+    sft_sources: list[SftSource] | None = None
 
 
 def git_revision(cwd: Path | None = None) -> tuple[str | None, bool | None]:

@@ -172,6 +172,19 @@ class JaxSection(_S):
     micro_batch: int = 8  # sequences per forward/backward pass (gradients accumulate)
 
 
+class SftSection(_S):
+    """`apexrl train sft`: the supervised warm start on the passed trials of eval runs
+    (cross-entropy on the model's own tokens; apexrl.train.jaxrl.sft on CPU)."""
+
+    lr: float = 1e-4
+    epochs: int = Field(1, ge=1)  # passes over the kept trials (max_steps, when set, wins)
+    max_steps: int | None = Field(None, ge=1)
+    batch_size: int = Field(8, ge=1)  # trajectories per optimizer step
+    seed: int = 0  # the order of the trajectories in each epoch
+    max_seq_len: int | None = Field(None, ge=2)  # longer streams are cut (None: kept whole)
+    weight_decay: float = 0.0
+
+
 class AsyncSection(_S):
     enabled: bool = False
     max_staleness: int = 3
@@ -283,6 +296,7 @@ class Recipe(_S):
     env: EnvSection = Field(default_factory=EnvSection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     jax: JaxSection = Field(default_factory=JaxSection)
+    sft: SftSection | None = None  # `apexrl train sft` (the supervised warm start)
     skyrl: dict[str, Any] = Field(default_factory=dict)  # raw SkyRL key paths (flattened)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

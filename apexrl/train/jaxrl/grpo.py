@@ -34,11 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.artifacts.atomic import write_text_atomic
 from apexrl.errors import UsageError
+from apexrl.train.jaxrl.checkpoints import MANIFEST_NAME, latest_step, write_checkpoint
 from apexrl.train.recipe import LoadedRecipe
 
 SYNTHETIC = "synthetic:letters"
-MANIFEST_NAME = "apexrl_manifest.json"
-LATEST = "latest_ckpt_global_step.txt"
 
 
 class StepRecord(BaseModel):
@@ -98,14 +97,7 @@ class JaxRun:
 
     # --- checkpoints ----------------------------------------------------------------------
     def latest_step(self) -> int | None:
-        f = self.ckpt_dir / LATEST
-        if not f.is_file():
-            return None
-        try:
-            step = int(f.read_text().strip())
-        except ValueError:
-            return None
-        return step if (self.ckpt_dir / f"global_step_{step}" / "state.json").is_file() else None
+        return latest_step(self.ckpt_dir)
 
     def check_resume(self) -> str:
         from apexrl.train.launch import resume_line
@@ -134,23 +126,32 @@ class JaxRun:
                     hint="unpack it first: apexrl tasks unpack DATASET -o TASKS_DIR",
                 )
             worlds_dir = Path(worlds).expanduser().resolve() if worlds else None
-        if self.model_spec == SYNTHETIC:
-            model_dir = self.root / "model"
-            if not (model_dir / "config.json").is_file():
-                letters.write_prior_model(model_dir, seed=self.recipe.training.seed)
-        else:
-            model_dir = Path(self.model_spec).expanduser().resolve()
-            if not (model_dir / "config.json").is_file():
-                raise UsageError(
-                    f"model {self.model_spec}: not a checkpoint folder (no config.json)",
-                    hint="the JAX backend trains a local Qwen3 checkpoint (`apexrl engine "
-                    "make-tiny DIR` writes one), or model.path = 'synthetic:letters'",
-                )
+        model_dir = prepare_model(self.model_spec, self.root, seed=self.recipe.training.seed)
         tasks = sorted(p.name for p in tasks_dir.iterdir() if (p / "task.toml").is_file())
         if not tasks:
             raise UsageError(f"{tasks_dir}: no task directories (task.toml) in it")
         self.tasks = tasks
         return tasks_dir, worlds_dir, model_dir
+
+
+def prepare_model(spec: str, root: Path, *, seed: int) -> Path:
+    """The model folder a run trains: a checkpoint folder, or the synthetic model named
+    (written into <root>/model once)."""
+    from apexrl.train.jaxrl import letters
+
+    if spec == SYNTHETIC:
+        model_dir = root / "model"
+        if not (model_dir / "config.json").is_file():
+            letters.write_prior_model(model_dir, seed=seed)
+        return model_dir
+    model_dir = Path(spec).expanduser().resolve()
+    if not (model_dir / "config.json").is_file():
+        raise UsageError(
+            f"model {spec}: not a checkpoint folder (no config.json)",
+            hint="the JAX backend trains a local Qwen3 checkpoint (`apexrl engine "
+            "make-tiny DIR` writes one), or model.path = 'synthetic:letters'",
+        )
+    return model_dir
 
 
 def jax_settings(loaded: LoadedRecipe):
@@ -523,25 +524,7 @@ def engine_parity(url: str, model: str, datum, trainer_logprobs: list[float]) ->
 
 
 def _checkpoint(run: JaxRun, policy, step: int, version: int) -> Path:
-    """global_step_<step>/: trainer/ (adapter + optimizer), adapter.tar.gz, state.json
-    (written last: a folder without it is incomplete and ignored)."""
-    final = run.ckpt_dir / f"global_step_{step}"
-    tmp = run.ckpt_dir / f".global_step_{step}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    policy.save_state(tmp / "trainer")
-    policy.save_adapter(tmp / "adapter.tar.gz")
-    (tmp / "state.json").write_text(
-        json.dumps({"global_step": step, "weight_version": version}), "utf-8"
+    """global_step_<step>/ (apexrl.train.jaxrl.checkpoints) with the served version."""
+    return write_checkpoint(
+        run.ckpt_dir, policy, step, {"weight_version": version}, keep=run.recipe.checkpoint.keep
     )
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    write_text_atomic(run.ckpt_dir / LATEST, str(step))
-    keep = max(run.recipe.checkpoint.keep, 1)
-    steps = sorted(
-        int(p.name.removeprefix("global_step_"))
-        for p in run.ckpt_dir.glob("global_step_*")
-        if p.name.removeprefix("global_step_").isdigit()
-    )
-    for s in steps[:-keep]:
-        shutil.rmtree(run.ckpt_dir / f"global_step_{s}", ignore_errors=True)
-    return final

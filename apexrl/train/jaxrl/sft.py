@@ -1,0 +1,343 @@
+"""`apexrl train sft`: the supervised warm start on CPU (SkyRL 0.4.0's JAX backend).
+
+It learns from the passed trials of `apexrl eval run` folders (apexrl.train.sft_data):
+each trial's exact token stream, with the loss on the tokens the model sampled only
+(cross-entropy, `loss = "cross_entropy"` of the same backend RL trains with: the same
+LoRA adapter, the same AdamW). One step:
+1. a batch of `sft.batch_size` trajectories: epochs over the kept trials, each epoch in a
+   seeded order (`sft.seed`);
+2. forward_backward (the batch's mean per-token NLL on the trained tokens, before the
+   update, is the step's loss) + optim_step;
+3. a checkpoint every `checkpoint.interval` steps and at the end (the RL layout:
+   apexrl.train.jaxrl.checkpoints), `keep` of them kept; a metrics.jsonl line per step.
+
+Before the first step and after the last, the mean logprob per trained token of a fixed
+probe set (the first 16 trajectories) is measured: the run's summary.json holds both, so a
+warm start that learned shows the taught tokens' logprob rising.
+
+The run folder is the parent of `checkpoint.path`: ckpts/ (apexrl_manifest.json with the
+runs and trials learned from), metrics.jsonl, summary.json. `--resume` continues from the
+latest checkpoint of the same run (same recipe, same trials); a fresh run over
+checkpoints, or any run over a folder that holds another run, is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from apexrl.artifacts.atomic import write_text_atomic
+from apexrl.errors import BadRecordError, UsageError
+from apexrl.train.jaxrl.checkpoints import MANIFEST_NAME, latest_step, write_checkpoint
+from apexrl.train.recipe import LoadedRecipe, SftSection
+
+PROBE_SIZE = 16
+SUMMARY = "summary.json"
+METRICS = "metrics.jsonl"
+
+
+class SftStepRecord(BaseModel):
+    """One line of metrics.jsonl."""
+
+    model_config = ConfigDict(extra="forbid")
+    step: int
+    epoch: int
+    loss: float  # mean per-token NLL of the batch's trained tokens, before the update
+    grad_norm: float | None = None
+    lr: float
+    sequences: int
+    tokens: int  # input tokens of the batch
+    trained_tokens: int
+    step_s: float
+
+
+def _expand(path: str, run_name: str) -> Path:
+    return Path(path.format(run_name=run_name)).expanduser().resolve()
+
+
+def sft_section(loaded: LoadedRecipe) -> SftSection:
+    if loaded.recipe.sft is None:
+        raise UsageError(
+            f"recipe {loaded.source} has no [sft] table",
+            hint="add [sft] (lr, epochs or max_steps, batch_size, seed): see docs/training.md",
+        )
+    return loaded.recipe.sft
+
+
+def sft_settings(loaded: LoadedRecipe):
+    """The backend settings: the recipe's [jax] adapter, [sft]'s optimizer, the CE loss."""
+    from apexrl.train.jaxrl.trainer import JaxSettings
+
+    r, s = loaded.recipe, sft_section(loaded)
+    j = r.jax
+    betas = tuple(r.training.adam_betas or (0.9, 0.999))
+    return JaxSettings(
+        lora_rank=j.lora_rank,
+        lora_alpha=j.lora_alpha,
+        train_attn=j.train_attn,
+        train_mlp=j.train_mlp,
+        train_unembed=j.train_unembed,
+        seed=s.seed,
+        loss="cross_entropy",
+        lr=s.lr,
+        adam_betas=(float(betas[0]), float(betas[1])),
+        weight_decay=s.weight_decay,
+        micro_batch=j.micro_batch,
+    )
+
+
+class SftRun:
+    """The folders of one warm start (nothing written yet)."""
+
+    def __init__(self, loaded: LoadedRecipe, *, resume: bool = False) -> None:
+        r = loaded.recipe
+        self.loaded = loaded
+        self.section = sft_section(loaded)
+        self.run_name = r.resolved_run_name
+        self.ckpt_dir = _expand(r.checkpoint.path, self.run_name)
+        self.root = self.ckpt_dir.parent
+        self.resume = resume
+
+    def latest_step(self) -> int | None:
+        return latest_step(self.ckpt_dir)
+
+    def check_resume(self) -> str:
+        from apexrl.train.launch import resume_line
+
+        return resume_line(str(self.ckpt_dir), self.latest_step(), self.resume)
+
+    def check_same_run(self, identity: dict) -> None:
+        """Refuse a folder whose manifest is another run's (recipe or trials differ)."""
+        path = self.ckpt_dir / MANIFEST_NAME
+        if not path.is_file():
+            return
+        try:
+            old = json.loads(path.read_text("utf-8"))
+        except ValueError:
+            old = {}
+        theirs = manifest_identity(old)
+        if theirs != identity:
+            what = [k for k in identity if theirs.get(k) != identity[k]]
+            raise UsageError(
+                f"{self.root} holds another run ({', '.join(what) or 'manifest'} differ)",
+                hint="set another run_name (--set run_name=NEW) or checkpoint.path; "
+                "nothing was overwritten",
+            )
+
+
+def manifest_identity(manifest: dict) -> dict:
+    """What makes two warm starts the same run: the recipe and the trials learned from."""
+    sources = manifest.get("sft_sources") or []
+    return {
+        "recipe_sha256": manifest.get("recipe_sha256"),
+        "sources": [
+            [s.get("run_dir"), s.get("run_fingerprint"), list(s.get("trials") or [])]
+            for s in sources
+        ],
+    }
+
+
+def cut(ex, max_seq_len: int | None):
+    """An example cut to max_seq_len tokens (prompt + response); refused when nothing the
+    model sampled is left."""
+    if max_seq_len is None or len(ex.prompt_ids) + len(ex.response_ids) <= max_seq_len:
+        return ex
+    keep = max(max_seq_len - len(ex.prompt_ids), 0)
+    mask = ex.loss_mask[:keep]
+    if not any(mask):
+        raise BadRecordError(
+            f"{ex.run_dir} trial {ex.trial_id}",
+            f"cut to sft.max_seq_len = {max_seq_len} tokens, none it sampled is left "
+            f"(prompt {len(ex.prompt_ids)} tokens)",
+            hint="raise sft.max_seq_len (--set sft.max_seq_len=N)",
+        )
+    ex.response_ids, ex.loss_mask = ex.response_ids[:keep], mask
+    return ex
+
+
+def to_datum(ex):
+    from apexrl.train.jaxrl.datums import make_datum
+
+    n = len(ex.response_ids)
+    return make_datum(ex.prompt_ids, ex.response_ids, ex.loss_mask, [0.0] * n, 0.0)
+
+
+def batch_indices(n: int, step: int, batch: int, seed: int) -> tuple[list[int], int]:
+    """(example indices, epoch) of a step: epochs over n examples, each in a seeded order."""
+    from apexrl.train.jaxrl.grpo import step_tasks
+
+    names = step_tasks([str(i) for i in range(n)], step, batch, seed)
+    return [int(x) for x in names], (step - 1) * batch // n + 1
+
+
+def total_steps(section: SftSection, n: int) -> int:
+    batch = min(section.batch_size, n)
+    return section.max_steps or math.ceil(section.epochs * n / batch)
+
+
+def token_mean_logprob(datums, logprobs: list[list[float]]) -> float:
+    """Mean logprob per trained token (weights > 0) over the datums."""
+    total = count = 0.0
+    for d, lps in zip(datums, logprobs, strict=True):
+        for lp, w in zip(lps, d.weights, strict=False):
+            if w:
+                total += lp
+                count += 1
+    return total / max(count, 1.0)
+
+
+def sft_plan(loaded: LoadedRecipe, sources: list[str], min_reward: float | None) -> dict:
+    """What `apexrl train sft --dry-run` prints (no data read, nothing written)."""
+    r = loaded.recipe
+    s = sft_section(loaded)
+    run = SftRun(loaded)
+    return {
+        "run_name": run.run_name,
+        "backend": "jax",
+        "run_dir": str(run.root),
+        "checkpoint_path": str(run.ckpt_dir),
+        "model": r.model.path,
+        "from": [str(Path(x).expanduser().resolve()) for x in sources],
+        "keep": "passed" if min_reward is None else f"reward >= {min_reward}",
+        "lr": s.lr,
+        "epochs": s.epochs,
+        "max_steps": s.max_steps,
+        "batch_size": s.batch_size,
+        "lora_rank": r.jax.lora_rank,
+        "recipe_sha256": loaded.sha256,
+    }
+
+
+def run_sft(
+    loaded: LoadedRecipe,
+    sources: list[str],
+    *,
+    min_reward: float | None = None,
+    resume: bool = False,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Train; returns the summary (also written to <run>/summary.json)."""
+    from apexrl.train.jaxrl.grpo import prepare_model, quiet_loggers
+    from apexrl.train.jaxrl.trainer import JaxPolicy, require_jax
+    from apexrl.train.launch import RunManifest, recipe_provenance
+    from apexrl.train.sft_data import read_runs
+
+    r = loaded.recipe
+    run = SftRun(loaded, resume=resume)
+    section = run.section
+    start_line = run.check_resume()
+    model_dir = prepare_model(r.model.path, run.root, seed=r.training.seed)
+    srcs, examples = read_runs(sources, model_dir=model_dir, min_reward=min_reward)
+    examples = [cut(ex, section.max_seq_len) for ex in examples]
+    manifest = RunManifest(
+        run_name=run.run_name,
+        recipe=r.name,
+        **recipe_provenance(loaded),
+        model=str(model_dir),
+        dataset=",".join(s.run_dir for s in srcs),
+        resume=resume,
+        checkpoint_path=str(run.ckpt_dir),
+        sft_sources=srcs,
+    )
+    run.check_same_run(manifest_identity(manifest.model_dump(mode="json")))
+    require_jax()  # before anything is written
+    run.ckpt_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run.ckpt_dir / MANIFEST_NAME, manifest.model_dump_json(indent=1))
+
+    n = len(examples)
+    batch = min(section.batch_size, n)
+    total = total_steps(section, n)
+    say(f"run          {run.root} ({start_line})")
+    kept = ", ".join(f"{Path(s.run_dir).name}: {len(s.trials)}/{s.n_trials}" for s in srcs)
+    say(
+        f"data         {n} trajectories kept ({kept}); {sum(e.n_trained for e in examples)} "
+        "trained tokens"
+    )
+    say(f"model        {model_dir} (LoRA r={r.jax.lora_rank}, cross-entropy, lr {section.lr})")
+
+    quiet_loggers()
+    t0 = time.monotonic()
+    policy = JaxPolicy(model_dir, sft_settings(loaded))
+    quiet_loggers()
+    say(f"trainer      SkyRL JAX backend ready in {time.monotonic() - t0:.0f}s")
+    probe = [to_datum(ex) for ex in examples[:PROBE_SIZE]]
+    probe_file = run.root / "probe.json"
+    start = 1
+    latest = run.latest_step() if resume else None
+    metrics = run.root / METRICS
+    if latest is not None:
+        policy.load_state(run.ckpt_dir / f"global_step_{latest}" / "trainer")
+        start = latest + 1
+        before = json.loads(probe_file.read_text("utf-8"))["taught_logprob_before"]
+        _keep_metrics_through(metrics, latest)  # steps after the checkpoint run again
+    else:
+        before = token_mean_logprob(probe, policy.logprobs(probe))
+        write_text_atomic(probe_file, json.dumps({"taught_logprob_before": before}))
+        metrics.unlink(missing_ok=True)
+    interval = max(r.checkpoint.interval, 1)
+    for step in range(start, total + 1):
+        t1 = time.monotonic()
+        idx, epoch = batch_indices(n, step, batch, section.seed)
+        datums = [to_datum(examples[i]) for i in idx]
+        _, lps = policy.forward_backward(datums)
+        loss = -token_mean_logprob(datums, lps)
+        opt = policy.optim_step()
+        rec = SftStepRecord(
+            step=step,
+            epoch=epoch,
+            loss=loss,
+            grad_norm=opt["grad_norm"],
+            lr=opt["lr"],
+            sequences=len(datums),
+            tokens=sum(len(d.input_ids) for d in datums),
+            trained_tokens=sum(d.n_trained for d in datums),
+            step_s=time.monotonic() - t1,
+        )
+        if step % interval == 0 or step == total:
+            write_checkpoint(
+                run.ckpt_dir, policy, step, {"weight_version": step}, keep=r.checkpoint.keep
+            )
+        with metrics.open("a", encoding="utf-8") as f:
+            f.write(rec.model_dump_json() + "\n")
+        say(
+            f"sft step {step}/{total}  epoch {epoch}  loss {loss:.4f}  grad_norm "
+            f"{rec.grad_norm:.3f}  seqs {rec.sequences}  tokens {rec.tokens} "
+            f"({rec.trained_tokens} trained)  {rec.step_s:.1f}s"
+        )
+    after = token_mean_logprob(probe, policy.logprobs(probe))
+    say(f"taught tokens: mean logprob {before:.4f} -> {after:.4f} (probe of {len(probe)})")
+    steps = [json.loads(x) for x in metrics.read_text("utf-8").splitlines() if x.strip()]
+    summary = {
+        "run_dir": str(run.root),
+        "checkpoint_path": str(run.ckpt_dir),
+        "latest_checkpoint": str(run.ckpt_dir / f"global_step_{total}"),
+        "model": str(model_dir),
+        "steps": total,
+        "trajectories": n,
+        "trained_tokens": sum(e.n_trained for e in examples),
+        "loss_first": steps[0]["loss"] if steps else None,
+        "loss_last": steps[-1]["loss"] if steps else None,
+        "taught_logprob_before": before,
+        "taught_logprob_after": after,
+        "probe_trajectories": len(probe),
+        "recipe_sha256": loaded.sha256,
+    }
+    write_text_atomic(run.root / SUMMARY, json.dumps(summary, indent=1))
+    return summary
+
+
+def _keep_metrics_through(path: Path, step: int) -> None:
+    if not path.is_file():
+        return
+    keep = [
+        line
+        for line in path.read_text("utf-8").splitlines()
+        if line.strip() and json.loads(line)["step"] <= step
+    ]
+    write_text_atomic(path, "".join(x + "\n" for x in keep))
