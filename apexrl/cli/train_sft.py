@@ -48,6 +48,18 @@ def sft(
     for s in sources:
         output.refuse_dash(s, "--from", "an eval run folder")
     loaded = load_recipe(recipe, set_)
+    if loaded.recipe.training.backend == "skyrl":  # SkyRL's SFT trainer on a GPU cluster
+        from apexrl.train.sft_skyrl import prepare_skyrl_sft
+
+        plan = prepare_skyrl_sft(
+            loaded, sources, min_reward=min_reward, resume=resume, dry_run=dry_run
+        )
+        output.info(f"SkyRL {plan['skyrl_version']} accepts the SFT config ({plan['validated']})")
+        if not dry_run:
+            output.info(f"wrote {plan['dataset']}; start it on the cluster with:")
+            output.info(" ".join(plan["command"]))
+        output.emit_records([plan], json_out=True)
+        return
     if dry_run:
         plan = sft_plan(loaded, sources, min_reward)
         output.emit_records([plan], json_out=json_out or not output.stdout_is_terminal())

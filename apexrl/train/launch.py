@@ -67,6 +67,9 @@ class RunManifest(BaseModel):
     training_rights: str | None = None
     # `apexrl train sft`: the eval runs learned from and the trials kept of each
     sft_sources: list[SftSource] | None = None
+    # what makes two warm starts one run (apexrl.train.jaxrl.sft.run_identity): a --resume
+    # or a fresh start over a folder whose manifest has another is refused
+    sft_identity: str | None = None
 
 
 def git_revision(cwd: Path | None = None) -> tuple[str | None, bool | None]:

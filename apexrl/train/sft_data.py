@@ -170,7 +170,11 @@ def example_from(run_dir: Path, row: dict, traj) -> SftExample:
 
 
 def read_run(
-    run_dir: str | Path, *, model_digest: str, vocab_size: int, min_reward: float | None = None
+    run_dir: str | Path,
+    *,
+    model_digest: str,
+    vocab_size: int | None,
+    min_reward: float | None = None,
 ) -> tuple[SftSource, list[SftExample]]:
     """The kept trials of one eval run, checked against the model to train (its tokenizer
     digest and vocabulary size)."""
@@ -243,7 +247,7 @@ def read_run(
         )
     for ex in examples:
         top = max([*ex.prompt_ids, *ex.response_ids])
-        if top >= vocab_size:
+        if vocab_size is not None and top >= vocab_size:
             raise BadRecordError(
                 f"{run} trial {ex.trial_id}",
                 f"token id {top} is outside the model's vocabulary ({vocab_size})",
@@ -265,19 +269,34 @@ def read_run(
     return source, examples
 
 
+def model_tokenizer(model: str | Path, tokenizer: str | None = None) -> tuple[str, int | None]:
+    """(tokenizer spec, vocabulary size or None) of the model to train: a checkpoint folder
+    (its tokenizer files and config.json), or an id whose tokenizer load_tokenizer finds."""
+    folder = Path(model).expanduser()
+    if (folder / "config.json").is_file():
+        cfg = json.loads((folder / "config.json").read_text("utf-8"))
+        size = cfg.get("vocab_size") or (cfg.get("text_config") or {}).get("vocab_size")
+        return tokenizer or str(folder.resolve()), int(size) if size else None
+    return tokenizer or str(model), None
+
+
 def read_runs(
-    run_dirs: list[str], *, model_dir: Path, min_reward: float | None = None
+    run_dirs: list[str],
+    *,
+    model: str | Path,
+    tokenizer: str | None = None,
+    min_reward: float | None = None,
 ) -> tuple[list[SftSource], list[SftExample]]:
-    """Every run's kept trials (a run given twice is read once)."""
+    """Every run's kept trials (a run given twice is read once), checked against the model
+    to train (`tokenizer`: its tokenizer when it is not the model's own)."""
     if not run_dirs:
         raise UsageError("no --from run", hint="pass --from RUN_DIR (an `apexrl eval run` folder)")
-    cfg = json.loads((Path(model_dir) / "config.json").read_text("utf-8"))
-    vocab_size = int(cfg.get("vocab_size") or 0)
+    spec, vocab_size = model_tokenizer(model, tokenizer)
     try:
-        model_digest = tokenizer_digest(str(model_dir))
+        model_digest = tokenizer_digest(spec)
     except UsageError as e:
         raise UsageError(
-            f"model {model_dir}: its tokenizer cannot be loaded ({e})",
+            f"model {model}: its tokenizer cannot be loaded ({e})",
             hint="the model folder needs tokenizer.json (a Hugging Face checkpoint folder)",
         ) from None
     sources: list[SftSource] = []

@@ -63,9 +63,7 @@ SEQ = [151644, 872, 198, 9707, 11, 1879, 0, 151645, 198, 151644, 77091, 198, 970
 
 
 def logprobs(engine) -> list[float]:
-    plp = engine.generate(SEQ, max_tokens=1, temperature=0.0, prompt_logprobs=0)[
-        "prompt_logprobs"
-    ]
+    plp = engine.generate(SEQ, max_tokens=1, temperature=0.0, prompt_logprobs=0)["prompt_logprobs"]
     return [plp[i][str(t)]["logprob"] for i, t in enumerate(SEQ) if i]
 
 

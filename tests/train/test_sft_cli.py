@@ -21,6 +21,8 @@ RECIPE = """
 name = "sft-test"
 [model]
 path = "synthetic:letters"
+[training]
+backend = "jax"
 [jax]
 lora_rank = 4
 train_attn = false
@@ -72,7 +74,7 @@ def test_the_teacher_runs_passed_trials_are_kept_with_their_token_streams(runs, 
     from apexrl.train.sft_data import read_runs
 
     model = prepare_model("synthetic:letters", tmp_path, seed=0)
-    (src,), examples = read_runs([str(runs["teacher"])], model_dir=model)
+    (src,), examples = read_runs([str(runs["teacher"])], model=model)
     assert sorted(t.split("-")[1] for t in src.trials) == ["q", "z"]  # rejection sampling
     assert src.skipped == {"not passed": 2} and src.n_trials == 4
     from apexrl.tito.tokenizer import load_tokenizer
@@ -84,7 +86,7 @@ def test_the_teacher_runs_passed_trials_are_kept_with_their_token_streams(runs, 
         assert tok.decode(ex.response_ids) in ("quiz<|im_end|>", "zero<|im_end|>")
         assert "contains the letter" in tok.decode(ex.prompt_ids)
     # --min-reward 0 keeps every completed trial, failed ones included
-    (src0,), ex0 = read_runs([str(runs["teacher"])], model_dir=model, min_reward=0.0)
+    (src0,), ex0 = read_runs([str(runs["teacher"])], model=model, min_reward=0.0)
     assert len(src0.trials) == 4 and src0.skipped == {}
 
 

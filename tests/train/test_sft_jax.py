@@ -84,7 +84,7 @@ def check_merged_logprobs(merged: Path, root: Path, teacher: Path) -> None:
     from apexrl.train.sft_data import read_runs
 
     base = prepare_model("synthetic:letters", root, seed=0)
-    _, examples = read_runs([str(teacher)], model_dir=base)
+    _, examples = read_runs([str(teacher)], model=base)
     seq = examples[0].prompt_ids + examples[0].response_ids
     n = len(examples[0].response_ids)
 
@@ -92,12 +92,81 @@ def check_merged_logprobs(merged: Path, root: Path, teacher: Path) -> None:
         plp = engine.generate(seq, max_tokens=1, temperature=0.0, prompt_logprobs=0)[
             "prompt_logprobs"
         ]
-        return [plp[i][str(t)]["logprob"] for i, t in zip(range(len(seq) - n, len(seq)), seq[-n:])]
+        return [plp[i][str(seq[i])]["logprob"] for i in range(len(seq) - n, len(seq))]
 
     merged_lps = reply_logprobs(LocalEngine(merged))
     eng = LocalEngine(base)
     base_lps = reply_logprobs(eng)
     eng.load_adapter(root / "ckpts" / "global_step_4" / "adapter.tar.gz")
     adapted_lps = reply_logprobs(eng)
-    assert max(abs(a - b) for a, b in zip(merged_lps, adapted_lps)) < 1e-4
+    assert max(abs(a - b) for a, b in zip(merged_lps, adapted_lps, strict=True)) < 1e-4
     assert sum(merged_lps) > sum(base_lps) + 0.5
+
+
+GPU_RECIPE = """
+name = "sft-gpu"
+[model]
+path = "{model}"
+[training]
+strategy = "fsdp"
+micro_batch_per_gpu = 1
+[cluster]
+gpus_per_node = 1
+training_nodes = 1
+[sft]
+lr = 1e-5
+max_steps = 3
+batch_size = 2
+[checkpoint]
+path = "{root}/ckpts"
+"""
+
+
+def test_gpu_path_renders_skyrls_sft_config_and_skyrl_accepts_it(tmp_path, monkeypatch):
+    """training.backend = "skyrl": the kept trials as SkyRL's pretokenized dataset and the
+    SFTConfig from the recipe, checked by SkyRL 0.4.0 itself (its config classes,
+    validate_sft_cfg, the bridge to its trainer config, its dataset loader)."""
+    import pyarrow.parquet as pq
+
+    from apexrl.engine.tiny import make_tiny_checkpoint
+
+    monkeypatch.setenv("HARBOR_TELEMETRY", "0")
+    teacher = eval_run(tmp_path, tmp_path / "teacher", {"q": "quiz", "z": "zero"}, limit=2)
+    model = make_tiny_checkpoint(tmp_path / "model", seed=0, max_position_embeddings=4096)
+    root = tmp_path / "run"
+    recipe = tmp_path / "gpu.toml"
+    recipe.write_text(GPU_RECIPE.format(model=model, root=root))
+
+    res = sft(recipe, "--from", str(teacher), "--dry-run")
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    assert "SkyRL 0.4.0 accepts the SFT config" in res.output
+    o = plan["skyrl"]
+    assert o["model.path"] == str(model) and o["num_steps"] == 3 and "num_epochs" not in o
+    assert o["batch_size"] == 2 and o["optimizer_config.lr"] == 1e-5 and o["strategy"] == "fsdp"
+    assert o["pretokenized_dataset_paths"] == [str(root / "data" / "sft-pretokenized.parquet")]
+    assert plan["command"][:3] == ["python", "-m", "skyrl.train.main_sft"]
+    assert not root.exists()  # a dry run keeps nothing
+
+    res = sft(recipe, "--from", str(teacher))
+    assert res.exit_code == 0, res.output
+    rows = pq.read_table(root / "data" / "sft-pretokenized.parquet").to_pylist()
+    assert len(rows) == plan["trajectories"] == 1  # q passed of q and k
+    for row in rows:
+        assert len(row["input_ids"]) == len(row["loss_mask"])
+        assert sum(row["loss_mask"]) == 2 and row["loss_mask"][-2:] == [1, 1]  # quiz + stop
+    assert json.loads((root / "sft_job.json").read_text())["skyrl"] == o
+
+    # a layout SkyRL refuses fails with SkyRL's own message
+    res = sft(
+        recipe,
+        "--from",
+        str(teacher),
+        "--dry-run",
+        "--set",
+        'training.strategy="megatron"',
+        "--set",
+        "training.tensor_parallel=2",
+    )
+    assert res.exit_code == 1, res.output
+    assert "total_world_size must be divisible by TP * PP * CP" in res.output

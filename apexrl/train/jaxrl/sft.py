@@ -112,35 +112,52 @@ class SftRun:
 
         return resume_line(str(self.ckpt_dir), self.latest_step(), self.resume)
 
-    def check_same_run(self, identity: dict) -> None:
-        """Refuse a folder whose manifest is another run's (recipe or trials differ)."""
+    def check_same_run(self, identity: str) -> None:
+        """Refuse a folder whose manifest is another run's (model, adapter, data or
+        trials differ)."""
         path = self.ckpt_dir / MANIFEST_NAME
         if not path.is_file():
             return
         try:
-            old = json.loads(path.read_text("utf-8"))
+            theirs = json.loads(path.read_text("utf-8")).get("sft_identity")
         except ValueError:
-            old = {}
-        theirs = manifest_identity(old)
+            theirs = None
         if theirs != identity:
-            what = [k for k in identity if theirs.get(k) != identity[k]]
             raise UsageError(
-                f"{self.root} holds another run ({', '.join(what) or 'manifest'} differ)",
+                f"{self.root} holds another run (its model, adapter, optimizer or the trials "
+                "it learns from differ from this one's)",
                 hint="set another run_name (--set run_name=NEW) or checkpoint.path; "
                 "nothing was overwritten",
             )
 
 
-def manifest_identity(manifest: dict) -> dict:
-    """What makes two warm starts the same run: the recipe and the trials learned from."""
-    sources = manifest.get("sft_sources") or []
-    return {
-        "recipe_sha256": manifest.get("recipe_sha256"),
-        "sources": [
-            [s.get("run_dir"), s.get("run_fingerprint"), list(s.get("trials") or [])]
-            for s in sources
-        ],
-    }
+# recipe keys a run may change and still be the same run (how long it goes, how often and
+# how many checkpoints it keeps, what it is called)
+SAME_RUN_KEYS = (
+    ("sft", "max_steps"),
+    ("sft", "epochs"),
+    ("checkpoint", "interval"),
+    ("checkpoint", "keep"),
+    ("description",),
+)
+
+
+def run_identity(loaded: LoadedRecipe, model: str, sources) -> str:
+    """A hash of what makes two warm starts one run: the recipe (but SAME_RUN_KEYS), the
+    model and, per run learned from, its fingerprint and the trials kept."""
+    import copy
+
+    from apexrl.train.recipe import canonical_hash
+
+    tree = copy.deepcopy(loaded.merged)
+    for path in SAME_RUN_KEYS:
+        node = tree
+        for k in path[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    data = [[s.run_dir, s.run_fingerprint, list(s.trials)] for s in sources]
+    return "sha256:" + canonical_hash({"recipe": tree, "model": model, "data": data})
 
 
 def cut(ex, max_seq_len: int | None):
@@ -233,7 +250,9 @@ def run_sft(
     section = run.section
     start_line = run.check_resume()
     model_dir = prepare_model(r.model.path, run.root, seed=r.training.seed)
-    srcs, examples = read_runs(sources, model_dir=model_dir, min_reward=min_reward)
+    srcs, examples = read_runs(
+        sources, model=model_dir, tokenizer=r.model.tokenizer, min_reward=min_reward
+    )
     examples = [cut(ex, section.max_seq_len) for ex in examples]
     manifest = RunManifest(
         run_name=run.run_name,
@@ -244,8 +263,9 @@ def run_sft(
         resume=resume,
         checkpoint_path=str(run.ckpt_dir),
         sft_sources=srcs,
+        sft_identity=run_identity(loaded, str(model_dir), srcs),
     )
-    run.check_same_run(manifest_identity(manifest.model_dump(mode="json")))
+    run.check_same_run(manifest.sft_identity)
     require_jax()  # before anything is written
     run.ckpt_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run.ckpt_dir / MANIFEST_NAME, manifest.model_dump_json(indent=1))
