@@ -33,15 +33,23 @@ def sft(
     resume: bool = typer.Option(
         False, "--resume", help="Continue from the run's latest checkpoint."
     ),
+    training_rights: str | None = typer.Option(
+        None,
+        "--training-rights",
+        help="Your statement of the right to train on data marked evaluation-only (its terms "
+        "forbid training); recorded in the run manifest.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; train nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Warm start: learn the model's own tokens of the passed trials of eval runs.
 
     Rejection sampling (passed trials, or --min-reward), cross-entropy on the tokens the
-    model sampled (the TITO stream and loss mask the run recorded), LoRA through SkyRL's
-    JAX backend on this CPU. Writes a run folder like `apexrl train` (ckpts/ with the
-    manifest, metrics.jsonl, summary.json); `apexrl train export` merges its checkpoint."""
+    model sampled (the TITO stream and loss mask the run recorded). training.backend =
+    "jax": LoRA through SkyRL's JAX backend on this CPU, into a run folder like `apexrl
+    train`'s (ckpts/ with the manifest, metrics.jsonl, summary.json; `apexrl train export`
+    merges its checkpoint). "skyrl": SkyRL's own SFT trainer config and dataset for a GPU
+    cluster, validated by SkyRL."""
     from apexrl.train.jaxrl.sft import run_sft, sft_plan
     from apexrl.train.recipe import load_recipe
 
@@ -52,7 +60,12 @@ def sft(
         from apexrl.train.sft_skyrl import prepare_skyrl_sft
 
         plan = prepare_skyrl_sft(
-            loaded, sources, min_reward=min_reward, resume=resume, dry_run=dry_run
+            loaded,
+            sources,
+            min_reward=min_reward,
+            resume=resume,
+            dry_run=dry_run,
+            training_rights=training_rights,
         )
         output.info(f"SkyRL {plan['skyrl_version']} accepts the SFT config ({plan['validated']})")
         if not dry_run:
@@ -64,7 +77,14 @@ def sft(
         plan = sft_plan(loaded, sources, min_reward)
         output.emit_records([plan], json_out=json_out or not output.stdout_is_terminal())
         return
-    summary = run_sft(loaded, sources, min_reward=min_reward, resume=resume, say=output.info)
+    summary = run_sft(
+        loaded,
+        sources,
+        min_reward=min_reward,
+        resume=resume,
+        training_rights=training_rights,
+        say=output.info,
+    )
     output.emit_records([summary], json_out=json_out)
 
 

@@ -34,6 +34,7 @@ class SftSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
     run_dir: str
     run_fingerprint: str | None = None  # run.json's identity hash
+    dataset: str | None = None  # the tasks the run's trials ran on (run.json dataset.source)
     model: str | None = None  # the model that sampled the run
     tokenizer: str | None = None
     tokenizer_digest: str
@@ -256,6 +257,7 @@ def read_run(
     source = SftSource(
         run_dir=str(run),
         run_fingerprint=config.fingerprint(),
+        dataset=config.dataset.source,
         model=config.model.name or config.model.path,
         tokenizer=spec,
         tokenizer_digest=digest,

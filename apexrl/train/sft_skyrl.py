@@ -164,6 +164,7 @@ def prepare_skyrl_sft(
     min_reward: float | None = None,
     resume: bool = False,
     dry_run: bool = False,
+    training_rights: str | None = None,
 ) -> dict[str, Any]:
     """`apexrl train sft` with `training.backend = "skyrl"`: the kept trials as SkyRL's
     pretokenized dataset, the SFTConfig rendered and validated by SkyRL. With `dry_run`
@@ -173,6 +174,7 @@ def prepare_skyrl_sft(
     import tempfile
 
     from apexrl.artifacts.atomic import write_text_atomic
+    from apexrl.tasks.terms import check_training_rights
     from apexrl.train.jaxrl.sft import SftRun
     from apexrl.train.sft_data import read_runs
 
@@ -182,6 +184,7 @@ def prepare_skyrl_sft(
     srcs, examples = read_runs(
         sources, model=r.model.path, tokenizer=r.model.tokenizer, min_reward=min_reward
     )
+    data_terms = check_training_rights([s.dataset for s in srcs], training_rights)
     final = run.root / "data" / DATASET
     with tempfile.TemporaryDirectory(prefix="apexrl-sft-") as tmp:
         path = Path(tmp) / DATASET if dry_run else final
@@ -203,6 +206,8 @@ def prepare_skyrl_sft(
         "build_skyrl_config_for_sft, load_from_pretokenized",
         "skyrl": overrides,
         "command": launch_command(overrides),
+        "data_terms": data_terms,
+        "training_rights": training_rights if data_terms else None,
         "recipe_sha256": loaded.sha256,
     }
     if not dry_run:

@@ -237,9 +237,13 @@ def run_sft(
     *,
     min_reward: float | None = None,
     resume: bool = False,
+    training_rights: str | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Train; returns the summary (also written to <run>/summary.json)."""
+    """Train; returns the summary (also written to <run>/summary.json). The tasks the runs
+    ran on are checked for evaluation-only terms (apexrl.tasks.terms) as `train` checks
+    its data: refused unless `training_rights` states the right to train on them."""
+    from apexrl.tasks.terms import check_training_rights
     from apexrl.train.jaxrl.grpo import prepare_model, quiet_loggers
     from apexrl.train.jaxrl.trainer import JaxPolicy, require_jax
     from apexrl.train.launch import RunManifest, recipe_provenance
@@ -254,6 +258,7 @@ def run_sft(
         sources, model=model_dir, tokenizer=r.model.tokenizer, min_reward=min_reward
     )
     examples = [cut(ex, section.max_seq_len) for ex in examples]
+    data_terms = check_training_rights([s.dataset for s in srcs], training_rights)
     manifest = RunManifest(
         run_name=run.run_name,
         recipe=r.name,
@@ -262,6 +267,8 @@ def run_sft(
         dataset=",".join(s.run_dir for s in srcs),
         resume=resume,
         checkpoint_path=str(run.ckpt_dir),
+        data_terms=data_terms,
+        training_rights=training_rights if data_terms else None,
         sft_sources=srcs,
         sft_identity=run_identity(loaded, str(model_dir), srcs),
     )
