@@ -72,7 +72,7 @@ def test_warm_start_learns_the_passed_trials_resumes_and_exports(tmp_path, monke
     res = CliRunner().invoke(app, ["train", "export", str(root), "-o", str(out)])
     assert res.exit_code == 0, res.output
     rec = json.loads((out / "apexrl_export.json").read_text())
-    assert rec["global_step"] == 3 and rec["merged_weights"] == ["lm_head.weight"]
+    assert rec["global_step"] == 3 and "lm_head.weight" in rec["merged_weights"]
     check_merged_logprobs(out, root, teacher)
 
 
