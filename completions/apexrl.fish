@@ -158,6 +158,7 @@ complete -c apexrl -n '__apexrl_is "eval run"' -l max-tokens -x -d 'Tokens per t
 complete -c apexrl -n '__apexrl_is "eval run"' -l seed -x -d 'Sampling seed (attempt i uses seed + i).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l ray-address -x -d 'Ray cluster address (auto, ray://...; local starts one).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l pass-env -x -d 'Host env var a tasks ${NAME} may read (repeatable).'
+complete -c apexrl -n '__apexrl_is "eval run"' -l tool -r -F -d 'Offer the agent only this tool of the worlds (repeatable; default: all'
 complete -c apexrl -n '__apexrl_is "eval run"' -l sandbox-cpus -x -d 'CPUs per remote sandbox (--env modal; recipe: 2).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l sandbox-memory-mb -x -d 'Memory per remote sandbox in MB (recipe: 4096).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l sandbox-timeout-s -x -d 'Remote sandbox lifetime in seconds (recipe: 6000).'

@@ -38,7 +38,7 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
 from apexrl.agent.loop import DEFAULT_SYSTEM_PROMPT, AgentLoop, make_redactor
-from apexrl.agent.mcp_tools import GatewayNotReady, ToolBox
+from apexrl.agent.mcp_tools import GatewayNotReady, ToolBox, ToolsNotOffered
 from apexrl.agent.offload import write_off_loop
 from apexrl.agent.prompts import with_extra_prompt
 from apexrl.agent.records import (
@@ -90,6 +90,7 @@ class ApexAgent(BaseAgent):
         sampling: dict | Sampling | None = None,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
         extra_prompt: str | None = None,
+        tools: list[str] | None = None,
         engine_retries: int = 2,
         retry_base_delay_s: float = 1.0,
         gateway_ready_timeout_s: float = 120.0,
@@ -107,6 +108,7 @@ class ApexAgent(BaseAgent):
         self.sampling = sampling if isinstance(sampling, Sampling) else Sampling(**(sampling or {}))
         self.system_prompt = system_prompt
         self.extra_prompt = extra_prompt
+        self.allowed_tools = list(tools) if tools is not None else None
         self.engine_retries = int(engine_retries)
         self.retry_base_delay_s = float(retry_base_delay_s)
         self.gateway_ready_timeout_s = float(gateway_ready_timeout_s)
@@ -183,12 +185,17 @@ class ApexAgent(BaseAgent):
             if mml:  # the server's window wins: vLLM trims max_tokens silently past it
                 ctx = min(ctx, mml)
             client.max_context = ctx
-            tools = ToolBox(url, max_reply_bytes=self.budgets.tool_reply_max_bytes)
+            tools = ToolBox(
+                url, max_reply_bytes=self.budgets.tool_reply_max_bytes, allow=self.allowed_tools
+            )
             g0 = time.monotonic()
             try:
                 await tools.connect(ready_timeout_s=self.gateway_ready_timeout_s)
             except GatewayNotReady as e:
                 rec.error_class, rec.error = "gateway_not_ready", redact(str(e))
+                return
+            except ToolsNotOffered as e:
+                rec.error_class, rec.error = "tools_not_offered", redact(str(e))
                 return
             rec.gateway_ready_s = time.monotonic() - g0
             session = TitoSession(

@@ -48,6 +48,11 @@ class GatewayNotReady(Exception):
     """The gateway did not answer /health and tools/list in time."""
 
 
+class ToolsNotOffered(Exception):
+    """The allowlist names a tool the world's gateway does not list (a usage error of the
+    run, not a score: the trial fails as infrastructure)."""
+
+
 @dataclass
 class ToolOutcome:
     status: ToolStatus
@@ -72,6 +77,9 @@ class ToolBox:
     refused: int = 0  # replies refused for their size
     tools: list[dict] = field(default_factory=list)  # OpenAI function schemas
     names: set[str] = field(default_factory=set)
+    # the tools offered to the agent (None: every tool the gateway lists); a call to any
+    # other is answered like a call to a tool that does not exist
+    allow: list[str] | None = None
     _client: Any = None
     _owner: asyncio.Task | None = None
     _stop: asyncio.Event | None = None
@@ -110,13 +118,24 @@ class ToolBox:
                         await self._open()
                         listed = await self._client.list_tools()
                     self._set_tools(listed.tools)
-                    return
+                    break
                 except Exception as e:  # not up yet, or the session broke while opening
                     last = f"{type(e).__name__}: {e}"
                     await self.close()
             else:
                 last = f"{self.health_url} not healthy"
             await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        missing = sorted(set(self.allow or ()) - self.names)
+        if missing:
+            await self.close()
+            raise ToolsNotOffered(
+                f"the tool allowlist names {', '.join(missing)}, which the MCP gateway at "
+                f"{self.url} does not list (it lists: {', '.join(sorted(self.names)) or 'none'})"
+            )
+        if self.allow is not None:
+            keep = set(self.allow)
+            self.tools = [t for t in self.tools if t["function"]["name"] in keep]
+            self.names &= keep
 
     async def _open(self) -> None:
         """Open the MCP session in its own task.

@@ -197,6 +197,12 @@ def run(
     pass_env: list[str] = typer.Option(
         None, "--pass-env", help="Host env var a task's ${NAME} may read (repeatable)."
     ),
+    tool: list[str] = typer.Option(
+        None,
+        "--tool",
+        help="Offer the agent only this tool of the world's (repeatable; default: all). "
+        "A name the world does not list fails the trial.",
+    ),
     force: bool = typer.Option(False, "--force", help="Discard a RUN_DIR of another config."),
     json_out: bool = SUMMARY_JSON_OPT,
     # one spelling from here to the environment: --sandbox-X, a recipe's agent.sandbox_X,
@@ -314,6 +320,7 @@ def run(
         ),
         vllm_python=vllm_python,
         pass_env=list(pass_env or []),
+        tools=list(tool) if tool else None,
         command=output.command_line(),
         selection=selection,
     )

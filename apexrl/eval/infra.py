@@ -35,6 +35,7 @@ KINDS = {
     "no_tokenizer": "engine",
     "no_gateway": "sandbox",
     "gateway_not_ready": "sandbox",
+    "tools_not_offered": "sandbox",  # the allowlist names a tool the world does not list
     "fatal_mcp_error": "sandbox",
     "exec_timeout": "sandbox",
     "agent_setup_timeout": "sandbox",

@@ -207,6 +207,8 @@ class AgentSection(AgentLimits):  # type: ignore[misc, valid-type]
     # whose MCP servers serve the worlds: apexrl's, or the checkout's own (local env only)
     runtime: Literal["apexrl", "archipelago"] = "apexrl"
     grader_options: list[str] = []  # apexrl.grading.grader.GRADER_OPTIONS names
+    # the world's tools the agent is offered, by name (unset: all it lists)
+    tools: list[str] | None = None
     reward: Literal["score", "pass"] = "score"  # the recipe trains on the fraction met
     eval_nudge: Literal["recipe", "once", "off"] = "off"  # the recipe's eval: off
     # remote sandboxes (environment = "modal"): None is Modal's default; the recipe

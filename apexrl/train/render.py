@@ -169,6 +169,7 @@ def trial_spec_from_recipe(r: Recipe) -> TrialSpec:
         archipelago=ag.archipelago,
         runtime=ag.runtime,
         grader_options=list(ag.grader_options),
+        tools=list(ag.tools) if ag.tools is not None else None,
         budgets=AgentBudgets(
             **budgets_from_recipe(ag),
             context_window=r.batch.max_seq_len,

@@ -72,6 +72,9 @@ class TrialSpec(BaseModel):
     budgets: AgentBudgets = Field(default_factory=AgentBudgets)
     sampling: Sampling = Field(default_factory=Sampling)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    # the world's tools the agent is offered, by name (None: all it lists): a short tool
+    # list is a short prompt; a name the world does not list fails the trial
+    tools: list[str] | None = None
     # host environment variables a task's [environment.env] `${NAME}` may read (--pass-env);
     # any other `${NAME}` resolves to its default or is dropped
     pass_env: list[str] = Field(default_factory=list)

@@ -94,6 +94,7 @@ def harbor_config(task_dir: Path, config: TrialConfig) -> Any:
                 "chat_template": config.chat_template,
                 **({"system_prompt": config.system_prompt} if config.system_prompt else {}),
                 "extra_prompt": config.extra_prompt,
+                **({"tools": list(config.tools)} if config.tools is not None else {}),
                 "budgets": b.model_dump(mode="json"),
                 "sampling": config.sampling.model_dump(mode="json"),
             },
