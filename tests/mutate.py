@@ -104,6 +104,9 @@ SURVIVED = frozenset({"survived", "no tests", "suspicious"})
 # and check its names here anew (`mutmut show NAME` in build/mutate/<module>/).
 _R = "apexrl.publish.redact."
 _N = "apexrl.artifacts.nofollow."
+_M = "apexrl.eval.metrics."
+_ZIP = "the two columns always have one length: strict or not, zip pairs them alike"
+_EMPTY = "an empty array's dtype is never read"
 _MARKER = "no credential shape or known value starts with '[': a hit never starts at a marker"
 _LONGEST = "reverse string order puts a value before every prefix of it, as longest-first"
 _WALK = "each of os.walk(followlinks=False) and the lstat filter keeps out link folders"
@@ -135,6 +138,23 @@ EQUIVALENT: dict[str, str] = {
     _R + "xǁRedactorǁ_known_regex__mutmut_4": _LONGEST,
     _R + "xǁRedactorǁ_known_regex__mutmut_7": _LONGEST,
     _R + "xǁRedactorǁtext__mutmut_6": "s[None:a] is s[0:a]",
+    **{
+        _M + m: why
+        for m, why in (
+            ("x_resampled_means__mutmut_1", "the draws come in one order whatever the chunk"),
+            ("x_resampled_means__mutmut_26", "integers(n) is integers(0, n)"),
+            ("x_resampled_means__mutmut_35", "astype(None) is float64"),
+            ("xǁTaskTableǁfrom_columns__mutmut_34", "astype(None) is float64"),
+            ("xǁTaskTableǁfrom_columns__mutmut_41", "astype(None) is float64"),
+            ("xǁColumnsǁungraded__mutmut_11", _ZIP),
+            ("xǁColumnsǁungraded__mutmut_14", _ZIP),
+            ("xǁColumnsǁungraded__mutmut_15", _ZIP),
+            ("xǁTaskTableǁfrom_columns__mutmut_17", _EMPTY),
+            ("xǁTaskTableǁfrom_columns__mutmut_19", _EMPTY),
+            ("xǁTaskTableǁfrom_columns__mutmut_21", _EMPTY),
+            ("xǁTaskTableǁfrom_columns__mutmut_23", _EMPTY),
+        )
+    },
     **{
         _N + m: why
         for m, why in (

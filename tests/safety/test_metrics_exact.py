@@ -184,3 +184,51 @@ def test_only_tasks_and_only_trials():
     tri = cols.only_trials({"b.a0"})
     assert tri.task_id.tolist() == ["b"] and tri.passed().tolist() == [False]
     assert len(M.Columns.from_rows([{"task_id": "q"}]).only_trials({"x"})) == 0
+
+
+# --- what mutation testing found untested (make mutate MODULES=metrics) ------------------
+
+
+def test_criteria_win_over_the_reward_and_boundaries():
+    cols = M.Columns.from_rows([
+        row("a", 0, met=0, total=1, reward=1.0),  # a reward of 1 with a criterion unmet
+        row("a", 1, met=0, total=0, reward=1.0 - 1e-9),  # no criteria: the reward, at 1
+        row("a", 2, met=1, total=1, reward=0.3),  # one criterion: met/total, not reward
+    ])  # fmt: skip
+    assert cols.passed().tolist() == [False, True, True]
+    assert cols.score().tolist() == [0.0, 1.0 - 1e-9, 1.0]
+
+
+def test_empty_runs_and_comparisons():
+    s = M.summarize([])
+    assert (s.n_tasks, s.n_trials, s.trials_ungraded) == (0, 0, 0)
+    assert s.pass_at_1.value == 0.0 and s.per_domain == {}
+    empty = M.Columns.from_rows([])
+    assert empty.ungraded().dtype == bool and len(empty.graded()) == 0
+    some = M.Columns.from_rows([row("t", 0)])
+    out = M.compare(empty, some)
+    assert out["n_tasks_a"] == 0 and out["overall"]["n_shared_tasks"] == 0
+    assert out["overall"]["comparable"] is False
+    p1 = out["overall"]["metrics"]["pass_at_1"]
+    assert (p1["a"], p1["b"], p1["delta"]) == (None, 1.0, None)  # nothing to compare
+    assert M.compare(empty, empty)["overall"]["n_tasks_b"] == 0
+
+
+def test_bootstrap_of_two_tasks_and_other_resample_counts():
+    pt, lo, hi = M.bootstrap(np.array([[0.0], [1.0]]))
+    assert (lo[0], pt[0], hi[0]) == (0.0, 0.5, 1.0)  # means of 2 draws: 0, 0.5 or 1
+    rng = np.random.default_rng(3)
+    values = rng.random((9, 2))
+    ref = _reference_bootstrap(values, resamples=50)
+    _, lo, hi = M.bootstrap(values, resamples=50)
+    ql, qh = np.quantile(ref, [0.025, 0.975], axis=0)
+    assert np.allclose(lo, np.minimum(ql, values.mean(axis=0)))
+    assert np.allclose(hi, np.maximum(qh, values.mean(axis=0)))
+
+
+def test_a_ci_stays_within_each_column_range_despite_float_noise():
+    values = np.column_stack([np.full(23, 0.1), np.full(23, 0.7)])
+    stats = M.resampled_means(values)
+    assert (stats[:, 0] != 0.1).any() or (stats[:, 1] != 0.7).any()  # the noise exists
+    _, lo, hi = M.bootstrap(values)
+    assert lo.tolist() == [0.1, 0.7] and hi.tolist() == [0.1, 0.7]
