@@ -298,3 +298,77 @@ def test_copy_over_a_longer_file_leaves_no_tail(tmp_path):
     (tmp_path / "dst").write_bytes(b"an older and longer content")
     nf.copy_regular(tmp_path / "src", tmp_path / "dst")
     assert (tmp_path / "dst").read_bytes() == b"new"
+
+
+# --- what mutation testing found untested (make mutate MODULES=archive_extract) ----------
+
+
+@pytest.mark.parametrize(
+    "name,out",
+    [("a\\b.txt", "a/b.txt"), ("a//b", "a/b"), ("a/", "a"), ("x/./y", "x/y"), ("./q", "q"),
+     ("a\\..\\..\\x", "path traversal ('..') refused"), ("\\etc\\x", "absolute path refused"),
+     ("a\x00b", "NUL in name"), ("/x", "absolute path refused"),
+     ("..", "path traversal ('..') refused")],
+)  # fmt: skip
+def test_member_names_exactly(name, out):
+    if out.endswith("refused") or out == "NUL in name":
+        with pytest.raises(ValueError) as e:
+            ax.check_name(name)
+        assert str(e.value) == out
+    else:
+        assert ax.check_name(name) == out
+
+
+def test_refusals_name_the_member_the_reason_and_the_setting(tmp_path):
+    def refused(members, limits=None, links="none", skip=False):
+        if skip:
+            return ax.extract_members(members, tmp_path / "s", where="ds#3", links=links,
+                                      limits=limits, skip_refused=True).refused  # fmt: skip
+        with pytest.raises(BadRecordError) as e:
+            ax.extract_members(members, tmp_path / "o", where="ds#3", links=links, limits=limits)
+        return e.value
+
+    f = ax.Member("f", "file", 3, 0o644, data=b"abc", label="./f")
+    e = refused([f, f], ax.Limits(max_members=1))
+    assert "ds#3" in str(e) and "2 members (limit 1)" in str(e)
+    assert e.hint == "raise APEXRL_ARCHIVE_MAX_MEMBERS if the data is genuine"
+    e = refused([f], ax.Limits(max_member_bytes=2))
+    assert "ds#3 member './f'" in str(e) and "3 bytes exceeds the 2-byte limit" in str(e)
+    assert e.hint == "raise APEXRL_ARCHIVE_MAX_MEMBER_BYTES if the data is genuine"
+    e = refused([f], ax.Limits(max_total_bytes=2))
+    assert "expands to more than 2 bytes" in str(e)
+    assert e.hint == "raise APEXRL_ARCHIVE_MAX_TOTAL_BYTES if the data is genuine"
+    link = ax.Member("l", "symlink", 0, 0o777, "f", label="./l")
+    e = refused([f, link])
+    assert "ds#3 member './l'" in str(
+        e
+    ) and "link to 'f' refused (links are not allowed here)" in str(e)
+    got = refused([f, link, ax.Member("../x", "file", 1, 0o644, data=b"x")], skip=True)
+    assert [(r.name, r.reason) for r in got] == [
+        ("./l", "link to 'f' refused (links are not allowed here)"),
+        ("../x", "path traversal ('..') refused"),
+    ]
+    assert (tmp_path / "s" / "f").read_bytes() == b"abc" and not (tmp_path / "s" / "l").exists()
+    res = ax.extract_members([ax.Member("d", "dir", 0, 0o755), f], tmp_path / "c", where="w")
+    assert (res.n_dirs, res.n_files, res.bytes, res.n_links) == (1, 1, 3, 0)
+    hard = ax.Member("h", "hardlink", 0, 0o644, "d/../f")  # relative to the root, not its dir
+    ax.extract_members([f, hard], tmp_path / "h", where="w", links="in_tree")
+    assert (tmp_path / "h" / "h").read_bytes() == b"abc"
+
+
+def test_a_file_where_a_folder_is_expected_is_refused(tmp_path):
+    a = ax.Member("a", "file", 1, 0o644, data=b"x")
+    b = ax.Member("a/b", "file", 1, 0o644, data=b"y")
+    with pytest.raises(BadRecordError, match=r"path goes through a link or a file \('a'\)"):
+        ax.extract_members([a, b], tmp_path / "o", where="w")
+    res = ax.extract_members([ax.Member("p/q/r", "file", 1, 0o644, data=b"z")], tmp_path / "n",
+                             where="w")  # fmt: skip
+    assert stat.S_IMODE(os.stat(tmp_path / "n" / "p" / "q").st_mode) == 0o755 & ~ax._umask()
+    assert res.n_files == 1
+
+
+def test_the_ratio_floor_is_exclusive():
+    ax.Limits(max_ratio=1, ratio_floor=100).check_ratio(100, 1, "w")  # at the floor: not checked
+    with pytest.raises(BadRecordError, match="a compression bomb") as e:
+        ax.Limits(max_ratio=1, ratio_floor=99).check_ratio(100, 1, "w")
+    assert e.value.hint == "raise APEXRL_ARCHIVE_MAX_RATIO if the data is genuine"
