@@ -103,7 +103,11 @@ def test_escaped_tokens_in_a_dataset_are_redacted(runner, tmp_path, no_env_secre
     text, secret = _token(kind)
     task = tmp_path / "tasks" / "t-1"
     (task / "tests").mkdir(parents=True)
-    (task / "task.toml").write_text('[metadata]\ntask_id = "t1"\n')
+    (task / "task.toml").write_text('[metadata]\ntask_id = "t1"\nworld_id = "world_a"\n')
+    (task / "instruction.md").write_text("Check the configuration.\n")
+    (task / "tests" / "verifiers.json").write_text('[{"verifier_id": "v1", "criteria": "ok"}]')
+    (task / "tests" / "test.sh").write_text("#!/bin/sh\nexit 0\n")
+    (task / "tests" / "test.sh").chmod(0o755)
     (task / "tests" / "expected.json").write_text(_escaped(text)[how])
     ds = tmp_path / "ds"
     assert runner.invoke(app, ["tasks", "pack", str(task.parent), "-o", str(ds)]).exit_code == 0
