@@ -241,8 +241,12 @@ def test_dataset_columns_and_shard_metadata_are_scanned(runner, tmp_path, monkey
     extra column or the shard's footer metadata holding a token went up unscanned."""
     monkeypatch.delenv("HF_TOKEN", raising=False)
     task = tmp_path / "tasks" / "t-1"
-    task.mkdir(parents=True)
-    (task / "task.toml").write_text('[metadata]\ntask_id = "t1"\n')
+    (task / "tests").mkdir(parents=True)
+    (task / "task.toml").write_text('[metadata]\ntask_id = "t1"\nworld_id = "world_a"\n')
+    (task / "instruction.md").write_text("Check the configuration.\n")
+    (task / "tests" / "verifiers.json").write_text('[{"verifier_id": "v1", "criteria": "ok"}]')
+    (task / "tests" / "test.sh").write_text("#!/bin/sh\nexit 0\n")
+    (task / "tests" / "test.sh").chmod(0o755)
     ds = tmp_path / "ds"
     assert runner.invoke(app, ["tasks", "pack", str(task.parent), "-o", str(ds)]).exit_code == 0
     shard = next(ds.rglob("*.parquet"))
