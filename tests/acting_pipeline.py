@@ -44,6 +44,9 @@ class Plan:
     max_tokens: int = 40  # per turn
     max_steps: int = 4  # agent turns per trial
     concurrency: int = 2
+    # the world's tools offered (`--tool`): the two the tasks need, so the prompt is ~650
+    # tokens, not ~1,100 of six file-tool schemas (the teacher uses exactly these)
+    tools: tuple[str, ...] = ("filesystem_search_files", "filesystem_read_text_file")
     vllm: bool = True
     stages: tuple[str, ...] = ("base", "warm", "rl")
 
@@ -75,7 +78,7 @@ def eval_args(plan: Plan, tasks: Path, worlds: Path, out: Path) -> list[str]:
         "--tasks", str(tasks), "--worlds", str(worlds), "-o", str(out), "--no-judge",
         "--max-steps", str(plan.max_steps), "--max-tokens", str(plan.max_tokens),
         "-n", str(plan.concurrency), "-k", str(plan.eval_attempts), "--seed", str(plan.seed),
-        "--json", "--force",
+        "--json", "--force", *[x for t in plan.tools for x in ("--tool", t)],
     ]  # fmt: skip
 
 
