@@ -372,3 +372,18 @@ def test_the_ratio_floor_is_exclusive():
     with pytest.raises(BadRecordError, match="a compression bomb") as e:
         ax.Limits(max_ratio=1, ratio_floor=99).check_ratio(100, 1, "w")
     assert e.value.hint == "raise APEXRL_ARCHIVE_MAX_RATIO if the data is genuine"
+
+
+def test_hard_links_resolve_from_the_root_and_skipping_goes_on(tmp_path):
+    f = ax.Member("f", "file", 3, 0o644, data=b"abc")
+    climb = ax.Member("d/h", "hardlink", 0, 0o644, "../f", label="d/h")  # from the root: out
+    with pytest.raises(BadRecordError, match=r"member 'd/h'.*leaves the tree"):
+        ax.extract_members([f, climb], tmp_path / "o", where="w", links="in_tree")
+    bad = ax.Member("../x", "file", 1, 0o644, data=b"x", label="../x")
+    later = [ax.Member(f"d{i}", "dir", 0, 0o755) for i in range(2)] + [
+        ax.Member(f"g{i}", "file", 2, 0o644, data=b"gg") for i in range(2)
+    ]
+    res = ax.extract_members([f, bad, climb, *later], tmp_path / "s", where="w",
+                             links="in_tree", skip_refused=True)  # fmt: skip
+    assert [r.name for r in res.refused] == ["../x", "d/h"]
+    assert (res.n_dirs, res.n_files, res.bytes) == (2, 3, 7)  # the members after go on
