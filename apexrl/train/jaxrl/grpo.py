@@ -155,7 +155,7 @@ def prepare_model(spec: str, root: Path, *, seed: int) -> Path:
 
 
 def jax_settings(loaded: LoadedRecipe):
-    from apexrl.train.jaxrl.trainer import LOSSES, JaxSettings
+    from apexrl.train.jaxrl.trainer import LOSSES, JaxSettings, adapter_settings
 
     r = loaded.recipe
     if r.algorithm.policy_loss not in LOSSES:
@@ -164,22 +164,14 @@ def jax_settings(loaded: LoadedRecipe):
             f"{', '.join(LOSSES)}",
             hint='set algorithm.policy_loss = "ppo" (or --set algorithm.policy_loss=...)',
         )
-    j = r.jax
-    betas = tuple(r.training.adam_betas or (0.9, 0.999))
     return JaxSettings(
-        lora_rank=j.lora_rank,
-        lora_alpha=j.lora_alpha,
-        train_attn=j.train_attn,
-        train_mlp=j.train_mlp,
-        train_unembed=j.train_unembed,
+        **adapter_settings(r),
         seed=r.training.seed,
         loss=r.algorithm.policy_loss,
         clip_low=1.0 - r.algorithm.eps_clip_low if r.algorithm.eps_clip_low < 1 else 0.0,
         clip_high=1.0 + r.algorithm.eps_clip_high,
         lr=r.training.lr,
-        adam_betas=(float(betas[0]), float(betas[1])),
         weight_decay=r.training.weight_decay or 0.0,
-        micro_batch=j.micro_batch,
     )
 
 

@@ -72,23 +72,15 @@ def sft_section(loaded: LoadedRecipe) -> SftSection:
 
 def sft_settings(loaded: LoadedRecipe):
     """The backend settings: the recipe's [jax] adapter, [sft]'s optimizer, the CE loss."""
-    from apexrl.train.jaxrl.trainer import JaxSettings
+    from apexrl.train.jaxrl.trainer import JaxSettings, adapter_settings
 
-    r, s = loaded.recipe, sft_section(loaded)
-    j = r.jax
-    betas = tuple(r.training.adam_betas or (0.9, 0.999))
+    s = sft_section(loaded)
     return JaxSettings(
-        lora_rank=j.lora_rank,
-        lora_alpha=j.lora_alpha,
-        train_attn=j.train_attn,
-        train_mlp=j.train_mlp,
-        train_unembed=j.train_unembed,
+        **adapter_settings(loaded.recipe),
         seed=s.seed,
         loss="cross_entropy",
         lr=s.lr,
-        adam_betas=(float(betas[0]), float(betas[1])),
         weight_decay=s.weight_decay,
-        micro_batch=j.micro_batch,
     )
 
 

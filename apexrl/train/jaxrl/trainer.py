@@ -51,6 +51,22 @@ class JaxSettings(BaseModel):
     micro_batch: int = 8  # sequences per forward/backward (gradients accumulate)
 
 
+def adapter_settings(recipe: Any) -> dict[str, Any]:
+    """The JaxSettings fields RL and SFT both take from a recipe: the [jax] adapter and
+    micro-batch, and [training]'s Adam betas."""
+    j = recipe.jax
+    betas = tuple(recipe.training.adam_betas or (0.9, 0.999))
+    return {
+        "lora_rank": j.lora_rank,
+        "lora_alpha": j.lora_alpha,
+        "train_attn": j.train_attn,
+        "train_mlp": j.train_mlp,
+        "train_unembed": j.train_unembed,
+        "adam_betas": (float(betas[0]), float(betas[1])),
+        "micro_batch": j.micro_batch,
+    }
+
+
 def require_jax() -> None:
     try:
         import flax  # noqa: F401
