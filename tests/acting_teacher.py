@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from apexrl.engine.registry import EngineEntry
-from tests.scripted_engine import ScriptedEngine, tool_call_text
+from tests.scripted_engine import ScriptedEngine, launcher, tool_call_text
 
 READ = re.compile(r"Read (/\S+?\.txt) and reply with the (\w+) in it\.")
 FIND = re.compile(r"Find the CSV file in (/\S+) and reply with the (\w+) in it\.")
@@ -75,14 +75,7 @@ class TeacherEngine(ScriptedEngine):
         return lambda body: next_turn(self.tok.decode(body["prompt"]))
 
 
-def launch(opts) -> TeacherEngine:
-    return TeacherEngine(
-        [],
-        model=opts.served_model_name or "teacher",
-        max_model_len=opts.max_model_len or 32768,
-        host=opts.host,
-        port=opts.port,
-    ).start()
+launch = launcher(TeacherEngine, "teacher")
 
 
 ENGINE = EngineEntry(

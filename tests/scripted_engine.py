@@ -306,15 +306,23 @@ def marker_judge(markers: dict[str, str], db_table: str = "deals") -> Callable[[
     return answer
 
 
-def launch(opts) -> ScriptedEngine:
-    """A scripted engine with an empty script (push() steps before use), started."""
-    return ScriptedEngine(
-        [],
-        model=opts.served_model_name or "scripted",
-        max_model_len=opts.max_model_len or 32768,
-        host=opts.host,
-        port=opts.port,
-    ).start()
+def launcher(cls: type[ScriptedEngine] = ScriptedEngine, model: str = "scripted"):
+    """The engine entry's launch for `cls`: an instance with an empty script (push() steps
+    before use, or a `_next` of its own), started on the options' host and port."""
+
+    def launch(opts) -> ScriptedEngine:
+        return cls(
+            [],
+            model=opts.served_model_name or model,
+            max_model_len=opts.max_model_len or 32768,
+            host=opts.host,
+            port=opts.port,
+        ).start()
+
+    return launch
+
+
+launch = launcher()
 
 
 ENGINE = EngineEntry(

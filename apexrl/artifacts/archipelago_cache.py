@@ -83,6 +83,20 @@ def missing_hint() -> str:
     )
 
 
+def missing_checkout(message: str = "no archipelago checkout") -> UsageError:
+    """The one error for "no checkout named, none in $APEXRL_ARCHIPELAGO, none fetched"."""
+    return UsageError(message, hint=missing_hint())
+
+
+def named_or_default(path: str | Path | None, *, missing: str = "no archipelago checkout") -> str:
+    """The checkout `path` names, else default_checkout(); missing_checkout(missing) when
+    there is none."""
+    text = str(path) if path else default_checkout()
+    if not text:
+        raise missing_checkout(missing)
+    return text
+
+
 def _git(args: list[str], *, cwd: Path | None = None, timeout: float = GIT_TIMEOUT_S) -> str:
     git = shutil.which("git")
     if git is None:

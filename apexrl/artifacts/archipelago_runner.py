@@ -51,12 +51,9 @@ class Checkout:
 def resolve_checkout(path: str | Path | None) -> Checkout:
     """The checkout at `path` (else $APEXRL_ARCHIPELAGO, else the one `apexrl peer fetch`
     put in apexrl's cache); UsageError naming the fix."""
-    from apexrl.artifacts.archipelago_cache import default_checkout, missing_hint
+    from apexrl.artifacts.archipelago_cache import named_or_default
 
-    text = str(path) if path else default_checkout() or ""
-    if not text:
-        raise UsageError("--grader archipelago needs a checkout of archipelago",
-                         hint=missing_hint())  # fmt: skip
+    text = named_or_default(path, missing="--grader archipelago needs a checkout of archipelago")
     root = Path(text).expanduser().resolve()
     if not (root / "grading" / "runner" / "main.py").is_file():
         raise UsageError(

@@ -36,6 +36,14 @@ JSON_EVEN = typer.Option(False, "--json", help="NDJSON even on a terminal.")
 JSON_STDOUT = typer.Option(False, "--json", help="NDJSON on stdout even on a terminal.")
 JSON_NDJSON = typer.Option(False, "--json", help="NDJSON output.")
 HOST = typer.Option("127.0.0.1", "--host", help="Address to listen on.")
+# the training commands' (train rl, train sft)
+RESUME = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint.")
+TRAINING_RIGHTS = typer.Option(
+    None,
+    "--training-rights",
+    help="Your statement of the right to train on data marked evaluation-only (its terms "
+    "forbid training); recorded in the run manifest.",
+)
 
 
 def _cli_type(annotation: Any, name: str) -> Any:

@@ -43,7 +43,6 @@ def where(json_out: bool = JSON_TOO) -> None:
     import os
 
     from apexrl.artifacts import archipelago_cache as cache
-    from apexrl.errors import UsageError
 
     env = os.environ.get(cache.CHECKOUT_ENV)
     rec = cache.fetched()
@@ -52,5 +51,5 @@ def where(json_out: bool = JSON_TOO) -> None:
     elif rec:
         row = {"path": rec.path, "from": "apexrl peer fetch", "commit": rec.commit}
     else:
-        raise UsageError("no archipelago checkout", hint=cache.missing_hint())
+        raise cache.missing_checkout()
     output.emit_records([row], json_out=json_out, columns=["path", "from", "commit"])

@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from apexrl.cli import output, train_sft
+from apexrl.cli.options import RESUME, TRAINING_RIGHTS
 
 
 class TrainGroup(TyperGroup):
@@ -60,9 +61,7 @@ def command(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Render, validate and print the plan; submit nothing."
     ),
-    resume: bool = typer.Option(
-        False, "--resume", help="Continue from the run's latest checkpoint."
-    ),
+    resume: bool = RESUME,
     check_only: bool = typer.Option(
         False,
         "--check-only",
@@ -74,12 +73,7 @@ def command(
     ship_code: bool = typer.Option(
         True, "--ship-code/--no-ship-code", help="Upload this apexrl to the job."
     ),
-    training_rights: str | None = typer.Option(
-        None,
-        "--training-rights",
-        help="Your statement of the right to train on data marked evaluation-only (its terms "
-        "forbid training); recorded in the run manifest.",
-    ),
+    training_rights: str | None = TRAINING_RIGHTS,
     json_out: bool = typer.Option(False, "--json", help="Print the run spec / job record as JSON."),
 ) -> None:
     """Train (or evaluate) with SkyRL on Ray from a versioned recipe (RL; the default)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from apexrl.cli import output
+from apexrl.cli.options import RESUME, TRAINING_RIGHTS
 
 
 def sft(
@@ -30,15 +31,8 @@ def sft(
     set_: list[str] = typer.Option(
         [], "--set", help="Override a recipe key: key.path=value (repeatable)."
     ),
-    resume: bool = typer.Option(
-        False, "--resume", help="Continue from the run's latest checkpoint."
-    ),
-    training_rights: str | None = typer.Option(
-        None,
-        "--training-rights",
-        help="Your statement of the right to train on data marked evaluation-only (its terms "
-        "forbid training); recorded in the run manifest.",
-    ),
+    resume: bool = RESUME,
+    training_rights: str | None = TRAINING_RIGHTS,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; train nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:

@@ -74,10 +74,7 @@ def find_checkout(peer: str | Path | None = None) -> Path:
     """The checkout named by `peer`, else $APEXRL_ARCHIPELAGO, else the one `apexrl peer
     fetch` put in apexrl's cache; a usage error saying how to get one when there is none
     or it has no `mcp_servers/`."""
-    raw = str(peer) if peer else archipelago_cache.default_checkout()
-    if not raw:
-        raise UsageError("no archipelago checkout", hint=archipelago_cache.missing_hint())
-    path = Path(raw).expanduser()
+    path = Path(archipelago_cache.named_or_default(peer)).expanduser()
     if not (path / "mcp_servers").is_dir():
         raise UsageError(
             f"no archipelago checkout at {path} (no mcp_servers/ folder)",

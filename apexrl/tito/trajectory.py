@@ -231,6 +231,31 @@ class TitoTrajectory(BaseModel):
         )
 
 
+def last_token_record(path) -> dict | None:
+    """The final token record in a file the agent (or a sandbox) wrote: one JSON object, or
+    JSONL whose last trajectory line is the final record. Read without following links
+    (RefusedPath for a link or a non-regular file); None when the file is missing or holds
+    no record. Validating it is the caller's (TitoTrajectory.model_validate)."""
+    from apexrl.artifacts.nofollow import read_regular
+
+    try:
+        text = read_regular(path).decode("utf-8").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    lines = [text] if text.startswith("{") and "\n{" not in text else text.splitlines()
+    for line in reversed(lines):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "prompt_ids" in data and "turns" in data:
+            return data
+    return None
+
+
 def _text(content: Any) -> str:
     if content is None:
         return ""

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import time
 from collections import Counter
@@ -141,28 +140,22 @@ def read_token_record(outcome: TrialOutcome, logs_dir: Path):
     """The agent's TitoTrajectory for this trial, or None.
 
     Looks at outcome.tokens_path (JSON object, or JSONL whose last line is the
-    trajectory), then <logs_dir>/agent/tito.json.
+    trajectory), then <logs_dir>/agent/tito.json; agent-written files are read without
+    following links (a link or an invalid final record: no record, the sample is masked).
     """
-    from apexrl.tito.trajectory import TitoTrajectory
+    from apexrl.artifacts.nofollow import RefusedPath
+    from apexrl.tito.trajectory import TitoTrajectory, last_token_record
 
     cands = [outcome.tokens_path, Path(logs_dir) / "agent" / "tito.json"]
     for p in cands:
-        if p is None or not Path(p).is_file():
+        if p is None:
             continue
-        text = Path(p).read_text("utf-8").strip()
-        if not text:
+        try:
+            data = last_token_record(Path(p))
+            if data is not None:
+                return TitoTrajectory.model_validate(data)
+        except (RefusedPath, ValueError, TypeError):
             continue
-        lines = [text] if text.startswith("{") and "\n{" not in text else text.splitlines()
-        for line in reversed(lines):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                data = json.loads(line)
-                if "prompt_ids" in data and "turns" in data:
-                    return TitoTrajectory.model_validate(data)
-            except (ValueError, TypeError):
-                continue
     return None
 
 

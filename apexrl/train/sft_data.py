@@ -117,34 +117,23 @@ def run_tokenizer(run_dir: Path, config) -> str:
 def _token_record(run_dir: Path, trial_id: str):
     """The trial's TitoTrajectory from trajectories/<trial_id>/ (sandbox-written: read
     without following links), or None when it has none."""
-    from apexrl.artifacts.nofollow import RefusedPath, read_regular
+    from apexrl.artifacts.nofollow import RefusedPath
     from apexrl.eval.models import TRAJECTORIES_DIR
-    from apexrl.tito.trajectory import TitoTrajectory
+    from apexrl.tito.trajectory import TitoTrajectory, last_token_record
 
     folder = run_dir / TRAJECTORIES_DIR / trial_id
     for name in TOKEN_FILES:
         path = folder / name
         try:
-            text = read_regular(path).decode("utf-8").strip()
-        except (FileNotFoundError, NotADirectoryError):
-            continue
+            data = last_token_record(path)
         except RefusedPath as e:
             raise BadRecordError(str(path), f"refused: {e}") from None
-        # one JSON object, or JSONL whose last trajectory line is the final record
-        lines = [text] if text.startswith("{") and "\n{" not in text else text.splitlines()
-        for line in reversed(lines):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and "prompt_ids" in data and "turns" in data:
-                try:
-                    return TitoTrajectory.model_validate(data)
-                except ValueError as e:
-                    raise BadRecordError(str(path), f"not a valid token record ({e})") from None
+        if data is None:
+            continue
+        try:
+            return TitoTrajectory.model_validate(data)
+        except ValueError as e:
+            raise BadRecordError(str(path), f"not a valid token record ({e})") from None
     return None
 
 

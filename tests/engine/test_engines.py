@@ -138,3 +138,25 @@ def test_serve_usage_errors():
     assert r.exit_code == 2
     r = runner.invoke(app, ["engine", "serve", "m", "--engine", "tpu"])
     assert r.exit_code == 2
+
+
+def test_scripted_and_teacher_engines_launch_through_their_entries():
+    """Both test engines start through one launcher (tests/scripted_engine.launcher): the
+    entry's class, the served name (else the class's default) and the options' port."""
+    from apexrl.engine.protocol import StartOptions
+    from apexrl.importpath import load
+    from tests.acting_teacher import ENGINE as TEACHER
+    from tests.acting_teacher import TeacherEngine
+    from tests.scripted_engine import ENGINE as SCRIPTED
+
+    for entry, cls, name, served in (
+        (SCRIPTED, ScriptedEngine, "scripted", None),
+        (TEACHER, TeacherEngine, "teacher", None),
+        (TEACHER, TeacherEngine, "mine", "mine"),
+    ):
+        eng = load(entry.launch)(StartOptions(model="x", served_model_name=served))
+        try:
+            assert type(eng) is cls and eng.model == name and eng.max_model_len == 32768
+            assert eng.url.startswith("http://127.0.0.1:")
+        finally:
+            eng.stop()

@@ -235,3 +235,57 @@ def test_rate_limit_spaces_trial_starts():
 
     t = asyncio.run(starts())
     assert t[-1] - t[0] >= 0.14
+
+
+def test_token_record_is_read_without_following_links(tmp_path):
+    """The agent's tito.json is sandbox-written: a link there is no record (the sample is
+    masked), never a file read from wherever it points; a regular one is read."""
+    from apexrl.artifacts.models import TrialResult
+    from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+    from apexrl.train.generator import read_token_record
+    from apexrl.trial.config import TrialOutcome
+
+    traj = TitoTrajectory(
+        trajectory_id="t",
+        messages=[{"role": "user", "content": "q"}],
+        prompt_ids=PROMPT,
+        turns=[TitoTurn(kind="sampled", token_ids=S1, logprobs=L1)],
+    )
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}\n" + traj.model_dump_json() + "\n")
+    logs = tmp_path / "logs"
+    (logs / "agent").mkdir(parents=True)
+    outcome = TrialOutcome(result=TrialResult(task_id="t", status="complete"))
+    (logs / "agent" / "tito.json").symlink_to(outside)
+    assert read_token_record(outcome, logs) is None
+    (logs / "agent" / "tito.json").unlink()
+    (logs / "agent" / "tito.json").write_bytes(outside.read_bytes())
+    got = read_token_record(outcome, logs)
+    assert got is not None and got.prompt_ids == PROMPT
+
+
+def test_sft_token_record_refuses_a_link_and_names_an_invalid_record(tmp_path):
+    """train sft reads the same final record (apexrl.tito.trajectory.last_token_record) but
+    stops on what the generator only masks: a link, a final record that is not valid."""
+    from apexrl.errors import BadRecordError
+    from apexrl.tito.trajectory import TitoTrajectory, TitoTurn
+    from apexrl.train.sft_data import _token_record
+
+    traj = TitoTrajectory(
+        trajectory_id="t",
+        messages=[{"role": "user", "content": "q"}],
+        prompt_ids=PROMPT,
+        turns=[TitoTurn(kind="sampled", token_ids=S1, logprobs=L1)],
+    )
+    folder = tmp_path / "trajectories" / "t1"
+    folder.mkdir(parents=True)
+    assert _token_record(tmp_path, "t1") is None
+    (folder / "tokens.jsonl").write_text('{"x": 1}\n' + traj.model_dump_json() + "\n\n")
+    assert _token_record(tmp_path, "t1").prompt_ids == PROMPT
+    (folder / "tokens.jsonl").write_text('{"prompt_ids": [1], "turns": 3}\n')
+    with pytest.raises(BadRecordError, match="not a valid token record"):
+        _token_record(tmp_path, "t1")
+    (folder / "tokens.jsonl").unlink()
+    (folder / "tokens.jsonl").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(BadRecordError, match="refused"):
+        _token_record(tmp_path, "t1")
