@@ -90,3 +90,96 @@ def test_the_program_per_architecture():
     assert not [i for i in arm if i[0] == 0x35]
     assert seccomp.ARCHES["x86_64"][1] == (101, 310, 311, 312, 248, 249, 250, 438)
     assert seccomp.ARCHES["aarch64"][1] == (117, 270, 271, 272, 217, 218, 219, 438)
+
+
+def test_the_program_falls_through_each_check():
+    """A call that is not the one checked goes on to the next check (jf 0): a jump
+    past it would leave the next number allowed."""
+    for machine, (arch, _) in seccomp.ARCHES.items():
+        prog = seccomp.program(machine)
+        for i in prog:
+            if i[0] in (0x15, 0x35) and i[3] != arch:
+                assert i[2] == 0, (machine, i)
+
+
+class _FakePrctl:
+    """libc.prctl as install() calls it: records each call with the argtypes declared at
+    that moment and the filter program passed, and fails the option named in `refuse`."""
+
+    def __init__(self, refuse: int | None, err: int = 13) -> None:
+        self.refuse, self.err = refuse, err
+        self.argtypes = None
+        self.calls: list[tuple] = []
+
+    def __call__(self, option, a2, a3, a4, a5):
+        import ctypes
+
+        prog = None
+        if option == seccomp.PR_SET_SECCOMP:
+            p = seccomp._Prog.from_address(a3)
+            prog = [(p.filter[k].code, p.filter[k].jt, p.filter[k].jf, p.filter[k].k)
+                    for k in range(p.len)]  # fmt: skip
+        self.calls.append((option, a2, a4, a5, list(self.argtypes or ()), prog))
+        if option == self.refuse:
+            ctypes.set_errno(self.err)
+            return -1
+        return 0
+
+
+def _fake_libc(monkeypatch, refuse=None, err=13):
+    import ctypes
+
+    fake = _FakePrctl(refuse, err)
+    opened = []
+
+    class _Lib:
+        def __init__(self, name, **kw):
+            opened.append((name, kw))
+            self.prctl = fake
+
+    monkeypatch.setattr(ctypes, "CDLL", _Lib)
+    return fake, opened
+
+
+def test_install_on_an_unknown_machine_installs_nothing(monkeypatch):
+    """No syscall numbers for this CPU: False, and prctl is never called (the gateway then
+    says it runs unfiltered instead of claiming a filter)."""
+    fake, opened = _fake_libc(monkeypatch)
+    real = os.uname()
+    sparc = os.uname_result((real.sysname, real.nodename, real.release, real.version, "sparc64"))
+    monkeypatch.setattr(os, "uname", lambda: sparc)
+    assert seccomp.install() is False
+    assert fake.calls == [] and opened == []
+
+
+@pytest.mark.skipif(os.uname().machine not in seccomp.ARCHES, reason="no filter for this CPU")
+def test_install_calls_prctl_as_the_kernel_expects(monkeypatch):
+    """no_new_privs first, then the filter of this machine, with errno kept by ctypes."""
+    import ctypes
+
+    fake, opened = _fake_libc(monkeypatch)
+    assert seccomp.install() is True
+    assert opened == [(None, {"use_errno": True})]  # else get_errno() reads a stale 0
+    ulong = ctypes.c_ulong
+    nnp, filt = fake.calls
+    assert nnp == (38, 1, 0, 0, [ctypes.c_int, ulong, ulong, ulong, ulong], None)
+    assert filt[:4] == (22, 2, 0, 0)
+    assert filt[4] == [ctypes.c_int, ulong, ctypes.c_void_p, ulong, ulong]
+    assert filt[5] == seccomp.program()
+
+
+@pytest.mark.skipif(os.uname().machine not in seccomp.ARCHES, reason="no filter for this CPU")
+@pytest.mark.parametrize(
+    ("option", "what", "err"),
+    [(38, "no_new_privs", 13), (22, "seccomp filter", 22)],
+)
+def test_a_refused_prctl_is_an_error_naming_the_step(monkeypatch, option, what, err):
+    """The kernel refusing either step raises OSError with its errno and message (the
+    gateway must not run as if filtered); no filter is attempted after a refused
+    no_new_privs."""
+    fake, _ = _fake_libc(monkeypatch, refuse=option, err=err)
+    with pytest.raises(OSError) as e:
+        seccomp.install()
+    assert e.value.errno == err
+    assert str(e.value) == f"[Errno {err}] {what}: {os.strerror(err)}"
+    assert [c[0] for c in fake.calls] == ([38] if option == 38 else [38, 22])
