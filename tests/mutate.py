@@ -88,6 +88,25 @@ MODULES: dict[str, Module] = {
     "judge_verdict": Module(
         "apexrl/grading/judge.py", (SAFETY + "test_verdicts.py",), only=("x_parse_verdict",)
     ),
+    "code_sandbox": Module(
+        "apexrl/worlds/apps/code.py",
+        (SAFETY + "test_code_sandbox.py",),
+        only=("x_command_argv", "x__egress", "x__env"),
+    ),
+    "sandbox": Module(
+        "apexrl/envs/local/sandbox.py",
+        (SAFETY + "test_sandbox_exec.py",),
+        only=(
+            "x_bwrap_argv",
+            "x_system_binds",
+            "x_base_env",
+            "x_with_env",
+            "x_resolve_allowed",
+            "x_pass_env_from_environment",
+            "xǁSandboxLimitsǁprlimit_args",
+        ),
+    ),
+    "memcg": Module("apexrl/envs/local/memcg.py", (SAFETY + "test_memcg.py",)),
     "tito_verify": Module(
         "apexrl/tito/verify.py",
         ("tests/tito/test_verify_edges.py",),
