@@ -85,6 +85,22 @@ MODULES: dict[str, Module] = {
         (SAFETY + "test_judge_cache.py",),
         only=("xǁJudgeCacheǁ*", "x_is_verdict"),
     ),
+    "grader": Module(
+        "apexrl/grading/grader.py",
+        (SAFETY + "test_grade_path.py",),
+        only=(
+            "x_grade",
+            "x_check_options",
+            "x_apply_options",
+            "x_final_answer",
+            "x__is_db_criterion",
+        ),
+    ),
+    "regrade": Module(
+        "apexrl/eval/regrade.py",
+        ("tests/eval/test_regrade_claims.py",),
+        only=("x_regrade_identity", "x_claim_output", "x_judge_settings"),
+    ),
     "judge_verdict": Module(
         "apexrl/grading/judge.py", (SAFETY + "test_verdicts.py",), only=("x_parse_verdict",)
     ),
@@ -109,7 +125,7 @@ MODULES: dict[str, Module] = {
     "memcg": Module("apexrl/envs/local/memcg.py", (SAFETY + "test_memcg.py",)),
     "tito_verify": Module(
         "apexrl/tito/verify.py",
-        ("tests/tito/test_verify_edges.py",),
+        ("tests/tito/test_verify_edges.py", "tests/tito/test_replay.py"),
         only=("x_first_mismatch", "x_replay_one", "x__tail_is_space", "x__generated"),
     ),
 }

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import shutil
+import sys
 
 import pytest
 
@@ -122,7 +124,9 @@ def test_the_egress_proxy_is_an_online_commands_only_way_out(monkeypatch):
     argv = code.command_argv("curl x", network=True, egress=sock)
     assert argv[:2] == ["unshare", "--user"] and "--net" in argv[: argv.index("--")]
     stage = argv[argv.index("-c") + 1]
-    bridge = stage.index("-m apexrl.envs.local.egress /run/egress.sock || exit 126")
+    bridge = stage.index(
+        f"{shlex.quote(sys.executable)} -I -m apexrl.envs.local.egress /run/egress.sock || exit 126"
+    )
     assert bridge < stage.index("exec setpriv --no-new-privs")
     assert argv[-2:] == ["apexrl-code", "curl x"]
     # each variable missing, or no sandbox: no egress, no proxy variables
@@ -135,3 +139,19 @@ def test_the_egress_proxy_is_an_online_commands_only_way_out(monkeypatch):
         "unshare", "--net", "--", "/bin/sh", "-c", "curl x"
     ]  # fmt: skip
     assert code.command_argv("ls", network=True) == ["/bin/sh", "-c", "ls"]
+
+
+def test_the_commands_environment_is_listed_names_only(world, monkeypatch):
+    """The gateway's own variables (keys, tokens) never reach a command: only the listed
+    names, HOME and PWD the world's folder, and a PATH when the gateway has none."""
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("TMPDIR", "/tmp/x")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.setenv("PATH", "/opt/bin:/usr/bin")
+    env = code._env(world)
+    keep = {k: os.environ[k] for k in code._ENV_KEEP if k in os.environ}
+    assert env == {**keep, "HOME": str(world.fs_root), "PWD": code.folder(world)}
+    assert env["PATH"] == "/opt/bin:/usr/bin" and "OPENAI_API_KEY" not in env
+    monkeypatch.delenv("PATH")
+    assert code._env(world)["PATH"] == "/usr/local/bin:/usr/bin:/bin"

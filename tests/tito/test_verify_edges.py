@@ -47,3 +47,17 @@ def test_a_replay_missing_its_last_sampled_turn_fails(tok, verbatim):
     cut.turns = cut.turns[:last]  # the stream ends before the last reply; messages keep it
     f = replay_one(tok, verbatim, cut)
     assert not f.ok and f.status == "mismatch" and f.drift_tokens > 0
+
+
+def test_generated_ends_at_the_last_stop_token():
+    """What a rendered assistant turn emitted: up to its last stop token, wherever it is
+    (first or last place included), or all of it when it has none."""
+    from apexrl.tito.verify import _generated
+
+    stop = {7}
+    assert _generated([1, 2, 7], stop) == [1, 2, 7]
+    assert _generated([7, 1, 7, 3], stop) == [7, 1, 7]
+    assert _generated([7, 1, 2], stop) == [7]  # the stop token at index 0
+    assert _generated([7, 1, 7], stop) == [7, 1, 7]  # at the last index
+    assert _generated([1, 2], stop) == [1, 2]
+    assert _generated([], stop) == []
