@@ -218,6 +218,26 @@ EQUIVALENT: dict[str, str] = {
 }
 
 
+_MC = "apexrl.envs.local.memcg."
+_T = "apexrl.tito.verify."
+_FIELDS = "mountinfo lines have 6+ fields before ' - ' (id, parent, dev, root, mount, options)"
+EQUIVALENT.update(
+    {
+        "apexrl.worlds.apps.code.x_command_argv__mutmut_10": "network is only tested for truth",
+        _MC + "x__cgroup_mounts__mutmut_8": "mountinfo escapes spaces (\\040): one ' - ' a line",
+        _MC + "x__cgroup_mounts__mutmut_12": _FIELDS,
+        _MC + "x__cgroup_mounts__mutmut_13": _FIELDS,
+        _MC + "xǁTrialGroupǁoom_kills__mutmut_17": "'key value' lines: one space to split at",
+        _MC + "xǁTrialGroupǁremove__mutmut_1": "the default retry time only (5 or 6 s)",
+        _MC + "xǁTrialGroupǁremove__mutmut_13": "> or >= at the deadline: the retry time only",
+        _T + "x_first_mismatch__mutmut_15": "one more bisection step: the scan finds the same",
+        _T + "x_first_mismatch__mutmut_16": "one bisection step fewer: the scan finds the same",
+        _T + "x_first_mismatch__mutmut_26": "a[:lo] == b[:lo]: a scan from 0 finds the same",
+        _T + "x__generated__mutmut_10": "j = -1 checks the last id again, already no stop",
+    }
+)
+
+
 def _scratch(name: str, mod: Module) -> Path:
     """A copy of apexrl/ and tests/ with a pyproject that points mutmut at one module."""
     work = SCRATCH / name

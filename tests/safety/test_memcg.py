@@ -154,6 +154,29 @@ def test_reading_a_group(tmp_path):
     assert 0.25 < time.monotonic() - t0 < 5 and stuck.path.exists()
 
 
+def test_removing_goes_on_past_processes_it_cannot_signal(tmp_path, monkeypatch):
+    """A pid already gone or not ours to signal does not stop the removal; retries are
+    short (a trial's stop waits on them)."""
+    g = memcg.TrialGroup(tmp_path / "g", 1)
+    g.path.mkdir()
+    (g.path / "cgroup.procs").write_text("11\n22\n33\n")
+    killed, slept = [], []
+
+    def kill(pid, sig):
+        killed.append((pid, sig))
+        if pid == 11:
+            raise ProcessLookupError(3, "gone")
+        if pid == 22:
+            raise PermissionError(1, "not ours")
+
+    monkeypatch.setattr(os, "kill", kill)
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: slept.append(s) or real_sleep(s))
+    g.remove(wait_s=0.1)
+    assert killed[:3] == [(11, 9), (22, 9), (33, 9)]
+    assert slept and max(slept) <= 0.05 and g.path.exists()
+
+
 def test_the_parent_per_cgroup_layout(monkeypatch, tmp_path):
     v1, v2 = tmp_path / "memory", tmp_path / "unified"
     (v1 / "me").mkdir(parents=True)
@@ -175,6 +198,14 @@ def test_the_parent_per_cgroup_layout(monkeypatch, tmp_path):
     assert layout({"": v2}, {"": "/gone"}) is None
     assert layout({"memory": v1}, {"": "/me"}) is None
     assert layout({}, {"memory": "/me", "": "/me"}) is None
+    # group names are taken as they are below the mount ("/X-g": only "/" stripped)
+    (v1 / "X-g").mkdir()
+    assert layout({"memory": v1}, {"memory": "/X-g"}) == (v1 / "X-g", 1)
+    (v2 / "X-g").mkdir()
+    (v2 / "X-g" / "cgroup.subtree_control").write_text("memory\n")
+    assert layout({"": v2}, {"": "/X-g"}) == (v2 / "X-g", 2)
+    (v1 / "file").write_text("")  # writable, but no folder: no parent
+    assert layout({"memory": v1}, {"memory": "/file"}) is None
 
 
 def test_mounts_and_own_groups_are_read_from_proc(monkeypatch):
@@ -182,10 +213,11 @@ def test_mounts_and_own_groups_are_read_from_proc(monkeypatch):
         "/proc/self/mountinfo": (
             "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
             "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
-            "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+            "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup none rw,memory\n"
             "36 31 0:33 / /other/memory rw - cgroup cgroup rw,nosuid,memory\n"
             "short line - cgroup\n"
-            "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
+            "1 2 3 - cgroup cgroup rw,memory\n"
+            "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 none rw\n"
             "42 31 0:39 / /later/unified rw - cgroup2 cgroup2 rw\n"
         ),
         "/proc/self/cgroup": "4:memory:/a/b\n3:cpu,cpuacct:/c\n0::/d:e\n",
