@@ -92,10 +92,11 @@ class Metric:
             return np.zeros(0)
         return METRICS[self.kind].per_task(t, int(self.k or 1))
 
-    def value_in(self, group: BaseModel) -> MetricCI:
-        """This metric's figure in a summary or a per-domain group."""
+    def value_in(self, group: BaseModel) -> MetricCI | None:
+        """This metric's figure in a summary or a per-domain group; None for a per-k one at
+        a k no task of the group has that many graded attempts for."""
         v = getattr(group, self.kind)
-        return v if self.k is None else v[str(self.k)]
+        return v if self.k is None else v.get(str(self.k))
 
 
 def metrics_for(ks: list[int]) -> list[Metric]:
@@ -125,18 +126,19 @@ def metric_fields(ci: Mapping[Metric, MetricCI]) -> dict[str, MetricCI | dict[st
 
 
 def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
-    """1 - C(n-c, k) / C(n, k) per task; attempts beyond n count as failures."""
+    """1 - C(n-c, k) / C(n, k) per task; NaN for a task with fewer than k graded attempts
+    (it is left out at this k: an attempt never graded is no failure)."""
     n_eff = np.maximum(n, k)
     miss = np.ones_like(n_eff, dtype=float)
     for j in range(k):
         miss *= np.maximum(n_eff - c - j, 0.0) / (n_eff - j)
-    return 1.0 - miss
+    return np.where(n >= k, 1.0 - miss, np.nan)
 
 
 def pass_hat_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
-    """C(c, k) / C(n, k) per task; attempts beyond n count as failures."""
+    """C(c, k) / C(n, k) per task; NaN for a task with fewer than k graded attempts."""
     n_eff = np.maximum(n, k)
     hit = np.ones_like(n_eff, dtype=float)
     for j in range(k):
         hit *= np.maximum(c - j, 0.0) / (n_eff - j)
-    return hit
+    return np.where(n >= k, hit, np.nan)

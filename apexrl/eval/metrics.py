@@ -8,8 +8,10 @@ Definitions (docs/facts.md section 3):
   the run's reward setting (`score` or `pass`): Pass@k is always pass/fail.
 - Per task with n attempts of which c passed: Pass@1 = c/n; Pass@k = 1 - C(n-c,k)/C(n,k)
   (passed in at least one of k); Pass^k = C(c,k)/C(n,k) (passed in all k). Both are
-  the unbiased estimators, equal to the plain "any"/"all" indicators when n = k. A
-  task with fewer than k attempts has its missing attempts counted as failures.
+  the unbiased estimators, equal to the plain "any"/"all" indicators when n = k. n counts
+  graded attempts only: a task with fewer than k of them (an attempt ungraded or not run)
+  is left out of Pass@k and Pass^k at that k, never padded with failures, and counted in
+  `tasks_short` ("k" -> tasks) beside them.
 - Run metrics are means over tasks (every task weighs the same whatever its number
   of attempts); the CI resamples tasks with replacement (percentile bootstrap,
   2,000 resamples, fixed seed: the same rows give the same CI).
@@ -253,8 +255,36 @@ def resampled_means(
     return out
 
 
+def by_finite_rows(values: np.ndarray, fn):
+    """fn(values) when every value is finite; else fn over each set of columns that share
+    their finite rows (a NaN: a task a metric leaves out), its arrays put back in column
+    order, NaN for a column without a finite row. fn returns one array or a tuple, the
+    columns on the last axis."""
+    finite = ~np.isnan(values)
+    if finite.all():
+        return fn(values)
+    blank = fn(np.nan_to_num(values))  # the shapes only
+    single = not isinstance(blank, tuple)
+    outs = [np.full_like(a, np.nan, dtype=float) for a in ((blank,) if single else blank)]
+    groups: dict[bytes, list[int]] = {}
+    for j in range(values.shape[1]):
+        groups.setdefault(finite[:, j].tobytes(), []).append(j)
+    for cols in groups.values():
+        rows = finite[:, cols[0]]
+        if rows.any():
+            got = fn(values[rows][:, cols])
+            for out, a in zip(outs, (got,) if single else got, strict=True):
+                out[..., cols] = a
+    return outs[0] if single else tuple(outs)
+
+
 def bootstrap(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED):
-    """Point estimates and (low, high) percentile CIs of column means of `values`."""
+    """Point estimates and (low, high) percentile CIs of column means of `values`; a
+    column with NaNs (tasks its metric leaves out) over its finite rows only."""
+    return by_finite_rows(values, lambda v: _bootstrap(v, resamples=resamples, seed=seed))
+
+
+def _bootstrap(values: np.ndarray, *, resamples: int, seed: int):
     t = values.shape[0]
     if t == 0:
         z = np.zeros(values.shape[1])
@@ -273,9 +303,16 @@ def bootstrap(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEE
     return point, low, high
 
 
-def group_metrics(tasks: TaskTable, ks: list[int], n_trials: int, *, seed: int = SEED):
+def group_metrics(tasks: TaskTable, n_trials: int, *, seed: int = SEED):
+    """The metrics over these tasks: per-k ones for k = 1 .. their most graded attempts,
+    each over the tasks with at least k graded attempts (the others in tasks_short)."""
+    k_max = int(tasks.n.max()) if len(tasks.n) else 0
+    ks = list(range(1, k_max + 1))
     ci = bootstrap_metrics(tasks, metrics_for(ks), seed=seed)
-    return GroupMetrics(n_tasks=len(tasks.n), n_trials=n_trials, **metric_fields(ci))
+    short = {str(k): int((tasks.n < k).sum()) for k in ks if (tasks.n < k).any()}
+    return GroupMetrics(
+        n_tasks=len(tasks.n), n_trials=n_trials, tasks_short=short, **metric_fields(ci)
+    )
 
 
 def error_messages(cols: Columns) -> dict[str, dict[str, int]]:
@@ -305,13 +342,12 @@ def summarize(
     tasks = TaskTable.from_columns(cols)
     k_max = int(tasks.n.max()) if len(tasks.n) else 0
     k_min = int(tasks.n.min()) if len(tasks.n) else 0
-    ks = list(range(1, k_max + 1))
-    overall = group_metrics(tasks, ks, len(cols), seed=seed)
+    overall = group_metrics(tasks, len(cols), seed=seed)
     per_domain = {}
     trials_per_domain = Counter(cols.domain.tolist())
     for dom in sorted(set(tasks.domain.tolist())):
         sub = tasks.subset(tasks.domain == dom)
-        per_domain[dom or "unknown"] = group_metrics(sub, ks, trials_per_domain[dom], seed=seed)
+        per_domain[dom or "unknown"] = group_metrics(sub, trials_per_domain[dom], seed=seed)
     status = Counter(every.status.tolist())
     errors: Counter = Counter()  # the model's failures (graded, scored 0)
     for st, ec in zip(cols.status.tolist(), cols.error_class, strict=True):
@@ -339,6 +375,7 @@ def summarize(
         trials_planned=planned,
         trials_done=len(every),
         trials_ungraded=ungraded,
+        tasks_short=overall.tasks_short,
         n_tasks=overall.n_tasks,
         n_trials=len(cols),
         attempts_max=k_max,
@@ -403,9 +440,9 @@ def _compare_group(
         point, low, high = bootstrap(d, seed=seed)
         paired = True
     elif len(va) and len(vb):
-        sa = resampled_means(va, seed=seed)
-        sb = resampled_means(vb, seed=seed + 1)
-        point = vb.mean(axis=0) - va.mean(axis=0)
+        sa = by_finite_rows(va, lambda v: resampled_means(v, seed=seed))
+        sb = by_finite_rows(vb, lambda v: resampled_means(v, seed=seed + 1))
+        point = _mean(vb) - _mean(va)
         low, high = np.quantile(sb - sa, [alpha, 1 - alpha], axis=0)
         paired = False
     else:
@@ -413,20 +450,22 @@ def _compare_group(
         point, low, high, paired = z, z, z, False
     comparable = len(shared) > 0 or (not need_shared and len(va) > 0 and len(vb) > 0)
     if paired:  # a, b and delta over the same (shared) tasks: delta == b - a
-        ma, mb = va[ia].mean(axis=0), vb[ib].mean(axis=0)
+        both = ~np.isnan(vb[ib] - va[ia])  # a per-k metric: the tasks with k on both sides
+        ma, mb = _mean(np.where(both, va[ia], np.nan)), _mean(np.where(both, vb[ib], np.nan))
     else:
-        ma = va.mean(axis=0) if len(va) else np.zeros(len(metrics))
-        mb = vb.mean(axis=0) if len(vb) else np.zeros(len(metrics))
+        ma = _mean(va) if len(va) else np.zeros(len(metrics))
+        mb = _mean(vb) if len(vb) else np.zeros(len(metrics))
     out = {}
     for j, m in enumerate(metrics):
         if m.k == 1:  # per-k metrics from k = 2: at k = 1 Pass@k and Pass^k are Pass@1
             continue
+        ok = comparable and not np.isnan(point[j])  # NaN: no task has k attempts on both
         out[m.name] = {
-            "a": float(ma[j]) if len(va) else None,
-            "b": float(mb[j]) if len(vb) else None,
-            "delta": float(point[j]) if comparable else None,
-            "ci_low": float(low[j]) if comparable else None,
-            "ci_high": float(high[j]) if comparable else None,
+            "a": _num(ma[j]) if len(va) else None,
+            "b": _num(mb[j]) if len(vb) else None,
+            "delta": float(point[j]) if ok else None,
+            "ci_low": float(low[j]) if ok else None,
+            "ci_high": float(high[j]) if ok else None,
         }
     return {
         "n_shared_tasks": int(len(shared)),
@@ -436,3 +475,15 @@ def _compare_group(
         "comparable": bool(comparable),
         "metrics": out,
     }
+
+
+def _mean(values: np.ndarray) -> np.ndarray:
+    """Column means over the finite rows (NaN: a task its metric leaves out)."""
+    finite = ~np.isnan(values)
+    n = finite.sum(axis=0)
+    total = np.where(finite, values, 0.0).sum(axis=0)
+    return np.divide(total, n, out=np.full(values.shape[1], np.nan), where=n > 0)
+
+
+def _num(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)

@@ -175,6 +175,8 @@ class _GroupCounts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     n_tasks: int
     n_trials: int
+    # k -> tasks with fewer than k graded attempts, left out of Pass@k and Pass^k at that k
+    tasks_short: dict[str, int] = Field(default_factory=dict)
 
 
 GroupMetrics = create_model(
@@ -217,6 +219,8 @@ class _SummaryCounts(Record):
     trials_planned: int | None = None  # None: not known (a run dir without run.json)
     trials_done: int = 0
     trials_ungraded: int = 0  # trials that ended in an infrastructure error: not in the metrics
+    # k -> tasks with fewer than k graded attempts, left out of Pass@k and Pass^k at that k
+    tasks_short: dict[str, int] = Field(default_factory=dict)
     n_tasks: int
     n_trials: int
     attempts_max: int

@@ -96,8 +96,24 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def fmt_ci(m: MetricCI) -> str:
+def fmt_ci(m: MetricCI | None) -> str:
+    """A figure with its CI; "-" where no task has the graded attempts it needs."""
+    if m is None:
+        return "-"
     return f"{pct(m.value)}% [{pct(m.ci_low)}, {pct(m.ci_high)}]"
+
+
+def short_line(s: EvalSummary) -> str | None:
+    """How many tasks Pass@k and Pass^k at the report's k leave out (fewer than k graded
+    attempts), or None when they cover every task."""
+    k = s.attempts_max
+    short = s.tasks_short.get(str(k), 0)
+    if k < 2 or not short:
+        return None
+    return (
+        f"{s.n_tasks - short} of {s.n_tasks} tasks: {short} have fewer than {k} graded "
+        "attempts and are left out (not counted as failures)"
+    )
 
 
 def fmt_delta(d: dict) -> str:
@@ -147,6 +163,8 @@ def summary_rows(s: EvalSummary, incomplete: str | None = None) -> list[tuple[st
     if incomplete:
         rows.insert(0, ("INCOMPLETE", incomplete.removeprefix("INCOMPLETE: ")))
     rows += [(m.label, fmt_ci(m.value_in(s))) for m in report_metrics(s.attempts_max)]
+    if short := short_line(s):
+        rows.append((f"Pass@{s.attempts_max} / Pass^{s.attempts_max} over", short))
     rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in s.errors.items()) or "none"))
     rows.append(
         (

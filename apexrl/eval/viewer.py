@@ -46,6 +46,7 @@ INDEX_COLUMNS = (
     "tokens_out",
     "tool_calls",
     "duration_s",
+    "ungraded",  # 1: an infrastructure error, in no pass rate or score
 )
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline'{beside}; style-src 'unsafe-inline'; "
@@ -97,8 +98,9 @@ def load_view_run(run_dir: Path) -> ViewRun:
     rows.sort(key=lambda r: (str(r.get("task_id")), r.get("attempt") or 0))
     cols = Columns.from_rows(rows)  # the same (task, attempt) order: a stable sort
     passed, score = cols.passed().tolist(), cols.score().tolist()
-    for r, p, s in zip(rows, passed, score, strict=True):
-        r["passed"], r["score"] = bool(p), float(s)
+    ungraded = cols.ungraded().tolist()
+    for r, p, s, u in zip(rows, passed, score, ungraded, strict=True):
+        r["passed"], r["score"], r["ungraded"] = bool(p), float(s), bool(u)
     s = summarize(cols, planned=planned_trials(config))
     summary = {
         "n_tasks": s.n_tasks,
@@ -107,6 +109,8 @@ def load_view_run(run_dir: Path) -> ViewRun:
         "pass_at_1": s.pass_at_1.model_dump(),
         "mean_score": s.mean_score.model_dump(),
         "errors": s.errors,
+        "trials_ungraded": s.trials_ungraded,
+        "infra_errors": s.infra_errors,
         "error_messages": s.error_messages,
         "criteria_unjudged": s.criteria_unjudged,
         "complete": s.complete,
@@ -182,6 +186,7 @@ def build_index(runs: Sequence[ViewRun], *, cap: int) -> dict:
                     tout,
                     int(r.get("tool_calls") or 0),
                     round(float(r.get("duration_s") or 0.0), 2),
+                    1 if r["ungraded"] else 0,
                 ]
             )
     return {

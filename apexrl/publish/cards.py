@@ -25,15 +25,31 @@ class EvalEntry:
     per_domain: dict[str, tuple[float, float | None, float | None, int | None]] = field(
         default_factory=dict
     )
-    complete: bool = True  # False: an interrupted run, published with --allow-incomplete
+    complete: bool = True  # False: interrupted or ungraded, published with --allow-incomplete
     trials_planned: int | None = None
     trials_done: int | None = None
+    trials_ungraded: int = 0  # with a result, but an infrastructure error: not in the figures
+    infra_errors: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def progress(self) -> str:
+        """What the figures cover against the plan: "13 of 28 planned trials had a
+        result", or with ungraded trials "10 of 12 planned trials graded (...)"."""
+        if not self.trials_ungraded:
+            return f"{self.trials_done} of {self.trials_planned} planned trials had a result"
+        graded = (self.trials_done or 0) - self.trials_ungraded
+        why = ", ".join(f"{k} {v}" for k, v in self.infra_errors.items())
+        return (
+            f"{graded} of {self.trials_planned} planned trials graded ({self.trials_ungraded} "
+            f"ended in an infrastructure error{': ' + why if why else ''})"
+        )
 
     @property
     def incomplete_note(self) -> str:
+        if self.trials_ungraded:
+            return f"INCOMPLETE: {self.progress}; the figures cover the graded trials only"
         return (
-            f"INCOMPLETE: {self.trials_done} of {self.trials_planned} planned trials had a "
-            "result (an interrupted run); the figures cover those trials only"
+            f"INCOMPLETE: {self.progress} (an interrupted run); the figures cover those trials only"
         )
 
 
@@ -83,10 +99,13 @@ def _progress(summary: dict, run: dict) -> dict:
     """complete / trials_planned / trials_done; for a summary.json written before apexrl
     recorded them, from run.json's selection (attempts x tasks, when no domain filter)."""
     if "complete" in summary:
+        infra = summary.get("infra_errors")
         return {
             "complete": summary["complete"] is not False,
             "trials_planned": summary.get("trials_planned"),
             "trials_done": summary.get("trials_done"),
+            "trials_ungraded": int(summary.get("trials_ungraded") or 0),
+            "infra_errors": dict(infra) if isinstance(infra, dict) else {},
         }
     ds, done = run.get("dataset") or {}, summary.get("n_trials")
     n, attempts, limit = ds.get("n_tasks"), run.get("attempts"), run.get("limit")

@@ -97,12 +97,20 @@ def stage_model(
         if entry is None:
             raise BadRecordError(f"{run_dir / 'summary.json'}", "has no pass_at_1 metric")
         if not entry.complete and not allow_incomplete:
+            fix = (
+                "`apexrl eval run ... --retry-errors` or `apexrl eval regrade` grades them"
+                if entry.trials_ungraded
+                else "rerun its `apexrl eval run` command to finish it"
+            )
+            progress = (
+                entry.progress
+                if entry.trials_ungraded
+                else f"{entry.trials_done} of {entry.trials_planned} trials have a result"
+            )
             raise BadRecordError(
                 str(run_dir),
-                f"the eval run is incomplete ({entry.trials_done} of {entry.trials_planned} "
-                "trials have a result): its figures are not the run's",
-                hint="rerun its `apexrl eval run` command to finish it, or pass "
-                "--allow-incomplete (the card then says INCOMPLETE)",
+                f"the eval run is incomplete ({progress}): its figures are not the run's",
+                hint=f"{fix}, or pass --allow-incomplete (the card then says INCOMPLETE)",
             )
         entries_eval.append(entry)
         runs.append((entry, run))

@@ -55,12 +55,14 @@ def test_hand_computed_summary():
     assert s.pass_at_1.value == pytest.approx(0.5)
     # per-task scores: (1 + 1/3 + 0)/3, 1, 0, (0.5 + 1 + 1)/3
     assert s.mean_score.value == pytest.approx(41 / 72)
-    # pass@2: 1 - C(2,2)/C(3,2) = 2/3; 1; 0 (one attempt, padded with a failure); 1
-    assert s.pass_at_k["2"].value == pytest.approx((2 / 3 + 1 + 0 + 1) / 4)
-    # pass^2: 0; 1; 0; C(2,2)/C(3,2) = 1/3
-    assert s.pass_hat_k["2"].value == pytest.approx((0 + 1 + 0 + 1 / 3) / 4)
-    assert s.pass_at_k["3"].value == pytest.approx(3 / 4)
+    # pass@2: 1 - C(2,2)/C(3,2) = 2/3; 1; T3 left out (one graded attempt); 1
+    assert s.pass_at_k["2"].value == pytest.approx((2 / 3 + 1 + 1) / 3)
+    # pass^2: 0; 1; T3 left out; C(2,2)/C(3,2) = 1/3
+    assert s.pass_hat_k["2"].value == pytest.approx((0 + 1 + 1 / 3) / 3)
+    # k = 3: T1 and T4 only (T2 has two attempts, T3 one)
+    assert s.pass_at_k["3"].value == pytest.approx(1.0)
     assert s.pass_hat_k["3"].value == pytest.approx(0.0)
+    assert s.tasks_short == {"2": 1, "3": 2}
     assert s.pass_at_k["1"].value == s.pass_hat_k["1"].value == s.pass_at_1.value
     law, ib = s.per_domain["law"], s.per_domain["investment-banking"]
     assert (law.n_tasks, law.n_trials, ib.n_tasks, ib.n_trials) == (2, 5, 2, 4)
@@ -192,3 +194,34 @@ def test_domain_without_shared_tasks_says_so():
     ]
     assert by[("consulting", "mean score")][4] == "no shared tasks"
     assert "+0.0 pts" not in " ".join(" ".join(r) for r in rows if r[0] != "law")
+
+
+def test_an_ungraded_attempt_is_no_failure_in_pass_k():
+    """k = 2; task A passes twice, task B passes once and its other attempt was never
+    graded (the judge did not answer). Pass^2 covers A only (100%), not (1 + 0) / 2 with
+    B's ungraded attempt padded as a failure; the shortfall is counted and reported, the
+    run exits 4 as any run with ungraded trials."""
+    from apexrl.eval.report import summary_rows
+
+    rows = [
+        {**row("A", "law", 0), "trial_id": "A.0"},
+        {**row("A", "law", 1), "trial_id": "A.1"},
+        {**row("B", "law", 0), "trial_id": "B.0"},
+        {
+            **row("B", "law", 1, status="no_verifier_result", err="judge_unavailable"),
+            "trial_id": "B.1",
+        },
+    ]
+    s = summarize(rows, planned=4)
+    assert s.pass_at_1.value == 1.0
+    assert s.pass_hat_k["2"].value == s.pass_at_k["2"].value == 1.0
+    assert s.pass_hat_k["2"].ci_low == 1.0  # B is not in the resampled tasks either
+    assert s.tasks_short == {"2": 1} and s.per_domain["law"].tasks_short == {"2": 1}
+    assert s.exit_code == 4 and not s.complete and s.ungraded_trials == ["B.1"]
+    shown = dict(summary_rows(s))
+    assert shown["Pass@2 / Pass^2 over"].startswith("1 of 2 tasks: 1 have fewer than 2 graded")
+    # a comparison at k = 2 pairs the tasks that have two graded attempts on both sides
+    full = summarize([r for r in rows if r["trial_id"] != "B.1"] + [{**rows[2], "attempt": 1}])
+    assert full.pass_hat_k["2"].value == 1.0 and full.tasks_short == {}
+    d = compare(Columns.from_rows(rows), Columns.from_rows(rows))["overall"]["metrics"]
+    assert d["pass_hat_2"]["a"] == 1.0 and d["pass_hat_2"]["delta"] == 0.0

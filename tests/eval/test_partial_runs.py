@@ -94,3 +94,39 @@ def test_publish_refuses_an_interrupted_run_from_before_the_fields(partial_run, 
     args = ["publish", "model", str(ckpt), "--repo", "me/m", "--eval", str(partial_run)]
     res = eval_runner(passing_trial).invoke(app, [*args, "--dry-run"])
     assert res.exit_code == 1 and "is incomplete (13 of 28 trials" in res.stderr, res.output
+
+
+def test_publish_says_how_many_trials_were_graded_not_n_of_n(task_dirs, tmp_path):
+    """Every planned trial ran but one ended in an engine error (ungraded): the refusal and
+    the card say 27 of 28 graded, with the class, never "28 of 28 trials"."""
+    from apexrl.artifacts.models import TrialResult
+    from apexrl.engine.tiny import make_tiny_checkpoint
+    from apexrl.trial.config import TrialOutcome
+
+    first = sorted(p.name for p in task_dirs.iterdir() if p.is_dir())[0]
+
+    def trial(task_dir, config):
+        if task_dir.name == first and config.attempt == 1:
+            out = passing_trial(task_dir, config).result
+            bad = {"status": "error", "error_class": "llm_transient", "reward": 0.0}
+            return TrialOutcome(result=TrialResult(**{**out.model_dump(), **bad}))
+        return passing_trial(task_dir, config)
+
+    run_dir = tmp_path / "run"
+    res = eval_runner(trial).invoke(app, run_args(task_dirs, run_dir))
+    assert res.exit_code == 4, res.output
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", num_layers=1, hidden_size=32)
+    runner = eval_runner(passing_trial)
+    args = ["publish", "model", str(ckpt), "--repo", "me/m", "--eval", str(run_dir)]
+    res = runner.invoke(app, [*args, "--dry-run"])
+    assert res.exit_code == 1, res.output
+    said = " ".join(res.stderr.split())
+    assert "27 of 28 planned trials graded (1 ended in an infrastructure error" in said
+    assert "llm_transient 1" in said and "28 of 28" not in said and "--retry-errors" in said
+    stage = tmp_path / "stage"
+    res = runner.invoke(
+        app, [*args, "--dry-run", "--allow-incomplete", "--stage", str(stage), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    card = (stage / "README.md").read_text()
+    assert "INCOMPLETE: 27 of 28 planned trials graded" in card and "28 of 28" not in card

@@ -232,6 +232,11 @@ def test_view_cli_writes_one_self_contained_page(view_runs, tmp_path):
     errored = [r for r in index["rows"] if r[cols.index("error_class")]]
     assert {r[cols.index("task")] for r in errored} == set(bad)
     assert {r[cols.index("error")] for r in errored} == {"engine answered 503 three times"}
+    # the engine's errors are ungraded (infrastructure): counted apart, in no pass rate
+    summary = index["runs"][0]["summary"]
+    assert summary["trials_ungraded"] == 2 and summary["infra_errors"] == {"llm_transient": 2}
+    assert [r[cols.index("ungraded")] for r in errored] == [1, 1]
+    assert sum(r[cols.index("ungraded")] for r in index["rows"]) == 2
     blob = re.search(r'id="b0">([^<]*)<', page).group(1)
     first = orjson.loads(gzip.decompress(base64.b64decode(blob)))
     assert first["steps"][2]["calls"][0]["name"] == "filesystem_list_files"
@@ -267,6 +272,10 @@ def test_viewer_in_chromium(view_runs, tmp_path):
         # two runs open on the tasks whose outcome changed
         assert br.text("#count") == "2 of 2 tasks"
         assert br.count("tr.task-row") == 2
+        # run A's errored attempt is ungraded: shown apart, not a failed attempt
+        assert "0/1 (+1 ungraded)" in br.text("tr.task-row")
+        assert "infrastructure errors (ungraded)2: llm_transient 2" in br.text("header")
+        assert "2 ended in an infrastructure error (llm_transient 2)" in br.text("header")
         br.click("button[data-view=trials]")
         assert br.text("#count") == "56 of 56 trials"
         br.type("#q", bad[0][:20])

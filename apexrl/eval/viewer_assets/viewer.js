@@ -18,6 +18,7 @@
     attempt: r[C.attempt],
     status: r[C.status],
     passed: r[C.passed] === 1,
+    ungraded: r[C.ungraded] === 1, // an infrastructure error: in no pass rate or score
     score: r[C.score],
     met: r[C.met],
     total: r[C.total],
@@ -75,28 +76,38 @@
   };
 
   // --- tasks and changes -----------------------------------------------------------------
-  const TASKS = new Map(); // task id -> {taskId, task, domain, per: [{n, c, score, err, rows}]}
+  // per run: graded attempts n, passes c, summed score, errors, ungraded attempts
+  const TASKS = new Map(); // task id -> {taskId, task, domain, per: [{n, c, score, err, ungraded, rows}]}
   for (const r of ROWS) {
     let t = TASKS.get(r.taskId);
     if (!t) {
       t = { taskId: r.taskId, task: r.task, domain: r.domain, per: RUNS.map(() => null) };
       TASKS.set(r.taskId, t);
     }
-    const p = t.per[r.run] || (t.per[r.run] = { n: 0, c: 0, score: 0, err: 0, rows: [] });
-    p.n += 1;
-    p.c += r.passed ? 1 : 0;
-    p.score += r.score;
+    const p = t.per[r.run] || (t.per[r.run] = { n: 0, c: 0, score: 0, err: 0, ungraded: 0, rows: [] });
+    if (r.ungraded) p.ungraded += 1;
+    else {
+      p.n += 1;
+      p.c += r.passed ? 1 : 0;
+      p.score += r.score;
+    }
     p.err += outcome(r) === "error" ? 1 : 0;
     p.rows.push(r);
   }
+  const graded = (p) => p && p.n > 0;
+  const passRate = (p) => (graded(p) ? p.c / p.n : -1);
+  const meanScore = (p) => (graded(p) ? p.score / p.n : -1);
+  const passedText = (p) => `${p.c}/${p.n}` + (p.ungraded ? ` (+${p.ungraded} ungraded)` : "");
+  const scoreText = (p) => (graded(p) ? meanScore(p).toFixed(2) : "-");
   for (const t of TASKS.values()) {
     for (const p of t.per) if (p) p.rows.sort((a, b) => a.attempt - b.attempt);
-    const rates = t.per.filter(Boolean).map((p) => p.c / p.n);
+    const rates = t.per.filter(graded).map(passRate);
     t.nRuns = rates.length;
     t.changed = rates.length > 1 && Math.max(...rates) !== Math.min(...rates);
     const a = t.per[0], b = t.per[1];
-    t.delta = a && b ? b.c / b.n - a.c / a.n : 0;
-    t.dscore = a && b ? b.score / b.n - a.score / a.n : 0;
+    const both = graded(a) && graded(b);
+    t.delta = both ? passRate(b) - passRate(a) : 0;
+    t.dscore = both ? meanScore(b) - meanScore(a) : 0;
   }
   const CHANGED = [...TASKS.values()].filter((t) => t.changed);
 
@@ -126,8 +137,8 @@
   function taskKeys() {
     const keys = { task: (t) => t.task, domain: (t) => t.domain, delta: (t) => t.delta };
     RUNS.forEach((_, i) => {
-      keys["pass" + i] = (t) => (t.per[i] ? t.per[i].c / t.per[i].n : -1);
-      keys["score" + i] = (t) => (t.per[i] ? t.per[i].score / t.per[i].n : -1);
+      keys["pass" + i] = (t) => passRate(t.per[i]);
+      keys["score" + i] = (t) => meanScore(t.per[i]);
       keys["err" + i] = (t) => (t.per[i] ? t.per[i].err : -1);
     });
     keys.dscore = (t) => t.dscore;
@@ -158,9 +169,11 @@
       card.append(
         el("h2", {}, MULTI ? el("span", { cls: "tag", text: runName(i) }) : null, run.label)
       );
+      const infra = Object.entries(s.infra_errors || {}).map(([k, v]) => `${k} ${v}`).join(", ");
       if (s.complete === false) {
         const planned = s.trials_planned != null ? `: ${s.trials_done} of ${s.trials_planned} planned trials have a result` : "";
-        card.append(el("p", { cls: "warn incomplete", text: `INCOMPLETE${planned}; the figures cover those only. Resume with: ${s.resume}` }));
+        const ungraded = s.trials_ungraded ? `; ${s.trials_ungraded} ended in an infrastructure error (${infra}) and are ungraded` : "";
+        card.append(el("p", { cls: "warn incomplete", text: `INCOMPLETE${planned}${ungraded}; the figures cover the graded trials only. Resume with: ${s.resume}` }));
       }
       if (s.criteria_unjudged) {
         card.append(el("p", { cls: "warn", text: `${s.criteria_unjudged} criteria unjudged (--no-judge): counted as unmet.` }));
@@ -174,6 +187,7 @@
       ];
       const errs = Object.entries(s.errors || {});
       kv.push(["errors", errs.length ? errs.map(([k, v]) => `${k} ${v}`).join(", ") : "none"]);
+      kv.push(["infrastructure errors (ungraded)", s.trials_ungraded ? `${s.trials_ungraded}: ${infra}` : "none"]);
       const dl = el("dl");
       for (const [k, v] of kv) dl.append(el("dt", { text: k }), el("dd", { text: v }));
       card.append(dl);
@@ -286,7 +300,7 @@
     const h = [th(view, "task", "task"), th(view, "domain", "domain")];
     RUNS.forEach((_, i) => {
       const p = MULTI ? runName(i) + " " : "";
-      h.push(th(view, "pass" + i, p + "passed", "attempts that passed / attempts"));
+      h.push(th(view, "pass" + i, p + "passed", "attempts that passed / graded attempts"));
       h.push(th(view, "score" + i, p + "mean score"));
       if (view === "tasks") h.push(th(view, "err" + i, p + "errors", "attempts that did not complete or errored"));
     });
@@ -303,9 +317,9 @@
         cells.push("<td>-</td><td>-</td>" + (view === "tasks" ? "<td>-</td>" : ""));
         return;
       }
-      const cls = p.c === p.n ? "pass" : p.c === 0 ? "fail" : "mixed";
-      cells.push(`<td class="n"><span class="badge ${cls}">${p.c}/${p.n}</span></td>`);
-      cells.push(`<td class="n">${(p.score / p.n).toFixed(2)}</td>`);
+      const cls = !graded(p) ? "mixed" : p.c === p.n ? "pass" : p.c === 0 ? "fail" : "mixed";
+      cells.push(`<td class="n"><span class="badge ${cls}">${esc(passedText(p))}</span></td>`);
+      cells.push(`<td class="n">${scoreText(p)}</td>`);
       if (view === "tasks") cells.push(`<td class="n">${p.err || ""}</td>`);
     });
     if (MULTI) {
@@ -590,7 +604,7 @@
         col.append(el("p", { cls: "note", text: "this task is not in this run" }));
         return;
       }
-      col.append(el("p", { cls: "sub", text: `passed ${per.c}/${per.n}, mean score ${(per.score / per.n).toFixed(2)}` }));
+      col.append(el("p", { cls: "sub", text: `passed ${passedText(per)}, mean score ${scoreText(per)}` }));
       const chips = el("div", { cls: "chips" });
       const body = el("div");
       const show = async (r) => {
