@@ -231,7 +231,7 @@ def bootstrap_metrics(
     tasks: TaskTable, metrics: list[Metric], *, seed: int = SEED
 ) -> dict[Metric, MetricCI]:
     """Each metric's mean over tasks with its bootstrap CI."""
-    point, low, high = bootstrap(tasks.values(metrics), seed=seed)
+    point, low, high = bootstrap_finite(tasks.values(metrics), seed=seed)
     return {
         m: MetricCI(value=float(point[j]), ci_low=float(low[j]), ci_high=float(high[j]))
         for j, m in enumerate(metrics)
@@ -278,13 +278,14 @@ def by_finite_rows(values: np.ndarray, fn):
     return outs[0] if single else tuple(outs)
 
 
+def bootstrap_finite(values: np.ndarray, *, seed: int = SEED):
+    """bootstrap() where a column with NaNs (tasks its metric leaves out) is estimated
+    over its finite rows only."""
+    return by_finite_rows(values, lambda v: bootstrap(v, seed=seed))
+
+
 def bootstrap(values: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED):
-    """Point estimates and (low, high) percentile CIs of column means of `values`; a
-    column with NaNs (tasks its metric leaves out) over its finite rows only."""
-    return by_finite_rows(values, lambda v: _bootstrap(v, resamples=resamples, seed=seed))
-
-
-def _bootstrap(values: np.ndarray, *, resamples: int, seed: int):
+    """Point estimates and (low, high) percentile CIs of column means of `values`."""
     t = values.shape[0]
     if t == 0:
         z = np.zeros(values.shape[1])
@@ -437,7 +438,7 @@ def _compare_group(
     alpha = (1.0 - LEVEL) / 2
     if len(shared) > 0:
         d = vb[ib] - va[ia]
-        point, low, high = bootstrap(d, seed=seed)
+        point, low, high = bootstrap_finite(d, seed=seed)
         paired = True
     elif len(va) and len(vb):
         sa = by_finite_rows(va, lambda v: resampled_means(v, seed=seed))
