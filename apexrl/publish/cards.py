@@ -239,8 +239,9 @@ TRACE_SCHEMA: list[tuple[str, str, str]] = [
     ("attempt", "int32", "attempt number"),
     ("status", "string", "how the trial ended (complete, agent_timeout, error, ...)"),
     ("error_class", "string", "error class when the trial did not complete"),
-    ("reward", "float64", "fraction of rubric criteria met (0 unless complete)"),
-    ("criteria_met", "int32", "rubric criteria met"),
+    ("graded", "bool", "false when the trial ended in an infrastructure error: no score"),
+    ("reward", "float64", "the trial's reward (0 for a model failure); null when not graded"),
+    ("criteria_met", "int32", "rubric criteria met; null when not graded"),
     ("criteria_total", "int32", "rubric criteria"),
     ("criteria", "list<struct>", "verdicts: id, criterion, met, score, reason, source"),
     ("messages", "list<struct>", "the conversation (role, content, tool_calls as JSON, ...)"),
@@ -267,6 +268,8 @@ def traces_card(
     include_tokens: bool,
     license: str | None,
     n_redactions: int,
+    ungraded: dict[str, int] | None = None,
+    outside_plan: int = 0,
 ) -> str:
     meta: dict = {}
     if license:
@@ -297,8 +300,10 @@ def traces_card(
         f"Each trial is also one Session Traces file, `{SESSIONS_DIR}/<task>/<trial>.jsonl` (the "
         f"`sessions` config; harness `{HARNESS}`): a session header, then the system prompt, "
         "the task, every assistant turn with its tool calls and every tool result, which the "
-        "Hub's trace viewer renders.\n\n## Run\n\n"
+        "Hub's trace viewer renders.\n\n"
     )
+    out.append(_graded_note(n_rows, ungraded or {}, outside_plan))
+    out.append("## Run\n\n")
     facts = [
         ("model", model),
         ("dataset", ds.get("source") if isinstance(ds, dict) else ds),
@@ -329,6 +334,26 @@ def traces_card(
     )
     out.append(f"\n_Card written by apexrl {__version__}._\n")
     return "".join(out)
+
+
+def _graded_note(n_rows: int, ungraded: dict[str, int], outside_plan: int) -> str:
+    """How many rows carry a score: an ungraded trial's reward is null, not 0."""
+    n = sum(ungraded.values())
+    if not n:
+        text = f"All {n_rows} trials were graded (`graded` is true on every row)."
+    else:
+        why = ", ".join(f"{k} {v}" for k, v in sorted(ungraded.items(), key=lambda x: -x[1]))
+        text = (
+            f"**{n} of {n_rows} trials are ungraded** (an infrastructure error: {why}): "
+            "their `graded` is false and their `reward` and `criteria_met` are null, so they "
+            "are no failures of the model; average `reward` over the graded rows only."
+        )
+    if outside_plan:
+        text += (
+            f" {outside_plan} trial(s) of the run folder outside the run's plan (an earlier "
+            "selection) are left out."
+        )
+    return text + "\n\n"
 
 
 def _scanned(scanned: dict[str, int] | None) -> str:

@@ -53,6 +53,7 @@ def _trace_schema(include_tokens: bool):
         ("attempt", pa.int32()),
         ("status", pa.string()),
         ("error_class", pa.string()),
+        ("graded", pa.bool_()),
         ("reward", pa.float64()),
         ("criteria_met", pa.int32()),
         ("criteria_total", pa.int32()),
@@ -268,14 +269,43 @@ def _result_rows(run_dir: Path) -> list[dict]:
     )
 
 
+def _plan_ids(run: dict) -> set[str] | None:
+    """The trial ids run.json planned; None for a run that recorded no plan."""
+    from apexrl.eval.models import RunPlan
+
+    raw = run.get("plan")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return set(RunPlan.model_validate(raw).trial_ids())
+    except ValueError as e:
+        raise BadRecordError("run.json", f"its plan is not readable: {e}") from None
+
+
+def _graded(row: dict) -> bool:
+    """False for a trial that ended in an infrastructure error (apexrl.eval.infra): its
+    reward is no score, and a Hub user averaging the column must not count it as 0."""
+    from apexrl.eval.infra import is_infra
+
+    return not is_infra(row.get("status"), row.get("error_class"))
+
+
 def trace_rows(
-    run_dir: Path, include_tokens: bool, red: Redactor, paths: HostPaths | None = None
+    run_dir: Path,
+    include_tokens: bool,
+    red: Redactor,
+    paths: HostPaths | None = None,
+    planned: set[str] | None = None,
 ) -> Iterator[dict]:
-    """One row per trial. `paths`: host paths rewritten before redaction (hostpaths)."""
+    """One row per trial. `paths`: host paths rewritten before redaction (hostpaths);
+    `planned`: the run's planned trial ids (others are left out), None for all."""
     paths = paths or HostPaths(run_dir)
     traj_root = run_dir / "trajectories"
     for n, row in enumerate(_result_rows(run_dir)):
         tid = _trial_id(row, traj_root)
+        if planned is not None and tid not in planned:
+            continue  # a trial of an earlier plan (--force): not this run's
+        graded = _graded(row)
         where = f"data row {n} (trial {tid})"
         tdir = traj_root / tid
         messages: list[dict] = []
@@ -291,7 +321,8 @@ def trace_rows(
         header = red.obj(
             {"id": tid, "name": f"{row.get('task_id')} attempt {row.get('attempt')}",
              "task_id": row.get("task_id"), "attempt": row.get("attempt"),
-             "status": row.get("status"), "reward": row.get("reward")},
+             "status": row.get("status"), "graded": graded,
+             "reward": row.get("reward") if graded else None},
             where,
         )  # fmt: skip
         out = {
@@ -302,8 +333,10 @@ def trace_rows(
             "attempt": row.get("attempt"),
             "status": row.get("status"),
             "error_class": row.get("error_class"),
-            "reward": row.get("reward"),
-            "criteria_met": row.get("criteria_met"),
+            "graded": graded,
+            # an ungraded trial has no reward: null, never a 0 that averages as a failure
+            "reward": row.get("reward") if graded else None,
+            "criteria_met": row.get("criteria_met") if graded else None,
             "criteria_total": row.get("criteria_total"),
             "criteria": _verdicts(row, [tdir, run_dir / "logs" / tid]),
             "messages": _column_messages(messages),
@@ -369,8 +402,20 @@ def stage_traces(
 
     group: list[dict] = []
     size = n_rows = 0
+    ungraded: dict[str, int] = {}
     sessions: set[str] = set()
-    for row, header, messages in trace_rows(run_dir, include_tokens, plan.redactor, paths):
+    planned = _plan_ids(raw_run)
+    traj_root = run_dir / "trajectories"
+    outside = (
+        sum(1 for r in _result_rows(run_dir) if _trial_id(r, traj_root) not in planned)
+        if planned is not None
+        else 0
+    )
+    rows = trace_rows(run_dir, include_tokens, plan.redactor, paths, planned)
+    for row, header, messages in rows:
+        if not row["graded"]:
+            cls = str(row.get("error_class") or row.get("status"))
+            ungraded[cls] = ungraded.get(cls, 0) + 1
         rel = session_path(row["task_id"], row["trial_id"])
         while rel in sessions:  # two trial ids that differ only in unsafe characters
             rel = rel.removesuffix(".jsonl") + "_.jsonl"
@@ -401,6 +446,8 @@ def stage_traces(
         run=run,
         summary=summary,
         n_rows=n_rows,
+        ungraded=ungraded,
+        outside_plan=outside,
         shards=shards,
         include_tokens=include_tokens,
         license=license,

@@ -213,3 +213,74 @@ def test_traces_of_the_demo_run_open_in_the_hubs_viewers(runner, eval_run, tmp_p
         check_parquet_for_viewer(shard)
     card = (stage / "README.md").read_text()
     assert "config_name: sessions" in card and "sessions/*/*.jsonl" in card
+
+
+def test_an_ungraded_trial_is_published_without_a_reward(runner, mini_apex, tmp_path, monkeypatch):
+    """A trial whose judge was unavailable has no score: its published reward is null and
+    `graded` false (a Hub user averaging `reward` must not count it as a failure), the
+    session header says so too, and the card counts the ungraded rows."""
+
+    def judge_down_on_attempt_1(task_dir, config: TrialConfig) -> TrialOutcome:
+        out = agent_like_trial(task_dir, config)
+        if config.attempt == 1:
+            r = out.result.model_copy(
+                update={"status": "no_verifier_result", "error_class": "judge_unavailable",
+                        "reward": 0.0, "criteria_met": 0}
+            )  # fmt: skip
+            out = out.model_copy(update={"result": r, "verdicts": []})
+        return out
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    runner = eval_runner(judge_down_on_attempt_1)
+    tasks = tmp_path / "tasks"
+    assert runner.invoke(app, ["tasks", "convert", str(mini_apex), "-o", str(tasks)]).exit_code == 0
+    run = tmp_path / "run"
+    res = runner.invoke(
+        app, ["eval", "run", "--agent", "oracle", "--tasks", str(tasks), "-o", str(run), "-k", "2"]
+    )
+    assert res.exit_code == 4, res.output  # infrastructure is never exit 0
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app,
+        ["publish", "traces", str(run), "--repo", "acme/t", "--dry-run", "--stage", str(stage)],
+    )
+    assert r.exit_code == 0, r.stderr
+    rows = pq.read_table(stage / "data/train-00000-of-00001.parquet").to_pylist()
+    n = len(rows)
+    assert n == 2 * len(json.loads((run / "run.json").read_text())["plan"]["tasks"]) > 2
+    for row in rows:
+        graded = row["trial_id"].endswith(".a0")
+        assert row["graded"] is graded
+        assert row["reward"] == (1.0 if graded else None)
+        assert (row["criteria_met"] is None) is not graded
+    for p in stage.glob("sessions/*/*.jsonl"):
+        header = json.loads(p.read_text().splitlines()[0])
+        assert header["graded"] is (header["attempt"] == 0)
+        assert header["reward"] == (1.0 if header["attempt"] == 0 else None)
+    card = (stage / "README.md").read_text()
+    why = f"(an infrastructure error: judge_unavailable {n // 2})"
+    assert f"**{n // 2} of {n} trials are ungraded** {why}" in card
+    assert "| graded | bool |" in card
+
+
+def test_traces_cover_the_runs_plan_only(runner, eval_run, tmp_path):
+    """A run folder whose rows include trials outside its plan (a journal written before a
+    `--force` rerun replaced the plan): those are not this run's, so not published, and
+    the card counts them."""
+    run_json = eval_run / "run.json"
+    run = json.loads(run_json.read_text())
+    run["plan"]["attempts"] = 1  # the attempt-1 rows are now outside the plan
+    run_json.write_text(json.dumps(run))
+    stage = tmp_path / "stage"
+    r = runner.invoke(
+        app,
+        ["publish", "traces", str(eval_run), "--repo", "acme/t", "--dry-run", "--stage",
+         str(stage)],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    rows = pq.read_table(stage / "data/train-00000-of-00001.parquet").to_pylist()
+    n = len(run["plan"]["tasks"])
+    assert len(rows) == n == len(list(stage.glob("sessions/*/*.jsonl"))) > 1
+    assert all(x["trial_id"].endswith(".a0") for x in rows)
+    card = (stage / "README.md").read_text()
+    assert f"{n} trial(s) of the run folder outside the run's plan" in card
