@@ -1,8 +1,9 @@
 """The engine, environment and agent registries are the one place a name is added: with one
 more entry (made before apexrl's other modules load, as a line in the registry file
 would), the CLI choices, recipe validation, trial dispatch, preflight and doctor all
-know it, and start_engine starts it. Likewise an MCP server's ServerSpec reaches the
-gateway, and a metric table entry reaches summary.json and the report."""
+know it, and start_engine starts it. Likewise an MCP server's module (its `Server`
+declaration) and one more `@SERVER.tool` function reach the gateway, and a metric table
+entry reaches summary.json and the report."""
 
 from __future__ import annotations
 
@@ -191,10 +192,8 @@ ONE_MORE_SERVER = textwrap.dedent(
     import asyncio, dataclasses, json, sys
     from pathlib import Path
     from apexrl.worlds import surface
-    notes = surface.ServerSpec(
-        "notes", "notes", "fake_notes_server", ("list_notes", "read_note"), aliases=("notebook",))
     surface.SURFACES["archipelago"] = dataclasses.replace(
-        surface.ARCHIPELAGO, servers=(*surface.ARCHIPELAGO.servers, notes))
+        surface.ARCHIPELAGO, modules=(*surface.ARCHIPELAGO.modules, "fake_notes_server"))
     from mcp import Client
     from apexrl.errors import UsageError
     from apexrl.worlds.gateway import build_gateway, serve_in_thread
@@ -237,22 +236,24 @@ FAKE_SERVER = textwrap.dedent(
 
     from pydantic import Field
 
-    from apexrl.worlds.servers import CallFailed
+    from apexrl.worlds.servers import CallFailed, Server
+
+    SERVER = Server("notes", app="notes", aliases=("notebook",))
 
 
-    def tools(world):
-        def list_notes() -> str:
-            """The notes' file names, one per line."""
-            return "\\n".join(sorted(p.name for p in (world.fs_root / "notes").iterdir()))
+    @SERVER.tool
+    def list_notes(world) -> str:
+        """The notes' file names, one per line."""
+        return "\\n".join(sorted(p.name for p in (world.fs_root / "notes").iterdir()))
 
-        def read_note(name: Annotated[str, Field(description="A note's file name.")]) -> str:
-            """A note's text."""
-            p = world.fs_path(f"notes/{name}")
-            if not p.is_file():
-                raise CallFailed(f"No note {name}")
-            return p.read_text()
 
-        return [list_notes, read_note]
+    @SERVER.tool
+    def read_note(world, name: Annotated[str, Field(description="A note's file name.")]) -> str:
+        """A note's text."""
+        p = world.fs_path(f"notes/{name}")
+        if not p.is_file():
+            raise CallFailed(f"No note {name}")
+        return p.read_text()
 
 
     def probe(world):
@@ -261,9 +262,10 @@ FAKE_SERVER = textwrap.dedent(
 )
 
 
-def test_one_server_spec_reaches_the_world_gateway(tmp_path):
-    """A server is its module and one `ServerSpec` (its app's other names included): a world
-    naming the app mounts it, and its tools are listed and answer over MCP."""
+def test_one_server_module_reaches_the_world_gateway(tmp_path):
+    """A server is its module (its `Server` declaration, its app's other names included)
+    named in the surface: a world naming the app mounts it, and its tools are listed and
+    answer over MCP."""
     notes = tmp_path / "world" / "filesystem" / "notes"
     notes.mkdir(parents=True)
     (notes / "q3.txt").write_text("close the books by Friday")
@@ -287,6 +289,65 @@ def test_one_server_spec_reaches_the_world_gateway(tmp_path):
         True,
         "Internal error: Error calling tool 'read_note': No note missing.txt",
     ]
+
+
+ONE_MORE_TOOL = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from pathlib import Path
+    from mcp import Client
+    from apexrl.worlds.gateway import build_gateway, serve_in_thread
+    from apexrl.worlds.servers.archipelago.filesystem import SERVER
+    from apexrl.worlds.world import World, open_world
+
+
+    @SERVER.tool
+    def count_files(world: World, suffix: str = "") -> str:
+        \"\"\"How many files under the world's files folder end with `suffix`.\"\"\"
+        return str(sum(1 for p in world.fs_root.rglob(f"*{suffix}") if p.is_file()))
+
+
+    world = open_world(Path(sys.argv[1]) / "world")
+    gw = build_gateway(world, apps=["files"], strict=True)
+
+    async def session(url):
+        async with Client(url) as c:
+            listed = {t.name: t for t in (await c.list_tools()).tools}
+            all_files = await c.call_tool("filesystem_count_files", {})
+            txt = await c.call_tool("filesystem_count_files", {"suffix": ".txt"})
+        return {
+            "tools": list(listed),
+            "schema": listed["filesystem_count_files"].input_schema,
+            "description": listed["filesystem_count_files"].description,
+            "answers": [all_files.content[0].text, txt.content[0].text],
+        }
+
+    with serve_in_thread(gw) as running:
+        out = asyncio.run(session(running.url))
+    out["health"] = gw.health()["servers"]["filesystem"]["tools"]
+    print(json.dumps(out))
+    """
+)
+
+
+def test_one_decorated_function_adds_a_tool(tmp_path):
+    """Adding a tool to a server is one `@SERVER.tool` function: the gateway lists it after
+    the server's own tools (its world parameter not in the schema) and answers a call."""
+    files = tmp_path / "world" / "filesystem"
+    (files / "sub").mkdir(parents=True)
+    (files / "a.txt").write_text("a")
+    (files / "sub" / "b.txt").write_text("b")
+    (files / "c.md").write_text("c")
+    (tmp_path / "world" / "world.json").write_text(json.dumps({"apps": ["files"]}))
+    out = run_script(tmp_path, ONE_MORE_TOOL, tmp_path)
+    assert out["tools"][-1] == "filesystem_count_files"
+    assert out["health"][-1] == "filesystem_count_files" and len(out["health"]) == 7
+    assert out["schema"] == {
+        "type": "object",
+        "properties": {"suffix": {"default": "", "type": "string"}},
+    }
+    assert out["description"].startswith("How many files under the world's files folder")
+    assert out["answers"] == ["3", "2"]
 
 
 ONE_METRIC = textwrap.dedent(

@@ -204,14 +204,15 @@ def verify_cmd(
     import sys
 
     from apexrl.errors import UsageError
-    from apexrl.peer.runtime import BY_NAME, find_checkout, runtimes
+    from apexrl.peer.runtime import by_name, find_checkout, runtimes
     from apexrl.peer.verify import verify
 
     chosen = [x.strip() for s in servers or [] for x in s.split(",") if x.strip()]
-    unknown = [x for x in chosen if x not in BY_NAME]
+    known = by_name()
+    unknown = [x for x in chosen if x not in known]
     if unknown:
         raise UsageError(
-            f"unknown server(s): {', '.join(unknown)}", hint=f"known: {', '.join(BY_NAME)}"
+            f"unknown server(s): {', '.join(unknown)}", hint=f"known: {', '.join(known)}"
         )
     if not world.exists():
         raise UsageError(f"world {world} does not exist", hint="pass a world folder or a .zip")

@@ -584,22 +584,24 @@ def code_execution(root: Path) -> list[Case]:
     ]
 
 
-BUILDERS: dict[str, Callable[[Path], list[Case]]] = {
-    "filesystem": filesystem,
-    "word": word,
-    "excel": excel,
-    "powerpoint": powerpoint,
-    "pdfs": pdfs,
-    "mail": mail,
-    "chat": chat,
-    "calendar": calendar,
-    "code_execution": code_execution,
-}
+def builder(server: str) -> Callable[[Path], list[Case]]:
+    """The case builder of a declared server: this module's function of its name."""
+    fn = globals().get(server)
+    if not callable(fn) or server.startswith("_"):
+        raise KeyError(f"no peer cases for the server {server!r}")
+    return fn
 
 
 def cases_for(root: Path, servers: list[str]) -> list[Case]:
-    """The case set over a world folder (holding filesystem/ and .apps_data/)."""
+    """The case set over a world folder (holding filesystem/ and .apps_data/); every
+    case's tool is one its server declares (`apexrl.worlds.servers.Server`)."""
+    from apexrl.worlds.surface import ARCHIPELAGO
+
     out: list[Case] = []
     for name in servers:
-        out += BUILDERS[name](root)
+        declared = ARCHIPELAGO.server(name).tools
+        for case in builder(name)(root):
+            if case.tool not in declared:
+                raise ValueError(f"peer case {name}.{case.tool}: {name} declares no such tool")
+            out.append(case)
     return out

@@ -36,7 +36,7 @@ from typing import Any
 
 from apexrl.errors import ApexError, ExitCode, UsageError
 from apexrl.peer.launch import bwrap_argv, bwrap_path, server_env
-from apexrl.peer.runtime import BY_NAME, Runtime
+from apexrl.peer.runtime import Runtime, by_name
 from apexrl.worlds.gateway import Gateway
 
 START_TIMEOUT_S = 180.0
@@ -74,7 +74,7 @@ class PeerPlan:
     commit: str | None = None
 
     def runtimes(self) -> list[Runtime]:
-        return [Runtime(BY_NAME[name], Path(root)) for name, root in self.servers]
+        return [Runtime(by_name()[name], Path(root)) for name, root in self.servers]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -149,7 +149,7 @@ def plan_for(
 
     root, commit, key = checkout_record(checkout)
     specs = ARCHIPELAGO.for_apps(list(apps or app_names()))
-    names = [s.name for s in specs if s.name in BY_NAME]
+    names = [s.name for s in specs if s.name in by_name()]
     if not names:
         raise UsageError(f"none of the apps {apps} is served by archipelago's servers")
     rts = runtimes(root, servers=names, build=build, on_progress=on_progress)
@@ -401,7 +401,7 @@ def build_peer_gateway(world: Any, plan: PeerPlan, backends: list[Backend]) -> P
     for b in backends:
         names = [f"{b.name}_{t.name}" for t in b.tools]
         gw.status[b.name] = ServerStatus(
-            name=b.name, ok=True, detail=f"archipelago {BY_NAME[b.name].folder}", tools=names
+            name=b.name, ok=True, detail=f"archipelago {by_name()[b.name].folder}", tools=names
         )
         gw.tool_names.extend(names)
     return gw
@@ -428,7 +428,7 @@ async def serve_peer(
     from apexrl.worlds.gateway import serve_forever
 
     world_root = Path(world.root) if mode == "bwrap" else None
-    names = ", ".join(BY_NAME[n].folder for n, _ in plan.servers)
+    names = ", ".join(by_name()[n].folder for n, _ in plan.servers)
     print(
         f"apexrl: archipelago's servers ({names}) from {plan.checkout} "
         f"(commit {plan.commit or 'unknown'}, key {plan.key})",

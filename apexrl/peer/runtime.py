@@ -19,6 +19,7 @@ venvs share most of their disk.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -55,18 +56,19 @@ class PeerServer:
     folder: str  # mcp_servers/<folder> in the checkout
 
 
-SERVERS: tuple[PeerServer, ...] = (
-    PeerServer("filesystem", "filesystem"),
-    PeerServer("word", "documents"),
-    PeerServer("excel", "spreadsheets"),
-    PeerServer("powerpoint", "presentations"),
-    PeerServer("pdfs", "pdfs"),
-    PeerServer("mail", "mail"),
-    PeerServer("chat", "chat"),
-    PeerServer("calendar", "calendar"),
-    PeerServer("code_execution", "code"),
-)
-BY_NAME = {s.name: s for s in SERVERS}
+@functools.cache
+def servers() -> tuple[PeerServer, ...]:
+    """archipelago's servers, from the archipelago surface's declarations (each
+    `Server`'s `peer_folder`), in its mount order."""
+    from apexrl.worlds.surface import ARCHIPELAGO
+
+    return tuple(PeerServer(s.name, s.peer_folder) for s in ARCHIPELAGO.servers)
+
+
+def by_name() -> dict[str, PeerServer]:
+    return {s.name: s for s in servers()}
+
+
 _SKIP = {".venv", "__pycache__", ".git", ".pytest_cache", ".ruff_cache"}
 
 
@@ -106,10 +108,10 @@ def _hash_tree(update: Callable[[bytes], object], folder: Path, rel_to: Path) ->
             update(hashlib.sha256(f.read_bytes()).digest())
 
 
-def checkout_key(checkout: Path, servers: tuple[PeerServer, ...] = SERVERS) -> str:
+def checkout_key(checkout: Path, chosen: tuple[PeerServer, ...] | None = None) -> str:
     """A hash of every file (path and bytes) of the checkout's server folders."""
     h = hashlib.sha256()
-    for s in sorted(servers, key=lambda s: s.folder):
+    for s in sorted(chosen or servers(), key=lambda s: s.folder):
         _hash_tree(h.update, checkout / "mcp_servers" / s.folder, checkout)
     return h.hexdigest()[:16]
 
@@ -210,7 +212,8 @@ def runtimes(
 ) -> dict[str, Runtime]:
     """The built runtimes of `servers` (apexrl names; default all nine) for `checkout`,
     building the missing ones first (unless `build` is false: then a usage error)."""
-    chosen = [BY_NAME[n] for n in (servers or BY_NAME)]
+    known = by_name()
+    chosen = [known[n] for n in (servers or known)]
     key = checkout_key(checkout)
     base = (home or peer_home()) / key
     say = on_progress or (lambda _m: None)

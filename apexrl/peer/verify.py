@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from apexrl.peer.cases import Case, cases_for
 from apexrl.peer.compare import changes, normalise, tree_state
-from apexrl.peer.runtime import BY_NAME, SERVERS, Runtime
+from apexrl.peer.runtime import Runtime, servers
 from apexrl.peer.sessions import Reply
 
 
@@ -130,7 +130,7 @@ def verify(
     """Run the case set of every server in `runtimes` (apexrl names) over two copies of
     `world`; `emit` gets each record as it is made."""
     say = on_progress or (lambda _m: None)
-    order = [s.name for s in SERVERS if s.name in runtimes]
+    order = [s.name for s in servers() if s.name in runtimes]
     summaries = []
     with tempfile.TemporaryDirectory(prefix="apexrl-verify-", dir=work_dir) as tmp:
         a_root, p_root = prepare_copies(world, Path(tmp))
@@ -138,7 +138,8 @@ def verify(
         now = datetime.now(UTC)
         for name in order:
             mine = [c for c in cases if c.server == name]
-            say(f"{name}: starting archipelago's {BY_NAME[name].folder} server, {len(mine)} cases")
+            folder = runtimes[name].server.folder
+            say(f"{name}: starting archipelago's {folder} server, {len(mine)} cases")
             s = asyncio.run(_run_server(name, mine, runtimes[name], a_root, p_root, emit, now))
             say(f"{name}: {s.identical}/{s.cases} identical")
             summaries.append(s)

@@ -172,7 +172,6 @@ def build_gateway(
     otherwise serve the rest and report the failure on /health (503).
     snapshot_path: serve the world's snapshot on POST there (Mercor's `/data/snapshot`).
     """
-    import importlib
     import inspect
 
     from mcp.server import MCPServer
@@ -193,16 +192,10 @@ def build_gateway(
     for spec in specs:
         name = spec.name
         try:
-            mod = importlib.import_module(spec.module)
-            detail = mod.probe(world)
-            fns = {fn.__name__: fn for fn in mod.tools(world)}
-            lacking = [t for t in spec.tools if t not in fns]
-            if lacking:
-                raise RuntimeError(f"{spec.module} does not implement {', '.join(lacking)}")
+            detail = spec.probe(world)
             names = []
-            for base in spec.tools:
-                tname = surf.tool_name(name, base, len(chosen))
-                fn = fns[base]
+            for fn in spec.bind(world):
+                tname = surf.tool_name(name, fn.__name__, len(chosen))
                 desc = (inspect.getdoc(fn) or "") if surf.flat_schemas else None
                 _add_tool(gw.mcp, fn, tname, desc, surf.flat_schemas)
                 names.append(tname)

@@ -29,7 +29,7 @@ def app_names() -> tuple[str, ...]:
 
 def normalize_app(name: str) -> str | None:
     """The world app an app name means (its own name, its server's, or an alias of its
-    `ServerSpec`; lower-cased, '-'/' ' -> '_'), or None when unknown."""
+    `Server`; lower-cased, '-'/' ' -> '_'), or None when unknown."""
     key = name.strip().lower().replace("-", "_").replace(" ", "_")
     for s in get_surface().servers:
         if key in (s.app, s.name, *s.aliases):

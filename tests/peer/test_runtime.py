@@ -9,11 +9,11 @@ from typer.testing import CliRunner
 
 from apexrl.cli.app import app
 from apexrl.errors import UsageError
-from apexrl.peer.runtime import SERVERS, checkout_key, find_checkout, runtimes
+from apexrl.peer.runtime import checkout_key, find_checkout, runtimes, servers
 
 
 def fake_checkout(root: Path) -> Path:
-    for s in SERVERS:
+    for s in servers():
         d = root / "mcp_servers" / s.folder
         d.mkdir(parents=True)
         (d / "uv.lock").write_text(f"lock of {s.folder}\n")

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from apexrl.cli.app import app
-from apexrl.peer.runtime import SERVERS, checkout_key, runtimes
+from apexrl.peer.runtime import checkout_key, runtimes, servers
 
 pytestmark = [pytest.mark.peer, pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -30,7 +30,7 @@ def example_run(example_worlds, checkout):
 
 def test_every_server_and_tool_family_is_covered(example_run):
     code, records, summary = example_run
-    assert {r["server"] for r in records} == {s.name for s in SERVERS}
+    assert {r["server"] for r in records} == {s.name for s in servers()}
     assert summary["cases"] == len(records) >= 60
     assert summary["identical"] == sum(r["same"] for r in records)
     assert code == (0 if summary["identical"] == summary["cases"] else 1)
@@ -109,7 +109,7 @@ def test_a_new_checkout_builds_its_own(checkout, tmp_path):
     """A checkout never seen is built on first use, with progress, into its own folder
     keyed by its content, and reused after (uv's cache makes this seconds)."""
     co = tmp_path / "co"
-    for s in SERVERS:
+    for s in servers():
         (co / "mcp_servers" / s.folder).mkdir(parents=True)
     shutil.rmtree(co / "mcp_servers" / "mail")
     shutil.copytree(checkout / "mcp_servers" / "mail", co / "mcp_servers" / "mail", symlinks=True)

@@ -19,8 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import calendar as _cal
+from apexrl.worlds.servers import Server
 from apexrl.worlds.servers.archipelago import failed, raw_error
 from apexrl.worlds.world import World
+
+SERVER = Server("calendar", app="calendar")
 
 DEFAULT_FILE = "calendar.ics"  # where new events go, as archipelago's server does
 PRODID = "-//Archipelago Calendar Server//EN"  # a new calendar file's PRODID (a format fact)
@@ -249,133 +252,143 @@ def _plain(v: BaseModel | None) -> dict[str, Any] | None:
     return None if v is None else v.model_dump(exclude_none=True)
 
 
-def tools(world: World) -> list:
-    def list_events(
-        limit: Annotated[int, Field(ge=1, le=100)] = 50, offset: Annotated[int, Field(ge=0)] = 0
-    ) -> str:
-        """List events sorted by start time (offset/limit pagination)."""
-        evs = []
-        for f, _c, ev in _cal._all_events(world):
-            s = _cal._as_utc(_cal._dt(ev.get("DTSTART"))) or datetime.min.replace(tzinfo=UTC)
-            evs.append((s, _event(ev, f.stem)))
-        evs.sort(key=lambda t: t[0])
-        return _listing([e for _, e in evs[offset : offset + limit]])
+@SERVER.tool
+def list_events(
+    world: World,
+    limit: Annotated[int, Field(ge=1, le=100)] = 50,
+    offset: Annotated[int, Field(ge=0)] = 0,
+) -> str:
+    """List events sorted by start time (offset/limit pagination)."""
+    evs = []
+    for f, _c, ev in _cal._all_events(world):
+        s = _cal._as_utc(_cal._dt(ev.get("DTSTART"))) or datetime.min.replace(tzinfo=UTC)
+        evs.append((s, _event(ev, f.stem)))
+    evs.sort(key=lambda t: t[0])
+    return _listing([e for _, e in evs[offset : offset + limit]])
 
-    def read_event(event_id: EventId) -> Any:
-        """One event in full: times, location, description, attendees."""
+
+@SERVER.tool
+def read_event(world: World, event_id: EventId) -> Any:
+    """One event in full: times, location, description, attendees."""
+    try:
+        f, _c, ev = _cal._find(world, event_id)
+    except ApexError:
+        return failed("read_event", f"Event not found with ID: {event_id}")
+    return _full(ev, _event(ev, f.stem))
+
+
+@SERVER.tool
+def create_event(
+    world: World,
+    summary: Annotated[str, Field(description="Title of the event.")],
+    start: CalendarEventDateTime,
+    end: CalendarEventDateTime,
+    description: str | None = None,
+    location: str | None = None,
+    attendees: list[CalendarEventAttendee] | None = None,
+    colorId: str | None = None,  # noqa: N803
+    reminders: CalendarEventReminders | None = None,
+    recurrence: Annotated[list[str] | None, Field(description="RRULE lines")] = None,
+) -> Any:
+    """Create an event; start/end are {'dateTime': ..., 'timeZone': ...} or {'date': ...}."""
+    from icalendar import Calendar
+
+    if not summary.strip():
+        return _EMPTY_SUMMARY
+    now = datetime.now().isoformat()
+    event_id = _event_id()
+    m = {
+        "id": event_id,
+        "summary": summary,
+        "description": description,
+        "start": _plain(start),
+        "end": _plain(end),
+        "location": location,
+        "attendees": [_plain(a) for a in attendees] if attendees else None,
+        "colorId": colorId,
+        "reminders": _plain(reminders),
+        "recurrence": recurrence,
+        "created": now,
+        "updated": now,
+    }
+    try:
+        ev = _vevent(m)
+    except (ApexError, ValueError, TypeError) as e:
+        return f"Failed: {e!r}"
+    with world.lock:
+        target = world.apps_path(f"{_cal.CAL_DIR}/{DEFAULT_FILE}")
+        if target.exists():
+            cal = _cal._load(target)
+        else:
+            cal = Calendar()
+            cal.add("prodid", PRODID)
+            cal.add("version", "2.0")
+        cal.add_component(ev)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _cal._save(target, cal)
+    return _done("Event created successfully", event_id)
+
+
+@SERVER.tool
+def update_event(
+    world: World,
+    event_id: EventId,
+    summary: str | None = None,
+    description: str | None = None,
+    start: CalendarEventDateTime | None = None,
+    end: CalendarEventDateTime | None = None,
+    location: str | None = None,
+    attendees: list[CalendarEventAttendee] | None = None,
+    colorId: str | None = None,  # noqa: N803
+    reminders: CalendarEventReminders | None = None,
+    recurrence: list[str] | None = None,
+) -> Any:
+    """Change the given fields of an event; the others stay."""
+    if summary is not None and not summary.strip():
+        return _EMPTY_SUMMARY
+    with world.lock:
         try:
-            f, _c, ev = _cal._find(world, event_id)
+            f, cal, old = _cal._find(world, event_id)
         except ApexError:
-            return failed("read_event", f"Event not found with ID: {event_id}")
-        return _full(ev, _event(ev, f.stem))
-
-    def create_event(
-        summary: Annotated[str, Field(description="Title of the event.")],
-        start: CalendarEventDateTime,
-        end: CalendarEventDateTime,
-        description: str | None = None,
-        location: str | None = None,
-        attendees: list[CalendarEventAttendee] | None = None,
-        colorId: str | None = None,  # noqa: N803
-        reminders: CalendarEventReminders | None = None,
-        recurrence: Annotated[list[str] | None, Field(description="RRULE lines")] = None,
-    ) -> Any:
-        """Create an event; start/end are {'dateTime': ..., 'timeZone': ...} or {'date': ...}."""
-        from icalendar import Calendar
-
-        if not summary.strip():
-            return _EMPTY_SUMMARY
-        now = datetime.now().isoformat()
-        event_id = _event_id()
-        m = {
-            "id": event_id,
+            return f"Failed: Event not found with ID: {event_id}"
+        try:
+            m = _model(old)
+        except Exception as e:
+            return f"Failed: {e!r}"
+        given = {
             "summary": summary,
             "description": description,
             "start": _plain(start),
             "end": _plain(end),
             "location": location,
-            "attendees": [_plain(a) for a in attendees] if attendees else None,
+            "attendees": [_plain(a) for a in attendees] if attendees is not None else None,
             "colorId": colorId,
             "reminders": _plain(reminders),
             "recurrence": recurrence,
-            "created": now,
-            "updated": now,
         }
+        m.update({k: v for k, v in given.items() if v is not None})
+        m["updated"] = datetime.now().isoformat()
         try:
             ev = _vevent(m)
         except (ApexError, ValueError, TypeError) as e:
             return f"Failed: {e!r}"
-        with world.lock:
-            target = world.apps_path(f"{_cal.CAL_DIR}/{DEFAULT_FILE}")
-            if target.exists():
-                cal = _cal._load(target)
-            else:
-                cal = Calendar()
-                cal.add("prodid", PRODID)
-                cal.add("version", "2.0")
-            cal.add_component(ev)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _cal._save(target, cal)
-        return _done("Event created successfully", event_id)
+        cal.subcomponents.remove(old)
+        cal.add_component(ev)
+        _cal._save(f, cal)
+    return _done("Event updated successfully", event_id)
 
-    def update_event(
-        event_id: EventId,
-        summary: str | None = None,
-        description: str | None = None,
-        start: CalendarEventDateTime | None = None,
-        end: CalendarEventDateTime | None = None,
-        location: str | None = None,
-        attendees: list[CalendarEventAttendee] | None = None,
-        colorId: str | None = None,  # noqa: N803
-        reminders: CalendarEventReminders | None = None,
-        recurrence: list[str] | None = None,
-    ) -> Any:
-        """Change the given fields of an event; the others stay."""
-        if summary is not None and not summary.strip():
-            return _EMPTY_SUMMARY
-        with world.lock:
-            try:
-                f, cal, old = _cal._find(world, event_id)
-            except ApexError:
-                return f"Failed: Event not found with ID: {event_id}"
-            try:
-                m = _model(old)
-            except Exception as e:
-                return f"Failed: {e!r}"
-            given = {
-                "summary": summary,
-                "description": description,
-                "start": _plain(start),
-                "end": _plain(end),
-                "location": location,
-                "attendees": [_plain(a) for a in attendees] if attendees is not None else None,
-                "colorId": colorId,
-                "reminders": _plain(reminders),
-                "recurrence": recurrence,
-            }
-            m.update({k: v for k, v in given.items() if v is not None})
-            m["updated"] = datetime.now().isoformat()
-            try:
-                ev = _vevent(m)
-            except (ApexError, ValueError, TypeError) as e:
-                return f"Failed: {e!r}"
-            cal.subcomponents.remove(old)
-            cal.add_component(ev)
-            _cal._save(f, cal)
-        return _done("Event updated successfully", event_id)
 
-    def delete_event(event_id: EventId) -> str:
-        """Delete an event permanently."""
-        with world.lock:
-            try:
-                f, cal, ev = _cal._find(world, event_id)
-            except ApexError:
-                return f"Failed: Event not found with ID: {event_id}"
-            cal.subcomponents.remove(ev)
-            _cal._save(f, cal)
-        return _done("Event deleted successfully", event_id)
-
-    return [create_event, read_event, update_event, delete_event, list_events]
+@SERVER.tool
+def delete_event(world: World, event_id: EventId) -> str:
+    """Delete an event permanently."""
+    with world.lock:
+        try:
+            f, cal, ev = _cal._find(world, event_id)
+        except ApexError:
+            return f"Failed: Event not found with ID: {event_id}"
+        cal.subcomponents.remove(ev)
+        _cal._save(f, cal)
+    return _done("Event deleted successfully", event_id)
 
 
 def probe(world: World) -> str:

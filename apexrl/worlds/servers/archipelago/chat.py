@@ -25,8 +25,11 @@ from pydantic import Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import chat as _chat
+from apexrl.worlds.servers import Server
 from apexrl.worlds.servers.archipelago import failed
 from apexrl.worlds.world import World
+
+SERVER = Server("chat", app="chat", aliases=("messaging",))
 
 ChannelId = Annotated[str, Field(description="Channel id from list_channels.")]
 PostId = Annotated[str, Field(description="Message id from get_channel_history.")]
@@ -204,199 +207,208 @@ def _on(env: str) -> bool:
     return os.environ.get(env, "").strip().lower() in ("1", "true", "yes")
 
 
-def tools(world: World) -> list:
-    def list_channels(
-        limit: Annotated[int, Field(ge=1)] = 100, page: Annotated[int, Field(ge=0)] = 0
-    ) -> str:
-        """List channels (spaces and direct messages): id, name, member and message counts."""
-        chans = _channels(world)
-        groups = chans[page * limit : (page + 1) * limit]
-        return _compact(
-            {"groups": groups, "total_count": len(chans), "page": page, "per_page": limit}
-        )
-
-    def get_channel_history(
-        channel_id: ChannelId,
-        limit: Annotated[int, Field(ge=1, description="Root messages per page.")] = 30,
-        page: Annotated[int, Field(ge=0, description="0 = the latest messages.")] = 0,
-    ) -> Any:
-        """Thread-starting messages of a channel, newest first, with reaction counts."""
+def _write(
+    world: World, channel_id: str, text: str, tool: str, what: str, parent: str | None
+) -> Any:
+    with world.lock:
         try:
-            _d, data, _info_ = _group(world, channel_id)
+            d, data, info = _group(world, channel_id)
+            msgs = _messages_of(data)
+            topic = None
+            if parent is not None:
+                topic = _post(data, channel_id, parent)[1].get("topic_id")
         except _NotFound as e:
-            return failed("get_channel_history", f"Error getting group history: {e}")
-        msgs = _messages_of(data)
-        roots = [
-            m for m in msgs if m.get("topic_id") == str(m.get("message_id", "")).split("/")[-1]
-        ]
-        roots.reverse()
-        lo, hi = page * limit, page * limit + limit
-        return _compact(
+            return failed(tool, f"{what}: {e}")
+        code = channel_id.replace("Space ", "")
+        if topic is None:
+            topic = _new_id()
+            message_id = f"{code}/{topic}/{topic}"
+        else:
+            message_id = f"{code}/{topic}/{_new_id()}"
+        when = _stamp()
+        msgs.append(
             {
-                "messages": [_info(m) for m in roots[lo:hi]],
-                "has_next": hi < len(roots),
-                "has_prev": page > 0,
-                "page": page,
-                "per_page": limit,
-            }
-        )
-
-    def get_thread_replies(channel_id: ChannelId, post_id: PostId) -> Any:
-        """The replies in the thread a message starts (the message itself as root_post)."""
-        try:
-            _d, data, _i = _group(world, channel_id)
-            msgs, root = _post(data, channel_id, post_id)
-        except _NotFound as e:
-            return failed("get_thread_replies", f"Error getting thread replies: {e}")
-        thread = sorted(
-            (m for m in msgs if m.get("topic_id") == root.get("topic_id")),
-            key=lambda m: m.get("created_date") or "",
-        )
-        posts = [_info(m) for m in thread if m.get("message_id") != post_id]
-        return _compact({"posts": posts, "root_post": _info(root)})
-
-    def _write(channel_id: str, text: str, tool: str, what: str, parent: str | None) -> Any:
-        with world.lock:
-            try:
-                d, data, info = _group(world, channel_id)
-                msgs = _messages_of(data)
-                topic = None
-                if parent is not None:
-                    topic = _post(data, channel_id, parent)[1].get("topic_id")
-            except _NotFound as e:
-                return failed(tool, f"{what}: {e}")
-            code = channel_id.replace("Space ", "")
-            if topic is None:
-                topic = _new_id()
-                message_id = f"{code}/{topic}/{topic}"
-            else:
-                message_id = f"{code}/{topic}/{_new_id()}"
-            when = _stamp()
-            msgs.append(
-                {
-                    "creator": _author(world, info),
-                    "created_date": when,
-                    "text": text,
-                    "topic_id": topic,
-                    "message_id": message_id,
-                }
-            )
-            _save(d, msgs)
-        return _compact(
-            {
-                "message_id": message_id,
-                "group_id": channel_id,
-                "text": text,
+                "creator": _author(world, info),
                 "created_date": when,
+                "text": text,
                 "topic_id": topic,
-                "is_reply": parent is not None,
+                "message_id": message_id,
             }
         )
+        _save(d, msgs)
+    return _compact(
+        {
+            "message_id": message_id,
+            "group_id": channel_id,
+            "text": text,
+            "created_date": when,
+            "topic_id": topic,
+            "is_reply": parent is not None,
+        }
+    )
 
-    def post_message(channel_id: ChannelId, message: str) -> Any:
-        """Post a new message (a new thread) in a channel."""
-        return _write(channel_id, message, "post_message", "Error posting message", None)
 
-    def reply_to_thread(channel_id: ChannelId, post_id: PostId, message: str) -> Any:
-        """Reply in the thread of a message."""
-        return _write(channel_id, message, "reply_to_thread", "Error replying to thread", post_id)
+def _target(world: World, channel_id: str, post_id: str) -> tuple[Path, list[dict[str, Any]], dict]:
+    try:
+        d = _chat._space_dir(world, channel_id)
+    except ApexError:
+        d = None
+    data = _load(d / "messages.json") if d is not None else None
+    msgs, m = _post(data, channel_id, post_id)
+    return d, msgs, m
 
-    def _target(channel_id: str, post_id: str) -> tuple[Path, list[dict[str, Any]], dict]:
+
+@SERVER.tool
+def list_channels(
+    world: World, limit: Annotated[int, Field(ge=1)] = 100, page: Annotated[int, Field(ge=0)] = 0
+) -> str:
+    """List channels (spaces and direct messages): id, name, member and message counts."""
+    chans = _channels(world)
+    groups = chans[page * limit : (page + 1) * limit]
+    return _compact({"groups": groups, "total_count": len(chans), "page": page, "per_page": limit})
+
+
+@SERVER.tool
+def get_channel_history(
+    world: World,
+    channel_id: ChannelId,
+    limit: Annotated[int, Field(ge=1, description="Root messages per page.")] = 30,
+    page: Annotated[int, Field(ge=0, description="0 = the latest messages.")] = 0,
+) -> Any:
+    """Thread-starting messages of a channel, newest first, with reaction counts."""
+    try:
+        _d, data, _info_ = _group(world, channel_id)
+    except _NotFound as e:
+        return failed("get_channel_history", f"Error getting group history: {e}")
+    msgs = _messages_of(data)
+    roots = [m for m in msgs if m.get("topic_id") == str(m.get("message_id", "")).split("/")[-1]]
+    roots.reverse()
+    lo, hi = page * limit, page * limit + limit
+    return _compact(
+        {
+            "messages": [_info(m) for m in roots[lo:hi]],
+            "has_next": hi < len(roots),
+            "has_prev": page > 0,
+            "page": page,
+            "per_page": limit,
+        }
+    )
+
+
+@SERVER.tool
+def get_thread_replies(world: World, channel_id: ChannelId, post_id: PostId) -> Any:
+    """The replies in the thread a message starts (the message itself as root_post)."""
+    try:
+        _d, data, _i = _group(world, channel_id)
+        msgs, root = _post(data, channel_id, post_id)
+    except _NotFound as e:
+        return failed("get_thread_replies", f"Error getting thread replies: {e}")
+    thread = sorted(
+        (m for m in msgs if m.get("topic_id") == root.get("topic_id")),
+        key=lambda m: m.get("created_date") or "",
+    )
+    posts = [_info(m) for m in thread if m.get("message_id") != post_id]
+    return _compact({"posts": posts, "root_post": _info(root)})
+
+
+@SERVER.tool
+def get_user_profile(
+    world: World,
+    user_id: Annotated[str, Field(description="user_id from get_users.")],
+) -> str:
+    """Profile of one user."""
+    for u in _users(world):
+        if user_id in (u["user_id"], u["email"]):
+            p = _person(u)
+            del p["is_bot"]
+            extra = {"locale": "en", "timezone": {}, "is_bot": False, "bot_description": ""}
+            extra.update({"last_picture_update": 0, "create_at": None, "update_at": None})
+            return _compact({**p, **extra})
+    raise ApexError(f"no user {user_id!r}", hint="use get_users to see user ids")
+
+
+@SERVER.tool
+def get_users(
+    world: World, limit: Annotated[int, Field(ge=1)] = 100, page: Annotated[int, Field(ge=0)] = 0
+) -> str:
+    """List the chat's users: id, username, email, first and last name."""
+    us = _users(world)
+    shown = [_person(u) for u in us[page * limit : (page + 1) * limit]]
+    return _compact({"users": shown, "total_count": len(us), "page": page, "per_page": limit})
+
+
+@SERVER.tool
+def post_message(world: World, channel_id: ChannelId, message: str) -> Any:
+    """Post a new message (a new thread) in a channel."""
+    return _write(world, channel_id, message, "post_message", "Error posting message", None)
+
+
+@SERVER.tool
+def reply_to_thread(world: World, channel_id: ChannelId, post_id: PostId, message: str) -> Any:
+    """Reply in the thread of a message."""
+    return _write(
+        world, channel_id, message, "reply_to_thread", "Error replying to thread", post_id
+    )
+
+
+@SERVER.tool
+def add_reaction(
+    world: World,
+    channel_id: ChannelId,
+    post_id: PostId,
+    emoji_name: Annotated[str, Field(description="The emoji character, e.g. '👍'.")],
+) -> Any:
+    """React to a message with an emoji."""
+    me = _reactor(world)
+    with world.lock:
         try:
-            d = _chat._space_dir(world, channel_id)
-        except ApexError:
-            d = None
-        data = _load(d / "messages.json") if d is not None else None
-        msgs, m = _post(data, channel_id, post_id)
-        return d, msgs, m
-
-    def add_reaction(
-        channel_id: ChannelId,
-        post_id: PostId,
-        emoji_name: Annotated[str, Field(description="The emoji character, e.g. '👍'.")],
-    ) -> Any:
-        """React to a message with an emoji."""
-        me = _reactor(world)
-        with world.lock:
-            try:
-                d, msgs, m = _target(channel_id, post_id)
-            except _NotFound as e:
-                return failed("add_reaction", f"Error adding reaction: {e}")
-            m["reactions"] = reactions = [dict(r) for r in m.get("reactions") or []]
-            hit = next((r for r in reactions if _chat._emoji(r) == emoji_name), None)
-            if hit is None:
-                reactions.append({"emoji": {"unicode": emoji_name}, "reactor_emails": [me]})
-            elif me in (hit.get("reactor_emails") or []):
-                return failed(
-                    "add_reaction", f"You have already reacted with {emoji_name} to this message"
-                )
-            else:
-                hit["reactor_emails"] = [*(hit.get("reactor_emails") or []), me]
-            _save(d, msgs)
-        return _compact(
-            {"post_id": post_id, "user_id": me, "emoji_name": emoji_name, "create_at": _stamp()}
-        )
-
-    def delete_post(channel_id: ChannelId, post_id: PostId) -> Any:
-        """Delete a message (marked deleted, kept in storage)."""
-        with world.lock:
-            try:
-                d, msgs, m = _target(channel_id, post_id)
-            except _NotFound as e:
-                return failed("delete_post", f"Error deleting post: {e}")
-            if m.get("message_state") == "DELETED":
-                return failed("delete_post", f"Message {post_id} is already deleted")
-            n_reactions = len(m.get("reactions") or [])
-            m.update(
-                message_state="DELETED",
-                deleted_date=_stamp(),
-                deletion_metadata={"deletion_type": "CREATOR"},
-                text="",
-                reactions=[],
-                annotations=[],
+            d, msgs, m = _target(world, channel_id, post_id)
+        except _NotFound as e:
+            return failed("add_reaction", f"Error adding reaction: {e}")
+        m["reactions"] = reactions = [dict(r) for r in m.get("reactions") or []]
+        hit = next((r for r in reactions if _chat._emoji(r) == emoji_name), None)
+        if hit is None:
+            reactions.append({"emoji": {"unicode": emoji_name}, "reactor_emails": [me]})
+        elif me in (hit.get("reactor_emails") or []):
+            return failed(
+                "add_reaction", f"You have already reacted with {emoji_name} to this message"
             )
-            n_replies = sum(
-                1
-                for x in msgs
-                if x.get("topic_id") == m.get("topic_id") and x.get("message_id") != post_id
-            )
-            _save(d, msgs)
-        return _compact(
-            {"post_id": post_id, "deleted_replies": n_replies, "deleted_reactions": n_reactions}
+        else:
+            hit["reactor_emails"] = [*(hit.get("reactor_emails") or []), me]
+        _save(d, msgs)
+    return _compact(
+        {"post_id": post_id, "user_id": me, "emoji_name": emoji_name, "create_at": _stamp()}
+    )
+
+
+@SERVER.tool
+def delete_post(world: World, channel_id: ChannelId, post_id: PostId) -> Any:
+    """Delete a message (marked deleted, kept in storage)."""
+    with world.lock:
+        try:
+            d, msgs, m = _target(world, channel_id, post_id)
+        except _NotFound as e:
+            return failed("delete_post", f"Error deleting post: {e}")
+        if m.get("message_state") == "DELETED":
+            return failed("delete_post", f"Message {post_id} is already deleted")
+        n_reactions = len(m.get("reactions") or [])
+        m.update(
+            message_state="DELETED",
+            deleted_date=_stamp(),
+            deletion_metadata={"deletion_type": "CREATOR"},
+            text="",
+            reactions=[],
+            annotations=[],
         )
-
-    def get_users(
-        limit: Annotated[int, Field(ge=1)] = 100, page: Annotated[int, Field(ge=0)] = 0
-    ) -> str:
-        """List the chat's users: id, username, email, first and last name."""
-        us = _users(world)
-        shown = [_person(u) for u in us[page * limit : (page + 1) * limit]]
-        return _compact({"users": shown, "total_count": len(us), "page": page, "per_page": limit})
-
-    def get_user_profile(
-        user_id: Annotated[str, Field(description="user_id from get_users.")],
-    ) -> str:
-        """Profile of one user."""
-        for u in _users(world):
-            if user_id in (u["user_id"], u["email"]):
-                p = _person(u)
-                del p["is_bot"]
-                extra = {"locale": "en", "timezone": {}, "is_bot": False, "bot_description": ""}
-                extra.update({"last_picture_update": 0, "create_at": None, "update_at": None})
-                return _compact({**p, **extra})
-        raise ApexError(f"no user {user_id!r}", hint="use get_users to see user ids")
-
-    return [
-        list_channels,
-        get_channel_history,
-        post_message,
-        reply_to_thread,
-        add_reaction,
-        get_thread_replies,
-        delete_post,
-        get_user_profile,
-        get_users,
-    ]
+        n_replies = sum(
+            1
+            for x in msgs
+            if x.get("topic_id") == m.get("topic_id") and x.get("message_id") != post_id
+        )
+        _save(d, msgs)
+    return _compact(
+        {"post_id": post_id, "deleted_replies": n_replies, "deleted_reactions": n_reactions}
+    )
 
 
 def _messages_of(data: dict | None) -> list[dict[str, Any]]:

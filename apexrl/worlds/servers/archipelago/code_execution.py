@@ -12,7 +12,10 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from apexrl.worlds.apps import code as _code
+from apexrl.worlds.servers import Server
 from apexrl.worlds.world import World
+
+SERVER = Server("code_execution", app="code", aliases=("terminal", "shell"), peer_folder="code")
 
 TIMEOUT_S = float(os.environ.get("CODE_EXEC_COMMAND_TIMEOUT", "300"))
 OUTPUT_CAP = 100_000
@@ -28,29 +31,28 @@ _RAW_PYTHON = (
 )
 
 
-def tools(world: World) -> list:
-    async def code_exec(
-        code: Annotated[
-            str | None,
-            Field(
-                description="Shell command to run with bash in the world's files folder "
-                "(e.g. `ls -la`, `python -c 'print(1+1)'`, or a heredoc script then "
-                "`python script.py`). Required."
-            ),
-        ] = None,
-    ) -> str:
-        """Run a shell command (bash) in the world's files folder and return
-        {success, output}: success is true when it exits 0 within the time limit; output
-        holds stdout, then stderr under 'Stderr output:'. To run Python use `python -c` or a
-        script file; raw Python code is refused."""
-        if code is None:
-            return _reply(False, "Error: Required parameter 'code' (command to execute)")
-        if _PY_START.match(code.strip()):
-            return _reply(False, _RAW_PYTHON)
-        r = await _code.run_command(world, code, TIMEOUT_S, OUTPUT_CAP)
-        return _reply(*_layout(r))
-
-    return [code_exec]
+@SERVER.tool
+async def code_exec(
+    world: World,
+    code: Annotated[
+        str | None,
+        Field(
+            description="Shell command to run with bash in the world's files folder "
+            "(e.g. `ls -la`, `python -c 'print(1+1)'`, or a heredoc script then "
+            "`python script.py`). Required."
+        ),
+    ] = None,
+) -> str:
+    """Run a shell command (bash) in the world's files folder and return
+    {success, output}: success is true when it exits 0 within the time limit; output
+    holds stdout, then stderr under 'Stderr output:'. To run Python use `python -c` or a
+    script file; raw Python code is refused."""
+    if code is None:
+        return _reply(False, "Error: Required parameter 'code' (command to execute)")
+    if _PY_START.match(code.strip()):
+        return _reply(False, _RAW_PYTHON)
+    r = await _code.run_command(world, code, TIMEOUT_S, OUTPUT_CAP)
+    return _reply(*_layout(r))
 
 
 def _layout(r: dict[str, Any]) -> tuple[bool, str]:

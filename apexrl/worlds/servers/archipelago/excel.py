@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import sheets as _sheets
 from apexrl.worlds.formulas import Evaluator
+from apexrl.worlds.servers import Server
 from apexrl.worlds.servers.archipelago import (
     Failed,
     failures_as_text,
@@ -32,6 +33,13 @@ from apexrl.worlds.servers.archipelago import (
     vpath,
 )
 from apexrl.worlds.world import World
+
+SERVER = Server(
+    "excel",
+    app="sheets",
+    aliases=("spreadsheets", "spreadsheet", "xlsx"),
+    peer_folder="spreadsheets",
+)
 
 _XLSX = (".xlsx", ".xlsm")
 COMPUTE_ENV = "APEXRL_EXCEL_COMPUTE_FORMULAS"
@@ -450,441 +458,444 @@ def _match(cell: Any, op: FilterOperator, want: Any) -> bool:
     }[op.value]
 
 
-def tools(world: World) -> list:
-    @failures_as_text
-    def list_tabs_in_spreadsheet(file_path: XlsxPath) -> str:
-        """List the worksheet tabs of a workbook: name, index (0-based), rows and columns."""
-        wb = _sheets._load(_open_xlsx(world, file_path))
-        tabs = [
-            {"name": ws.title, "index": i, "row_count": ws.max_row, "column_count": ws.max_column}
-            for i, ws in enumerate(wb.worksheets)
-        ]
-        return repr({"worksheets": tabs})
+@SERVER.tool
+def create_spreadsheet(
+    world: World,
+    directory: Annotated[str, Field(description="Directory, e.g. '/' or '/reports'.")],
+    file_name: Annotated[str, Field(description="File name ending with .xlsx.")],
+    sheets: Annotated[list[SheetDefinition], Field(description="Tabs with headers/rows.")],
+) -> str:
+    """Create a new .xlsx workbook with the given tabs (name, optional headers, rows;
+    a string starting with '=' is stored as a formula)."""
+    import openpyxl
 
-    @failures_as_text
-    def read_tab(
-        file_path: XlsxPath,
-        tab_index: TabIndex,
-        cell_range: Annotated[
-            str | None, Field(description="'B5' (one cell) or 'A1:C5'; omit for the whole tab.")
-        ] = None,
-        include_formulas: Annotated[bool, Field(description="Also list formula strings.")] = False,
-        max_rows: int | None = 1000,
-        max_cols: int | None = 100,
-        compact: Annotated[bool, Field(description="CSV output instead of a table.")] = False,
-    ) -> str:
-        """Read the values of a worksheet tab, a range ('A1:C5') or one cell ('B5');
-        include_formulas also shows each formula beside its value."""
-        p, wb, cached, ws = _read_tab(world, file_path, tab_index)
-        if cell_range is None:
-            rows = list(
-                ws.iter_rows(min_row=1, min_col=1, max_row=ws.max_row, max_col=ws.max_column)
-            )
-            cut = (max_rows is not None and len(rows) > max_rows) or (
-                max_cols is not None and ws.max_column > max_cols
-            )
-            rows = [r[:max_cols] if max_cols is not None else r for r in rows[:max_rows]]
-            vals, formulas = _grid(wb, cached, ws.title, rows, _written(world, p))
-            keep = {int(k.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ")) for k in formulas}
-            vals = _trim(vals, keep if include_formulas else None)
-            return _truncated(
-                _table(
-                    vals, "all", formulas=formulas if include_formulas else None, compact=compact
-                ),
-                cut and not compact,
-                vals,
-            )
-        ref = cell_range.strip().upper()
-        if ":" in ref:
-            from openpyxl.utils import range_boundaries
+    if not sheets:
+        raise ApexError("sheets must contain at least one sheet definition")
+    names = [s.name for s in sheets]
+    if len(set(names)) != len(names) or any(not n or len(n) > 31 for n in names):
+        raise ApexError("sheet names must be unique, non-empty and at most 31 characters")
+    with world.lock:
+        p = new_file(world, directory, file_name, ".xlsx")
+        wb = openpyxl.Workbook()
+        wb.remove(wb.active)
+        for s in sheets:
+            _fill(wb.create_sheet(s.name), s)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        _save(world, wb, p)
+    return _record(file_name=file_name, file_path=vpath(world, p), sheets_created=len(sheets))
 
-            try:
-                c1, r1, c2, r2 = range_boundaries(ref)
-                # rows past the sheet's last row are not there (the peer's streamed read)
-                last = min(r2, ws.max_row)
-                rows = list(ws.iter_rows(min_row=r1, max_row=last, min_col=c1, max_col=c2))
-            except (ValueError, TypeError) as e:
-                raise Failed(f"Invalid cell range '{ref}': {e!r}") from None
-            cut = (max_rows is not None and len(rows) > max_rows) or (
-                max_cols is not None and c2 - c1 + 1 > max_cols
-            )
-            rows = [r[:max_cols] if max_cols is not None else r for r in rows[:max_rows]]
-            vals, formulas = _grid(wb, cached, ws.title, rows, _written(world, p))
-            table = _table(
-                vals,
-                ref,
-                formulas=formulas if include_formulas else None,
-                compact=compact,
-                first_row=r1,
-                first_col=c1,
-            )
-            return _truncated(table, cut and not compact, vals)
-        try:
-            c = ws[ref]
-        except (ValueError, KeyError, IndexError) as e:
-            raise Failed(f"Invalid cell reference '{ref}': {e!r}") from None
-        (vals,), formulas = _grid(wb, cached, ws.title, [[c]], _written(world, p))
-        if compact:
-            return "" if vals[0] is None else str(vals[0])
-        out = f"{{'cell': '{ref}', 'value': {vals[0]!r}"
-        if include_formulas and formulas:
-            out += f", 'formula': {next(iter(formulas.values()))!r}"
-        return out + "}"
 
-    def read_csv(
-        file_path: Annotated[str, Field(description="Path of the .csv file.")],
-        delimiter: str = ",",
-        encoding: str = "utf-8",
-        has_header: bool = True,
-        row_limit: int | None = 1000,
-        compact: bool = False,
-    ) -> str:
-        """Read a CSV file: header and data rows (at most row_limit data rows)."""
-        problem = path_problem(file_path, ".csv")
-        if problem:
-            return problem
-        p = world.fs_path(file_path)
-        if not p.is_file():
-            return f"File not found: {file_path}"
-        delim = "\t" if delimiter in ("\\t", "tab") else delimiter
-        blob = p.read_bytes()
-        try:
-            text = blob.decode(encoding)
-            rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=delim))
-        except UnicodeDecodeError as e:
-            return f"Failed to decode file with encoding '{encoding}': {e!r}."
-        except Exception as e:
-            return f"Unexpected error reading CSV: {e!r}"
-        if not rows:
-            return f"File: {file_path}\nTable: (empty)"
-        header = rows[0] if (has_header and rows) else None
-        data = rows[1:] if header is not None else rows
-        total = len(data)
-        if row_limit is not None:
-            data = data[: max(0, row_limit)]
-        if compact:  # the rows as CSV, nothing else
-            buf = io.StringIO()
-            csv.writer(buf).writerows(([header] if header else []) + data)
-            return buf.getvalue().removesuffix("\r\n")
-        width = max((len(r) for r in ([header] if header else []) + data), default=0)
-        out = [f"File: {file_path}"]
-        if len(data) < total:
-            out.append(f"\n[truncated to {len(data)} of {total} rows]\n")
-        out.append(f"Rows: {len(data)}, Columns: {width}")
-        from openpyxl.utils.cell import get_column_letter
+@SERVER.tool
+def delete_spreadsheet(world: World, file_path: XlsxPath) -> str:
+    """Delete a workbook file."""
+    p = (
+        _xlsx(
+            world,
+            file_path,
+        )
+        if world.fs_path(file_path).exists()
+        else None
+    )
+    if p is not None:
+        with world.lock:
+            p.unlink()
+    return _record(file_path=file_path)
 
-        out.append("Table:")
-        out.append("\t" + "\t".join(get_column_letter(1 + i) for i in range(width)))
-        first = 2 if header is not None else 1
-        labelled = ([("H", header)] if header is not None else []) + [
-            (str(first + n), r) for n, r in enumerate(data)
-        ]
-        for name, r in labelled:
-            out.append("\t".join([name, *(r[k] if k < len(r) else "" for k in range(width))]))
-        return "\n".join(out)
 
-    @failures_as_text
-    def filter_tab(
-        file_path: XlsxPath,
-        tab_index: TabIndex,
-        filters: Annotated[list[FilterCondition], Field(description="Conditions on columns.")],
-        cell_range: str | None = None,
-        match_all: Annotated[bool, Field(description="AND (true) or OR (false).")] = True,
-        use_headers: Annotated[bool, Field(description="First row is headers.")] = True,
-        include_diagnostics: bool = False,
-        compact: bool = False,
-    ) -> str:
-        """Rows of a tab whose columns meet the filter conditions (equals, greater_than,
-        contains, is_empty, ...; text matching is case-insensitive)."""
+@SERVER.tool
+@failures_as_text
+def read_tab(
+    world: World,
+    file_path: XlsxPath,
+    tab_index: TabIndex,
+    cell_range: Annotated[
+        str | None, Field(description="'B5' (one cell) or 'A1:C5'; omit for the whole tab.")
+    ] = None,
+    include_formulas: Annotated[bool, Field(description="Also list formula strings.")] = False,
+    max_rows: int | None = 1000,
+    max_cols: int | None = 100,
+    compact: Annotated[bool, Field(description="CSV output instead of a table.")] = False,
+) -> str:
+    """Read the values of a worksheet tab, a range ('A1:C5') or one cell ('B5');
+    include_formulas also shows each formula beside its value."""
+    p, wb, cached, ws = _read_tab(world, file_path, tab_index)
+    if cell_range is None:
+        rows = list(ws.iter_rows(min_row=1, min_col=1, max_row=ws.max_row, max_col=ws.max_column))
+        cut = (max_rows is not None and len(rows) > max_rows) or (
+            max_cols is not None and ws.max_column > max_cols
+        )
+        rows = [r[:max_cols] if max_cols is not None else r for r in rows[:max_rows]]
+        vals, formulas = _grid(wb, cached, ws.title, rows, _written(world, p))
+        keep = {int(k.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ")) for k in formulas}
+        vals = _trim(vals, keep if include_formulas else None)
+        return _truncated(
+            _table(vals, "all", formulas=formulas if include_formulas else None, compact=compact),
+            cut and not compact,
+            vals,
+        )
+    ref = cell_range.strip().upper()
+    if ":" in ref:
         from openpyxl.utils import range_boundaries
-        from openpyxl.utils.cell import column_index_from_string
 
-        if not filters:
-            raise ApexError("filters must contain at least one condition")
-        p, wb, cached, ws = _read_tab(world, file_path, tab_index)
-        if cell_range and ":" not in cell_range:
-            raise ApexError("cell_range must be a range like 'A1:D100', not a single cell")
-        c1, r1, c2, r2 = range_boundaries(cell_range.upper() if cell_range else ws.dimensions)
-        c1, r1 = c1 or 1, r1 or 1
-        rows_in = ws.iter_rows(
-            min_row=r1, max_row=r2 or ws.max_row, min_col=c1, max_col=c2 or ws.max_column
+        try:
+            c1, r1, c2, r2 = range_boundaries(ref)
+            # rows past the sheet's last row are not there (the peer's streamed read)
+            last = min(r2, ws.max_row)
+            rows = list(ws.iter_rows(min_row=r1, max_row=last, min_col=c1, max_col=c2))
+        except (ValueError, TypeError) as e:
+            raise Failed(f"Invalid cell range '{ref}': {e!r}") from None
+        cut = (max_rows is not None and len(rows) > max_rows) or (
+            max_cols is not None and c2 - c1 + 1 > max_cols
         )
-        vals, _ = _grid(wb, cached, ws.title, rows_in, _written(world, p))
-        vals = _trim(vals) if not cell_range else vals
-        header = vals[0] if (use_headers and vals) else None
-        rows = vals[1:] if header is not None else vals
-        first_data_row = r1 + (1 if header is not None else 0)
-        cols: list[int] = []
-        for f in filters:
-            idx = None
-            if header is not None:
-                names = [str(h).strip().lower() if h is not None else "" for h in header]
-                if f.column.strip().lower() in names:
-                    idx = names.index(f.column.strip().lower())
-            if idx is None:
-                try:
-                    idx = column_index_from_string(f.column.strip().upper()) - c1
-                except ValueError:
-                    idx = -1
-            if not 0 <= idx < len(vals[0] if vals else []):
-                raise ApexError(
-                    f"unknown column {f.column!r}"
-                    + (f"; headers are {header}" if header is not None else "")
-                )
-            cols.append(idx)
-        hits = []
-        for i, r in enumerate(rows):
-            res = [
-                _match(r[c] if c < len(r) else None, f.operator, f.value)
-                for f, c in zip(filters, cols, strict=True)
-            ]
-            if all(res) if match_all else any(res):
-                hits.append((first_data_row + i, r))
-        diagnostics = (
-            _diagnostics(filters, cols, header, rows) if include_diagnostics and rows else ""
-        )
-        return _filtered(
-            cell_range.upper() if cell_range else "all",
-            len(filters),
-            header,
-            hits,
-            len(rows),
-            first_col=c1,
+        rows = [r[:max_cols] if max_cols is not None else r for r in rows[:max_rows]]
+        vals, formulas = _grid(wb, cached, ws.title, rows, _written(world, p))
+        table = _table(
+            vals,
+            ref,
+            formulas=formulas if include_formulas else None,
             compact=compact,
-            diagnostics=diagnostics if not hits else "",
+            first_row=r1,
+            first_col=c1,
         )
+        return _truncated(table, cut and not compact, vals)
+    try:
+        c = ws[ref]
+    except (ValueError, KeyError, IndexError) as e:
+        raise Failed(f"Invalid cell reference '{ref}': {e!r}") from None
+    (vals,), formulas = _grid(wb, cached, ws.title, [[c]], _written(world, p))
+    if compact:
+        return "" if vals[0] is None else str(vals[0])
+    out = f"{{'cell': '{ref}', 'value': {vals[0]!r}"
+    if include_formulas and formulas:
+        out += f", 'formula': {next(iter(formulas.values()))!r}"
+    return out + "}"
 
-    def add_tab(
-        file_path: XlsxPath,
-        tab_name: Annotated[str, Field(max_length=31, description="Name of the new tab.")],
-        sheet_data: SheetData | None = None,
-    ) -> str:
-        """Add a worksheet tab to an existing workbook, optionally with headers and rows."""
-        p = _xlsx(world, file_path)
-        with world.lock:
-            wb = _sheets._load(p)
-            if tab_name in wb.sheetnames:
-                raise ApexError(f"tab {tab_name!r} already exists")
-            ws = wb.create_sheet(tab_name)
-            _fill(ws, sheet_data)
-            _save(world, wb, p)
-        n = (1 if sheet_data and sheet_data.headers else 0) + len(
-            sheet_data.rows if sheet_data else []
-        )
-        return _record(tab_name=tab_name, file_path=file_path, rows_added=n)
 
-    def delete_tab(file_path: XlsxPath, tab_index: TabIndex) -> str:
-        """Remove a worksheet tab (not the last remaining one)."""
-        p = _xlsx(world, file_path)
-        with world.lock:
-            wb = _sheets._load(p)
-            ws = _tab(wb, tab_index)
-            if len(wb.worksheets) == 1:
-                raise ApexError("cannot delete the only tab of a workbook")
-            wb.remove(ws)
-            _save(world, wb, p)
-        return _record(tab_name=ws.title, tab_index=tab_index, file_path=file_path)
+@SERVER.tool
+def read_csv(
+    world: World,
+    file_path: Annotated[str, Field(description="Path of the .csv file.")],
+    delimiter: str = ",",
+    encoding: str = "utf-8",
+    has_header: bool = True,
+    row_limit: int | None = 1000,
+    compact: bool = False,
+) -> str:
+    """Read a CSV file: header and data rows (at most row_limit data rows)."""
+    problem = path_problem(file_path, ".csv")
+    if problem:
+        return problem
+    p = world.fs_path(file_path)
+    if not p.is_file():
+        return f"File not found: {file_path}"
+    delim = "\t" if delimiter in ("\\t", "tab") else delimiter
+    blob = p.read_bytes()
+    try:
+        text = blob.decode(encoding)
+        rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=delim))
+    except UnicodeDecodeError as e:
+        return f"Failed to decode file with encoding '{encoding}': {e!r}."
+    except Exception as e:
+        return f"Unexpected error reading CSV: {e!r}"
+    if not rows:
+        return f"File: {file_path}\nTable: (empty)"
+    header = rows[0] if (has_header and rows) else None
+    data = rows[1:] if header is not None else rows
+    total = len(data)
+    if row_limit is not None:
+        data = data[: max(0, row_limit)]
+    if compact:  # the rows as CSV, nothing else
+        buf = io.StringIO()
+        csv.writer(buf).writerows(([header] if header else []) + data)
+        return buf.getvalue().removesuffix("\r\n")
+    width = max((len(r) for r in ([header] if header else []) + data), default=0)
+    out = [f"File: {file_path}"]
+    if len(data) < total:
+        out.append(f"\n[truncated to {len(data)} of {total} rows]\n")
+    out.append(f"Rows: {len(data)}, Columns: {width}")
+    from openpyxl.utils.cell import get_column_letter
 
-    def create_spreadsheet(
-        directory: Annotated[str, Field(description="Directory, e.g. '/' or '/reports'.")],
-        file_name: Annotated[str, Field(description="File name ending with .xlsx.")],
-        sheets: Annotated[list[SheetDefinition], Field(description="Tabs with headers/rows.")],
-    ) -> str:
-        """Create a new .xlsx workbook with the given tabs (name, optional headers, rows;
-        a string starting with '=' is stored as a formula)."""
-        import openpyxl
-
-        if not sheets:
-            raise ApexError("sheets must contain at least one sheet definition")
-        names = [s.name for s in sheets]
-        if len(set(names)) != len(names) or any(not n or len(n) > 31 for n in names):
-            raise ApexError("sheet names must be unique, non-empty and at most 31 characters")
-        with world.lock:
-            p = new_file(world, directory, file_name, ".xlsx")
-            wb = openpyxl.Workbook()
-            wb.remove(wb.active)
-            for s in sheets:
-                _fill(wb.create_sheet(s.name), s)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            _save(world, wb, p)
-        return _record(file_name=file_name, file_path=vpath(world, p), sheets_created=len(sheets))
-
-    def delete_spreadsheet(file_path: XlsxPath) -> str:
-        """Delete a workbook file."""
-        p = (
-            _xlsx(
-                world,
-                file_path,
-            )
-            if world.fs_path(file_path).exists()
-            else None
-        )
-        if p is not None:
-            with world.lock:
-                p.unlink()
-        return _record(file_path=file_path)
-
-    def add_content_text(
-        file_path: XlsxPath,
-        tab_index: TabIndex,
-        cell: Annotated[str, Field(description="Cell in A1 notation; it must be empty.")],
-        value: Annotated[
-            str | int | float | bool, Field(description="Value, or a formula starting with '='.")
-        ],
-    ) -> str:
-        """Put a value or formula into an empty cell (never overwrites)."""
-        p = _xlsx(world, file_path)
-        with world.lock:
-            wb = _sheets._load(p)
-            ws = _tab(wb, tab_index)
-            ref = _cell(cell)
-            if ws[ref].value is not None:
-                raise ApexError(f"{ref} is not empty ({ws[ref].value!r}); use edit_spreadsheet")
-            ws[ref] = _coerce(value)
-            _save(world, wb, p)
-        return _record(cell=ref, tab_index=tab_index, file_path=file_path)
-
-    def delete_content_cell(file_path: XlsxPath, tab_index: TabIndex, cell: str) -> str:
-        """Clear one cell."""
-        p = _xlsx(world, file_path)
-        with world.lock:
-            wb = _sheets._load(p)
-            ws = _tab(wb, tab_index)
-            ref = _cell(cell)
-            old = ws[ref].value
-            ws[ref] = None
-            _save(world, wb, p)
-        return _record(cell=ref, tab_index=tab_index, file_path=file_path, old_value=old)
-
-    def edit_spreadsheet(
-        file_path: XlsxPath,
-        operations: Annotated[
-            list[Operation],
-            Field(
-                description="Edits, each with a 'type': set_cell, append_rows, rename_sheet, "
-                "format_cells, set_number_format, merge_cells, set_column_width, freeze_panes"
-            ),
-        ],
-    ) -> str:
-        """Apply a batch of edits to one workbook, all or nothing."""
-        from openpyxl.styles import Font, PatternFill
-
-        if not operations:
-            raise ApexError("operations must not be empty")
-        p = _xlsx(world, file_path)
-        with world.lock:
-            wb = _sheets._load(p)
-            for i, op in enumerate(operations):
-                try:
-                    if isinstance(op, SetCell):
-                        _by_name(wb, op.sheet)[_cell(op.cell)] = _coerce(op.value)
-                    elif isinstance(op, AppendRows):
-                        ws = (
-                            wb[op.sheet] if op.sheet in wb.sheetnames else wb.create_sheet(op.sheet)
-                        )
-                        for r in op.rows:
-                            ws.append([_coerce(v) for v in r])
-                    elif isinstance(op, RenameSheet):
-                        ws = _by_name(wb, op.sheet)
-                        if op.new_name in wb.sheetnames:
-                            raise ApexError(f"tab {op.new_name!r} already exists")
-                        ws.title = op.new_name
-                    elif isinstance(op, FormatCells):
-                        for row in _by_name(wb, op.sheet)[op.range]:
-                            for c in row if isinstance(row, tuple) else (row,):
-                                old = c.font
-                                c.font = Font(
-                                    name=old.name,
-                                    size=old.size,
-                                    underline=old.underline,
-                                    bold=old.bold if op.font_bold is None else op.font_bold,
-                                    italic=old.italic if op.font_italic is None else op.font_italic,
-                                    color=op.font_color or old.color,
-                                )
-                                if op.fill_color:
-                                    c.fill = PatternFill("solid", fgColor=op.fill_color)
-                    elif isinstance(op, SetNumberFormat):
-                        for row in _by_name(wb, op.sheet)[op.range]:
-                            for c in row if isinstance(row, tuple) else (row,):
-                                c.number_format = op.format
-                    elif isinstance(op, MergeCells):
-                        _by_name(wb, op.sheet).merge_cells(op.range)
-                    elif isinstance(op, SetColumnWidth):
-                        _by_name(wb, op.sheet).column_dimensions[op.column.upper()].width = op.width
-                    elif isinstance(op, FreezePanes):
-                        _by_name(wb, op.sheet).freeze_panes = op.cell
-                except ApexError as e:
-                    raise ApexError(f"operations[{i}] ({op.type}): {e.message}") from None
-                except (ValueError, KeyError, TypeError) as e:
-                    raise ApexError(f"operations[{i}] ({op.type}): {e}") from None
-            _save(world, wb, p)
-        return _record(file_path=file_path, operations_applied=len(operations))
-
-    def create_chart(
-        file_path: XlsxPath,
-        sheet: Annotated[str, Field(description="Tab holding the data.")],
-        data_range: Annotated[
-            str, Field(description="Data in A1:B9 notation; first column = categories.")
-        ],
-        chart_type: Literal["bar", "line", "pie"] = "bar",
-        title: str | None = None,
-        position: Annotated[str, Field(description="Top-left cell of the chart.")] = "E2",
-        categories_column: int | None = None,
-        include_header: Annotated[bool, Field(description="First row names the series.")] = True,
-    ) -> str:
-        """Add a bar, line or pie chart of a data range to a tab."""
-        from openpyxl.chart import BarChart, LineChart, PieChart, Reference
-        from openpyxl.utils import range_boundaries
-
-        p = _xlsx(world, file_path)
-        with world.lock:
-            wb = _sheets._load(p)
-            ws = _by_name(wb, sheet)
-            try:
-                c1, r1, c2, r2 = range_boundaries(data_range)
-            except ValueError:
-                raise ApexError(f"data_range {data_range!r} is not A1 notation") from None
-            if None in (c1, r1, c2, r2) or (c1, r1) == (c2, r2):
-                raise ApexError(
-                    "data_range must be a bounded range of several cells, e.g. 'A1:C10'"
-                )
-            cat = categories_column if categories_column is not None else 1
-            chart = {"bar": BarChart, "line": LineChart, "pie": PieChart}[chart_type]()
-            chart.title = title or f"{chart_type.title()} chart"
-            data_c1 = c1 + cat if cat else c1
-            if data_c1 > c2:
-                raise ApexError("data_range has no value columns besides the categories")
-            chart.add_data(
-                Reference(ws, min_col=data_c1, min_row=r1, max_col=c2, max_row=r2),
-                titles_from_data=include_header,
-            )
-            if cat:
-                chart.set_categories(
-                    Reference(
-                        ws,
-                        min_col=c1 + cat - 1,
-                        min_row=r1 + (1 if include_header else 0),
-                        max_row=r2,
-                    )
-                )
-            ws.add_chart(chart, _cell(position))
-            _save(world, wb, p)
-        return f"Chart '{chart_type}' created in {sheet} at position {_cell(position)}"
-
-    return [
-        create_spreadsheet,
-        delete_spreadsheet,
-        read_tab,
-        read_csv,
-        list_tabs_in_spreadsheet,
-        add_tab,
-        delete_tab,
-        edit_spreadsheet,
-        add_content_text,
-        delete_content_cell,
-        create_chart,
-        filter_tab,
+    out.append("Table:")
+    out.append("\t" + "\t".join(get_column_letter(1 + i) for i in range(width)))
+    first = 2 if header is not None else 1
+    labelled = ([("H", header)] if header is not None else []) + [
+        (str(first + n), r) for n, r in enumerate(data)
     ]
+    for name, r in labelled:
+        out.append("\t".join([name, *(r[k] if k < len(r) else "" for k in range(width))]))
+    return "\n".join(out)
+
+
+@SERVER.tool
+@failures_as_text
+def list_tabs_in_spreadsheet(world: World, file_path: XlsxPath) -> str:
+    """List the worksheet tabs of a workbook: name, index (0-based), rows and columns."""
+    wb = _sheets._load(_open_xlsx(world, file_path))
+    tabs = [
+        {"name": ws.title, "index": i, "row_count": ws.max_row, "column_count": ws.max_column}
+        for i, ws in enumerate(wb.worksheets)
+    ]
+    return repr({"worksheets": tabs})
+
+
+@SERVER.tool
+def add_tab(
+    world: World,
+    file_path: XlsxPath,
+    tab_name: Annotated[str, Field(max_length=31, description="Name of the new tab.")],
+    sheet_data: SheetData | None = None,
+) -> str:
+    """Add a worksheet tab to an existing workbook, optionally with headers and rows."""
+    p = _xlsx(world, file_path)
+    with world.lock:
+        wb = _sheets._load(p)
+        if tab_name in wb.sheetnames:
+            raise ApexError(f"tab {tab_name!r} already exists")
+        ws = wb.create_sheet(tab_name)
+        _fill(ws, sheet_data)
+        _save(world, wb, p)
+    n = (1 if sheet_data and sheet_data.headers else 0) + len(sheet_data.rows if sheet_data else [])
+    return _record(tab_name=tab_name, file_path=file_path, rows_added=n)
+
+
+@SERVER.tool
+def delete_tab(world: World, file_path: XlsxPath, tab_index: TabIndex) -> str:
+    """Remove a worksheet tab (not the last remaining one)."""
+    p = _xlsx(world, file_path)
+    with world.lock:
+        wb = _sheets._load(p)
+        ws = _tab(wb, tab_index)
+        if len(wb.worksheets) == 1:
+            raise ApexError("cannot delete the only tab of a workbook")
+        wb.remove(ws)
+        _save(world, wb, p)
+    return _record(tab_name=ws.title, tab_index=tab_index, file_path=file_path)
+
+
+@SERVER.tool
+def edit_spreadsheet(
+    world: World,
+    file_path: XlsxPath,
+    operations: Annotated[
+        list[Operation],
+        Field(
+            description="Edits, each with a 'type': set_cell, append_rows, rename_sheet, "
+            "format_cells, set_number_format, merge_cells, set_column_width, freeze_panes"
+        ),
+    ],
+) -> str:
+    """Apply a batch of edits to one workbook, all or nothing."""
+    from openpyxl.styles import Font, PatternFill
+
+    if not operations:
+        raise ApexError("operations must not be empty")
+    p = _xlsx(world, file_path)
+    with world.lock:
+        wb = _sheets._load(p)
+        for i, op in enumerate(operations):
+            try:
+                if isinstance(op, SetCell):
+                    _by_name(wb, op.sheet)[_cell(op.cell)] = _coerce(op.value)
+                elif isinstance(op, AppendRows):
+                    ws = wb[op.sheet] if op.sheet in wb.sheetnames else wb.create_sheet(op.sheet)
+                    for r in op.rows:
+                        ws.append([_coerce(v) for v in r])
+                elif isinstance(op, RenameSheet):
+                    ws = _by_name(wb, op.sheet)
+                    if op.new_name in wb.sheetnames:
+                        raise ApexError(f"tab {op.new_name!r} already exists")
+                    ws.title = op.new_name
+                elif isinstance(op, FormatCells):
+                    for row in _by_name(wb, op.sheet)[op.range]:
+                        for c in row if isinstance(row, tuple) else (row,):
+                            old = c.font
+                            c.font = Font(
+                                name=old.name,
+                                size=old.size,
+                                underline=old.underline,
+                                bold=old.bold if op.font_bold is None else op.font_bold,
+                                italic=old.italic if op.font_italic is None else op.font_italic,
+                                color=op.font_color or old.color,
+                            )
+                            if op.fill_color:
+                                c.fill = PatternFill("solid", fgColor=op.fill_color)
+                elif isinstance(op, SetNumberFormat):
+                    for row in _by_name(wb, op.sheet)[op.range]:
+                        for c in row if isinstance(row, tuple) else (row,):
+                            c.number_format = op.format
+                elif isinstance(op, MergeCells):
+                    _by_name(wb, op.sheet).merge_cells(op.range)
+                elif isinstance(op, SetColumnWidth):
+                    _by_name(wb, op.sheet).column_dimensions[op.column.upper()].width = op.width
+                elif isinstance(op, FreezePanes):
+                    _by_name(wb, op.sheet).freeze_panes = op.cell
+            except ApexError as e:
+                raise ApexError(f"operations[{i}] ({op.type}): {e.message}") from None
+            except (ValueError, KeyError, TypeError) as e:
+                raise ApexError(f"operations[{i}] ({op.type}): {e}") from None
+        _save(world, wb, p)
+    return _record(file_path=file_path, operations_applied=len(operations))
+
+
+@SERVER.tool
+def add_content_text(
+    world: World,
+    file_path: XlsxPath,
+    tab_index: TabIndex,
+    cell: Annotated[str, Field(description="Cell in A1 notation; it must be empty.")],
+    value: Annotated[
+        str | int | float | bool, Field(description="Value, or a formula starting with '='.")
+    ],
+) -> str:
+    """Put a value or formula into an empty cell (never overwrites)."""
+    p = _xlsx(world, file_path)
+    with world.lock:
+        wb = _sheets._load(p)
+        ws = _tab(wb, tab_index)
+        ref = _cell(cell)
+        if ws[ref].value is not None:
+            raise ApexError(f"{ref} is not empty ({ws[ref].value!r}); use edit_spreadsheet")
+        ws[ref] = _coerce(value)
+        _save(world, wb, p)
+    return _record(cell=ref, tab_index=tab_index, file_path=file_path)
+
+
+@SERVER.tool
+def delete_content_cell(world: World, file_path: XlsxPath, tab_index: TabIndex, cell: str) -> str:
+    """Clear one cell."""
+    p = _xlsx(world, file_path)
+    with world.lock:
+        wb = _sheets._load(p)
+        ws = _tab(wb, tab_index)
+        ref = _cell(cell)
+        old = ws[ref].value
+        ws[ref] = None
+        _save(world, wb, p)
+    return _record(cell=ref, tab_index=tab_index, file_path=file_path, old_value=old)
+
+
+@SERVER.tool
+def create_chart(
+    world: World,
+    file_path: XlsxPath,
+    sheet: Annotated[str, Field(description="Tab holding the data.")],
+    data_range: Annotated[
+        str, Field(description="Data in A1:B9 notation; first column = categories.")
+    ],
+    chart_type: Literal["bar", "line", "pie"] = "bar",
+    title: str | None = None,
+    position: Annotated[str, Field(description="Top-left cell of the chart.")] = "E2",
+    categories_column: int | None = None,
+    include_header: Annotated[bool, Field(description="First row names the series.")] = True,
+) -> str:
+    """Add a bar, line or pie chart of a data range to a tab."""
+    from openpyxl.chart import BarChart, LineChart, PieChart, Reference
+    from openpyxl.utils import range_boundaries
+
+    p = _xlsx(world, file_path)
+    with world.lock:
+        wb = _sheets._load(p)
+        ws = _by_name(wb, sheet)
+        try:
+            c1, r1, c2, r2 = range_boundaries(data_range)
+        except ValueError:
+            raise ApexError(f"data_range {data_range!r} is not A1 notation") from None
+        if None in (c1, r1, c2, r2) or (c1, r1) == (c2, r2):
+            raise ApexError("data_range must be a bounded range of several cells, e.g. 'A1:C10'")
+        cat = categories_column if categories_column is not None else 1
+        chart = {"bar": BarChart, "line": LineChart, "pie": PieChart}[chart_type]()
+        chart.title = title or f"{chart_type.title()} chart"
+        data_c1 = c1 + cat if cat else c1
+        if data_c1 > c2:
+            raise ApexError("data_range has no value columns besides the categories")
+        chart.add_data(
+            Reference(ws, min_col=data_c1, min_row=r1, max_col=c2, max_row=r2),
+            titles_from_data=include_header,
+        )
+        if cat:
+            chart.set_categories(
+                Reference(
+                    ws,
+                    min_col=c1 + cat - 1,
+                    min_row=r1 + (1 if include_header else 0),
+                    max_row=r2,
+                )
+            )
+        ws.add_chart(chart, _cell(position))
+        _save(world, wb, p)
+    return f"Chart '{chart_type}' created in {sheet} at position {_cell(position)}"
+
+
+@SERVER.tool
+@failures_as_text
+def filter_tab(
+    world: World,
+    file_path: XlsxPath,
+    tab_index: TabIndex,
+    filters: Annotated[list[FilterCondition], Field(description="Conditions on columns.")],
+    cell_range: str | None = None,
+    match_all: Annotated[bool, Field(description="AND (true) or OR (false).")] = True,
+    use_headers: Annotated[bool, Field(description="First row is headers.")] = True,
+    include_diagnostics: bool = False,
+    compact: bool = False,
+) -> str:
+    """Rows of a tab whose columns meet the filter conditions (equals, greater_than,
+    contains, is_empty, ...; text matching is case-insensitive)."""
+    from openpyxl.utils import range_boundaries
+    from openpyxl.utils.cell import column_index_from_string
+
+    if not filters:
+        raise ApexError("filters must contain at least one condition")
+    p, wb, cached, ws = _read_tab(world, file_path, tab_index)
+    if cell_range and ":" not in cell_range:
+        raise ApexError("cell_range must be a range like 'A1:D100', not a single cell")
+    c1, r1, c2, r2 = range_boundaries(cell_range.upper() if cell_range else ws.dimensions)
+    c1, r1 = c1 or 1, r1 or 1
+    rows_in = ws.iter_rows(
+        min_row=r1, max_row=r2 or ws.max_row, min_col=c1, max_col=c2 or ws.max_column
+    )
+    vals, _ = _grid(wb, cached, ws.title, rows_in, _written(world, p))
+    vals = _trim(vals) if not cell_range else vals
+    header = vals[0] if (use_headers and vals) else None
+    rows = vals[1:] if header is not None else vals
+    first_data_row = r1 + (1 if header is not None else 0)
+    cols: list[int] = []
+    for f in filters:
+        idx = None
+        if header is not None:
+            names = [str(h).strip().lower() if h is not None else "" for h in header]
+            if f.column.strip().lower() in names:
+                idx = names.index(f.column.strip().lower())
+        if idx is None:
+            try:
+                idx = column_index_from_string(f.column.strip().upper()) - c1
+            except ValueError:
+                idx = -1
+        if not 0 <= idx < len(vals[0] if vals else []):
+            raise ApexError(
+                f"unknown column {f.column!r}"
+                + (f"; headers are {header}" if header is not None else "")
+            )
+        cols.append(idx)
+    hits = []
+    for i, r in enumerate(rows):
+        res = [
+            _match(r[c] if c < len(r) else None, f.operator, f.value)
+            for f, c in zip(filters, cols, strict=True)
+        ]
+        if all(res) if match_all else any(res):
+            hits.append((first_data_row + i, r))
+    diagnostics = _diagnostics(filters, cols, header, rows) if include_diagnostics and rows else ""
+    return _filtered(
+        cell_range.upper() if cell_range else "all",
+        len(filters),
+        header,
+        hits,
+        len(rows),
+        first_col=c1,
+        compact=compact,
+        diagnostics=diagnostics if not hits else "",
+    )
 
 
 def _cell(ref: str) -> str:

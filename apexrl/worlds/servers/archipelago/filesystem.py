@@ -14,9 +14,11 @@ from pydantic import Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import files as _files
-from apexrl.worlds.servers import CallFailed, caps
+from apexrl.worlds.servers import CallFailed, Server, caps
 from apexrl.worlds.servers.archipelago import vpath
 from apexrl.worlds.world import World
+
+SERVER = Server("filesystem", app="files", aliases=("file_system", "file_browser"))
 
 TEXT_EXTENSIONS = frozenset(
     [
@@ -179,176 +181,176 @@ def _read_text(p: Path, encoding: str) -> str:
     return f"{head[:keep]}\n\n{note}"
 
 
-def tools(world: World) -> list:
-    def list_files(path: PathArg = "/") -> str:
-        """List files and folders directly inside a directory: one line per entry,
-        "'name' (folder)" or "'name' (mime/type file) N bytes"."""
-        p = _folder(world, path)
-        if isinstance(p, str):
-            return p + "\n"
-        out = []
-        # the directory's own order (as archipelago lists it), not sorted
-        for name in os.listdir(p):
-            c = p / name
-            if not _inside(world, c):
-                continue
-            if c.is_dir():
-                out.append(f"'{c.name}' (folder)\n")
-            elif c.is_file():
-                mt = mimetypes.guess_type(c.name)[0] or "unknown"
-                out.append(f"'{c.name}' ({mt} file) {c.stat().st_size} bytes\n")
-        return "".join(out) or f"No items found in '{path}'"
+@SERVER.tool
+def list_files(world: World, path: PathArg = "/") -> str:
+    """List files and folders directly inside a directory: one line per entry,
+    "'name' (folder)" or "'name' (mime/type file) N bytes"."""
+    p = _folder(world, path)
+    if isinstance(p, str):
+        return p + "\n"
+    out = []
+    # the directory's own order (as archipelago lists it), not sorted
+    for name in os.listdir(p):
+        c = p / name
+        if not _inside(world, c):
+            continue
+        if c.is_dir():
+            out.append(f"'{c.name}' (folder)\n")
+        elif c.is_file():
+            mt = mimetypes.guess_type(c.name)[0] or "unknown"
+            out.append(f"'{c.name}' ({mt} file) {c.stat().st_size} bytes\n")
+    return "".join(out) or f"No items found in '{path}'"
 
-    def read_text_file(
-        file_path: PathArg,
-        encoding: Annotated[
-            str, Field(description="Text encoding, e.g. utf-8, latin-1.")
-        ] = "utf-8",
-        max_size: Annotated[int, Field(description="Ignored (kept for compatibility).")] = 0,
-    ) -> str:
-        """Read a whole text file (.txt, .csv, .json, .md, .html, .xml, .yaml, source code,
-        ...). Office files and PDFs are not text: read them with the word, excel,
-        powerpoint or pdfs tools."""
-        _file(world, file_path)
-        ext = _ext(file_path)
-        if ext not in TEXT_EXTENSIONS:
-            known = ", ".join(sorted(TEXT_EXTENSIONS))
-            raise CallFailed(f"Unsupported file type: '{ext}'. Supported extensions: {known}")
-        p = _resolve(world, file_path)
-        if not p.is_file():
-            raise CallFailed(f"Not a file: {file_path}")
-        try:
-            return _read_text(p, encoding)
-        except LookupError as e:
-            raise CallFailed(f"Failed to read text file: {e!r}") from None
-        except UnicodeDecodeError as e:
-            raise CallFailed(f"Failed to decode file with encoding '{encoding}': {e}") from None
 
-    def read_image_file(file_path: PathArg):
-        """Read an image file (png, jpg, jpeg, gif, webp) and return it as an image."""
-        import base64
+@SERVER.tool
+def read_image_file(world: World, file_path: PathArg):
+    """Read an image file (png, jpg, jpeg, gif, webp) and return it as an image."""
+    import base64
 
-        from mcp.types import ImageContent
+    from mcp.types import ImageContent
 
-        _file(world, file_path)
-        ext = file_path.lower().rsplit(".", 1)[-1]
-        if ext not in IMAGE_FORMATS:
-            raise CallFailed(
-                f"Unsupported image format: {ext}. Supported formats: png, jpg, jpeg, gif, webp"
-            )
-        p = _resolve(world, file_path)
-        if not p.is_file():
-            raise CallFailed(f"Not a file: {file_path}")
-        size = p.stat().st_size
-        if 0 < caps.image_max_bytes() < size:
-            return caps.image_note(size)  # never read: the reply could not carry it
-        data = base64.b64encode(p.read_bytes()).decode("ascii")
-        return ImageContent(type="image", data=data, mimeType=IMAGE_FORMATS[ext])
-
-    def search_files(
-        pattern: Annotated[str, Field(description="Glob on file names: '*.xlsx', 'report_*'.")],
-        path: PathArg = "/",
-        recursive: Annotated[bool, Field(description="Search subdirectories too.")] = True,
-        max_results: Annotated[int, Field(description="At most this many (0: no limit).")] = 100,
-    ) -> str:
-        """Find files whose name matches a glob pattern (* any characters, ? one character)
-        under a directory. Returns the matching paths, one per line."""
-        if not pattern:
-            raise CallFailed("Pattern is required and must be a string")
-        _file(world, path, "Path")
-        base = _folder(world, path)
-        if isinstance(base, str):
-            return base
-        walker = (
-            _walk_unsorted(world, base)
-            if recursive
-            else (
-                base / n
-                for n in os.listdir(base)
-                if (base / n).is_file() and _inside(world, base / n)
-            )
+    _file(world, file_path)
+    ext = file_path.lower().rsplit(".", 1)[-1]
+    if ext not in IMAGE_FORMATS:
+        raise CallFailed(
+            f"Unsupported image format: {ext}. Supported formats: png, jpg, jpeg, gif, webp"
         )
-        hits = []
-        for f in walker:
-            if fnmatch.fnmatch(f.name, pattern):
-                hits.append(vpath(world, f))
-                if max_results > 0 and len(hits) >= max_results:
-                    break
-        if not hits:
-            return f"No files matching '{pattern}' found in {path}"
-        out = f"Found {len(hits)} file(s) matching '{pattern}':\n" + "\n".join(hits)
-        if max_results > 0 and len(hits) >= max_results:
-            out += f"\n\n(Results limited to {max_results})"
-        return out
+    p = _resolve(world, file_path)
+    if not p.is_file():
+        raise CallFailed(f"Not a file: {file_path}")
+    size = p.stat().st_size
+    if 0 < caps.image_max_bytes() < size:
+        return caps.image_note(size)  # never read: the reply could not carry it
+    data = base64.b64encode(p.read_bytes()).decode("ascii")
+    return ImageContent(type="image", data=data, mimeType=IMAGE_FORMATS[ext])
 
-    def get_file_metadata(file_path: PathArg) -> str:
-        """Metadata of a file or directory: type, MIME type, size, permissions, times."""
-        _file(world, file_path)
-        p = _entry(world, file_path)
-        if isinstance(p, str):
-            return p
-        st = p.stat()
-        lines = [f"Path: {vpath(world, p)}", f"Type: {'directory' if p.is_dir() else 'file'}"]
-        if p.is_file():
-            lines.append(f"MIME type: {mimetypes.guess_type(p.name)[0] or 'unknown'}")
-        lines.append(f"Size: {st.st_size} bytes ({_human(st.st_size)})")
-        lines.append(f"Permissions: {stat_.filemode(st.st_mode)[1:]} ({oct(st.st_mode)[-3:]})")
-        for label, t in (
-            ("Modified", st.st_mtime),
-            ("Accessed", st.st_atime),
-            ("Created/Changed", st.st_ctime),
-        ):
-            lines.append(f"{label}: {datetime.fromtimestamp(t, UTC).isoformat()}")
-        lines += [f"Inode: {st.st_ino}", f"Device: {st.st_dev}", f"Hard links: {st.st_nlink}"]
-        return "\n".join(lines)
 
-    def get_directory_tree(
-        path: PathArg = "/",
-        max_depth: Annotated[int, Field(description="Levels to show, 1-10.")] = 3,
-        include_files: Annotated[bool, Field(description="Show files, not only folders.")] = True,
-        show_size: Annotated[bool, Field(description="Show file sizes in bytes.")] = False,
-    ) -> str:
-        """The directory tree under a path, drawn with box characters (folders end in '/')."""
-        _file(world, path, "Path")
-        base = _folder(world, path)
-        if isinstance(base, str):
-            return base
-        depth = max(1, min(10, int(max_depth)))
-        root = vpath(world, base)
-        lines = [root if root == "/" else f"{root}/"]  # a folder ends in '/', as below
-        count = [0]
+@SERVER.tool
+def read_text_file(
+    world: World,
+    file_path: PathArg,
+    encoding: Annotated[str, Field(description="Text encoding, e.g. utf-8, latin-1.")] = "utf-8",
+    max_size: Annotated[int, Field(description="Ignored (kept for compatibility).")] = 0,
+) -> str:
+    """Read a whole text file (.txt, .csv, .json, .md, .html, .xml, .yaml, source code,
+    ...). Office files and PDFs are not text: read them with the word, excel,
+    powerpoint or pdfs tools."""
+    _file(world, file_path)
+    ext = _ext(file_path)
+    if ext not in TEXT_EXTENSIONS:
+        known = ", ".join(sorted(TEXT_EXTENSIONS))
+        raise CallFailed(f"Unsupported file type: '{ext}'. Supported extensions: {known}")
+    p = _resolve(world, file_path)
+    if not p.is_file():
+        raise CallFailed(f"Not a file: {file_path}")
+    try:
+        return _read_text(p, encoding)
+    except LookupError as e:
+        raise CallFailed(f"Failed to read text file: {e!r}") from None
+    except UnicodeDecodeError as e:
+        raise CallFailed(f"Failed to decode file with encoding '{encoding}': {e}") from None
 
-        def walk(d, prefix: str, level: int) -> None:
-            entries = [c for c in d.iterdir() if _inside(world, c) and not c.is_symlink()]
-            dirs = sorted((c for c in entries if c.is_dir()), key=lambda c: c.name.lower())
-            files = sorted((c for c in entries if c.is_file()), key=lambda c: c.name.lower())
-            shown = dirs + (files if include_files else [])
-            for i, c in enumerate(shown):
-                if count[0] >= MAX_TREE_ENTRIES:
-                    lines.append(f"{prefix}... (truncated at {MAX_TREE_ENTRIES} entries)")
-                    return
-                count[0] += 1
-                last = i == len(shown) - 1
-                conn = "└── " if last else "├── "
-                if c.is_dir():
-                    lines.append(f"{prefix}{conn}{c.name}/")
-                    if level < depth:
-                        walk(c, prefix + ("    " if last else "│   "), level + 1)
-                else:
-                    size = f" ({c.stat().st_size} bytes)" if show_size else ""
-                    lines.append(f"{prefix}{conn}{c.name}{size}")
 
-        walk(base, "", 1)
-        return "\n".join(lines) if len(lines) > 1 else lines[0] + "\n(empty)"
+@SERVER.tool
+def search_files(
+    world: World,
+    pattern: Annotated[str, Field(description="Glob on file names: '*.xlsx', 'report_*'.")],
+    path: PathArg = "/",
+    recursive: Annotated[bool, Field(description="Search subdirectories too.")] = True,
+    max_results: Annotated[int, Field(description="At most this many (0: no limit).")] = 100,
+) -> str:
+    """Find files whose name matches a glob pattern (* any characters, ? one character)
+    under a directory. Returns the matching paths, one per line."""
+    if not pattern:
+        raise CallFailed("Pattern is required and must be a string")
+    _file(world, path, "Path")
+    base = _folder(world, path)
+    if isinstance(base, str):
+        return base
+    walker = (
+        _walk_unsorted(world, base)
+        if recursive
+        else (
+            base / n for n in os.listdir(base) if (base / n).is_file() and _inside(world, base / n)
+        )
+    )
+    hits = []
+    for f in walker:
+        if fnmatch.fnmatch(f.name, pattern):
+            hits.append(vpath(world, f))
+            if max_results > 0 and len(hits) >= max_results:
+                break
+    if not hits:
+        return f"No files matching '{pattern}' found in {path}"
+    out = f"Found {len(hits)} file(s) matching '{pattern}':\n" + "\n".join(hits)
+    if max_results > 0 and len(hits) >= max_results:
+        out += f"\n\n(Results limited to {max_results})"
+    return out
 
-    return [
-        list_files,
-        read_image_file,
-        read_text_file,
-        search_files,
-        get_file_metadata,
-        get_directory_tree,
-    ]
+
+@SERVER.tool
+def get_file_metadata(world: World, file_path: PathArg) -> str:
+    """Metadata of a file or directory: type, MIME type, size, permissions, times."""
+    _file(world, file_path)
+    p = _entry(world, file_path)
+    if isinstance(p, str):
+        return p
+    st = p.stat()
+    lines = [f"Path: {vpath(world, p)}", f"Type: {'directory' if p.is_dir() else 'file'}"]
+    if p.is_file():
+        lines.append(f"MIME type: {mimetypes.guess_type(p.name)[0] or 'unknown'}")
+    lines.append(f"Size: {st.st_size} bytes ({_human(st.st_size)})")
+    lines.append(f"Permissions: {stat_.filemode(st.st_mode)[1:]} ({oct(st.st_mode)[-3:]})")
+    for label, t in (
+        ("Modified", st.st_mtime),
+        ("Accessed", st.st_atime),
+        ("Created/Changed", st.st_ctime),
+    ):
+        lines.append(f"{label}: {datetime.fromtimestamp(t, UTC).isoformat()}")
+    lines += [f"Inode: {st.st_ino}", f"Device: {st.st_dev}", f"Hard links: {st.st_nlink}"]
+    return "\n".join(lines)
+
+
+@SERVER.tool
+def get_directory_tree(
+    world: World,
+    path: PathArg = "/",
+    max_depth: Annotated[int, Field(description="Levels to show, 1-10.")] = 3,
+    include_files: Annotated[bool, Field(description="Show files, not only folders.")] = True,
+    show_size: Annotated[bool, Field(description="Show file sizes in bytes.")] = False,
+) -> str:
+    """The directory tree under a path, drawn with box characters (folders end in '/')."""
+    _file(world, path, "Path")
+    base = _folder(world, path)
+    if isinstance(base, str):
+        return base
+    depth = max(1, min(10, int(max_depth)))
+    root = vpath(world, base)
+    lines = [root if root == "/" else f"{root}/"]  # a folder ends in '/', as below
+    count = [0]
+
+    def walk(d, prefix: str, level: int) -> None:
+        entries = [c for c in d.iterdir() if _inside(world, c) and not c.is_symlink()]
+        dirs = sorted((c for c in entries if c.is_dir()), key=lambda c: c.name.lower())
+        files = sorted((c for c in entries if c.is_file()), key=lambda c: c.name.lower())
+        shown = dirs + (files if include_files else [])
+        for i, c in enumerate(shown):
+            if count[0] >= MAX_TREE_ENTRIES:
+                lines.append(f"{prefix}... (truncated at {MAX_TREE_ENTRIES} entries)")
+                return
+            count[0] += 1
+            last = i == len(shown) - 1
+            conn = "└── " if last else "├── "
+            if c.is_dir():
+                lines.append(f"{prefix}{conn}{c.name}/")
+                if level < depth:
+                    walk(c, prefix + ("    " if last else "│   "), level + 1)
+            else:
+                size = f" ({c.stat().st_size} bytes)" if show_size else ""
+                lines.append(f"{prefix}{conn}{c.name}{size}")
+
+    walk(base, "", 1)
+    return "\n".join(lines) if len(lines) > 1 else lines[0] + "\n(empty)"
 
 
 def probe(world: World) -> str:

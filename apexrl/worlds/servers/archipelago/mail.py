@@ -33,8 +33,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from apexrl.worlds.apps import mail as _mail
+from apexrl.worlds.servers import Server
 from apexrl.worlds.servers.archipelago import raw_error
 from apexrl.worlds.world import World
+
+SERVER = Server("mail", app="mail", aliases=("email", "e_mail"))
 
 Addresses = str | list[str]
 MailId = Annotated[str, Field(description="Message-ID of the email, e.g. '<abc@example.com>'.")]
@@ -325,192 +328,211 @@ def _date_arg(value: str, end_of_day: bool) -> datetime | None:
     return d
 
 
-def tools(world: World) -> list:
-    def list_mails(
-        limit: Annotated[int, Field(ge=1, le=100, description="Emails per page.")] = 50,
-        offset: Annotated[int, Field(ge=0, description="Emails to skip.")] = 0,
-    ) -> str:
-        """List emails, newest first: id, time, sender, recipients, subject."""
-        items = [(_record(m), _when(_text(m.get("Date")))) for m in _messages(world)]
-        return _listing(_newest_first(items)[offset : offset + limit])
+def _reply(
+    world: World, original_mail_id: str, body: str, attachments, body_format, reply_all: bool
+):
+    orig = _original(world, original_mail_id)
+    if orig is None:
+        return f"Error: Original mail not found with ID: {original_mail_id}"
+    me = orig["to"][0] if orig["to"] else "user@example.com"
+    cc: list[str] = []
+    if reply_all:
+        cc = [a for a in orig["to"] if a != me]
+        cc += [a for a in orig["cc"] if a not in cc]
+    subj = orig["subject"]
+    if not subj.lower().startswith("re:"):
+        subj = f"Re: {subj}"
+    refs = list(orig["references"])
+    if orig["mail_id"] not in refs:
+        refs.append(orig["mail_id"])
+    return _send(
+        world,
+        sender=me,
+        to=[orig["from"]],
+        subject=subj,
+        body=body,
+        cc=cc,
+        bcc=[],
+        attachments=list(attachments or []),
+        body_format=body_format,
+        thread_id=orig["thread_id"] or orig["mail_id"],
+        in_reply_to=orig["mail_id"],
+        references=refs,
+    )
 
-    def read_mail(mail_id: MailId) -> str:
-        """Read one email: headers, body format, body and attachment names."""
-        if not mail_id or not mail_id.strip():
-            return "Error: Invalid mail_id - cannot be empty"
-        found = _original(world, mail_id)
-        return _shown(found) if found else f"Mail not found with ID: {mail_id}"
 
-    def search_mail(
-        from_email: str | None = None,
-        to_email: str | None = None,
-        subject: str | None = None,
-        after_date: str | None = None,
-        before_date: str | None = None,
-        thread_id: str | None = None,
-        limit: Annotated[int, Field(ge=1, le=100)] = 50,
-    ) -> str:
-        """Search emails: from_email, to_email and subject match partially (case-insensitive),
-        after_date/before_date are ISO dates, thread_id matches exactly. Newest first."""
-        lo = hi = None
-        if after_date:
-            lo = _date_arg(after_date, end_of_day=False)
-            if lo is None:
-                return "Error: Invalid after_date format. Use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS"
-        if before_date:
-            hi = _date_arg(before_date, end_of_day=True)
-            if hi is None:
-                return "Error: Invalid before_date format. Use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS"
-        hits = []
-        for m in _messages(world):
-            r = _record(m)
-            if from_email and from_email.lower() not in r["from"].lower():
-                continue
-            if to_email and not any(to_email.lower() in a.lower() for a in r["to"]):
-                continue
-            if subject and subject.lower() not in r["subject"].lower():
-                continue
-            when = _when(r["timestamp"])
-            if lo or hi:
-                try:  # a zoned date against a naive one does not compare: no match
-                    if when is None or (lo and when < lo) or (hi and when > hi):
-                        continue
-                except TypeError:
+@SERVER.tool
+def list_mails(
+    world: World,
+    limit: Annotated[int, Field(ge=1, le=100, description="Emails per page.")] = 50,
+    offset: Annotated[int, Field(ge=0, description="Emails to skip.")] = 0,
+) -> str:
+    """List emails, newest first: id, time, sender, recipients, subject."""
+    items = [(_record(m), _when(_text(m.get("Date")))) for m in _messages(world)]
+    return _listing(_newest_first(items)[offset : offset + limit])
+
+
+@SERVER.tool
+def read_mail(world: World, mail_id: MailId) -> str:
+    """Read one email: headers, body format, body and attachment names."""
+    if not mail_id or not mail_id.strip():
+        return "Error: Invalid mail_id - cannot be empty"
+    found = _original(world, mail_id)
+    return _shown(found) if found else f"Mail not found with ID: {mail_id}"
+
+
+@SERVER.tool
+def search_mail(
+    world: World,
+    from_email: str | None = None,
+    to_email: str | None = None,
+    subject: str | None = None,
+    after_date: str | None = None,
+    before_date: str | None = None,
+    thread_id: str | None = None,
+    limit: Annotated[int, Field(ge=1, le=100)] = 50,
+) -> str:
+    """Search emails: from_email, to_email and subject match partially (case-insensitive),
+    after_date/before_date are ISO dates, thread_id matches exactly. Newest first."""
+    lo = hi = None
+    if after_date:
+        lo = _date_arg(after_date, end_of_day=False)
+        if lo is None:
+            return "Error: Invalid after_date format. Use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS"
+    if before_date:
+        hi = _date_arg(before_date, end_of_day=True)
+        if hi is None:
+            return "Error: Invalid before_date format. Use YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS"
+    hits = []
+    for m in _messages(world):
+        r = _record(m)
+        if from_email and from_email.lower() not in r["from"].lower():
+            continue
+        if to_email and not any(to_email.lower() in a.lower() for a in r["to"]):
+            continue
+        if subject and subject.lower() not in r["subject"].lower():
+            continue
+        when = _when(r["timestamp"])
+        if lo or hi:
+            try:  # a zoned date against a naive one does not compare: no match
+                if when is None or (lo and when < lo) or (hi and when > hi):
                     continue
-            if thread_id and r["thread_id"] != thread_id:
+            except TypeError:
                 continue
-            hits.append((r, when))
-        return _listing(_newest_first(hits)[:limit])
+        if thread_id and r["thread_id"] != thread_id:
+            continue
+        hits.append((r, when))
+    return _listing(_newest_first(hits)[:limit])
 
-    def send_mail(
-        from_email: Annotated[str, Field(description="Sender address.")],
-        to_email: Annotated[Addresses, Field(description="Recipient address or list.")],
-        subject: str,
-        body: str,
-        cc: Addresses | None = None,
-        bcc: Addresses | None = None,
-        attachments: Annotated[list[str] | None, Field(description="File paths to attach.")] = None,
-        body_format: BodyFormat = "plain",
-        thread_id: str | None = None,
-        in_reply_to: str | None = None,
-        references: list[str] | None = None,
-    ) -> Any:
-        """Send a new email (stored in the world's mailbox). Returns its mail_id."""
-        to, cc_l, bcc_l = _as_list(to_email), _as_list(cc), _as_list(bcc)
-        bad = _check_send(from_email, to, cc_l, bcc_l, subject)
-        if bad is not None:
-            return bad
-        return _send(
-            world,
-            sender=from_email,
-            to=to,
-            subject=subject,
-            body=body,
-            cc=cc_l,
-            bcc=bcc_l,
-            attachments=list(attachments or []),
-            body_format=body_format,
-            thread_id=thread_id,
-            in_reply_to=in_reply_to,
-            references=references,
-        )
 
-    def _reply(original_mail_id: str, body: str, attachments, body_format, reply_all: bool):
-        orig = _original(world, original_mail_id)
-        if orig is None:
-            return f"Error: Original mail not found with ID: {original_mail_id}"
-        me = orig["to"][0] if orig["to"] else "user@example.com"
-        cc: list[str] = []
-        if reply_all:
-            cc = [a for a in orig["to"] if a != me]
-            cc += [a for a in orig["cc"] if a not in cc]
-        subj = orig["subject"]
-        if not subj.lower().startswith("re:"):
-            subj = f"Re: {subj}"
-        refs = list(orig["references"])
-        if orig["mail_id"] not in refs:
-            refs.append(orig["mail_id"])
-        return _send(
-            world,
-            sender=me,
-            to=[orig["from"]],
-            subject=subj,
-            body=body,
-            cc=cc,
-            bcc=[],
-            attachments=list(attachments or []),
-            body_format=body_format,
-            thread_id=orig["thread_id"] or orig["mail_id"],
-            in_reply_to=orig["mail_id"],
-            references=refs,
-        )
+@SERVER.tool
+def send_mail(
+    world: World,
+    from_email: Annotated[str, Field(description="Sender address.")],
+    to_email: Annotated[Addresses, Field(description="Recipient address or list.")],
+    subject: str,
+    body: str,
+    cc: Addresses | None = None,
+    bcc: Addresses | None = None,
+    attachments: Annotated[list[str] | None, Field(description="File paths to attach.")] = None,
+    body_format: BodyFormat = "plain",
+    thread_id: str | None = None,
+    in_reply_to: str | None = None,
+    references: list[str] | None = None,
+) -> Any:
+    """Send a new email (stored in the world's mailbox). Returns its mail_id."""
+    to, cc_l, bcc_l = _as_list(to_email), _as_list(cc), _as_list(bcc)
+    bad = _check_send(from_email, to, cc_l, bcc_l, subject)
+    if bad is not None:
+        return bad
+    return _send(
+        world,
+        sender=from_email,
+        to=to,
+        subject=subject,
+        body=body,
+        cc=cc_l,
+        bcc=bcc_l,
+        attachments=list(attachments or []),
+        body_format=body_format,
+        thread_id=thread_id,
+        in_reply_to=in_reply_to,
+        references=references,
+    )
 
-    def reply_mail(
-        original_mail_id: MailId,
-        body: Annotated[str, Field(description="The reply (without the quoted original).")],
-        attachments: list[str] | None = None,
-        body_format: BodyFormat = "plain",
-    ) -> str:
-        """Reply to the sender of an email (threading headers kept)."""
-        return _reply(original_mail_id, body, attachments, body_format, reply_all=False)
 
-    def reply_all_mail(
-        original_mail_id: MailId,
-        body: Annotated[str, Field(description="The reply (without the quoted original).")],
-        attachments: list[str] | None = None,
-        body_format: BodyFormat = "plain",
-    ) -> str:
-        """Reply to the sender and every other recipient (To and Cc) of an email."""
-        return _reply(original_mail_id, body, attachments, body_format, reply_all=True)
+@SERVER.tool
+def reply_mail(
+    world: World,
+    original_mail_id: MailId,
+    body: Annotated[str, Field(description="The reply (without the quoted original).")],
+    attachments: list[str] | None = None,
+    body_format: BodyFormat = "plain",
+) -> str:
+    """Reply to the sender of an email (threading headers kept)."""
+    return _reply(world, original_mail_id, body, attachments, body_format, reply_all=False)
 
-    def forward_mail(
-        original_mail_id: MailId,
-        to_email: Addresses,
-        body: Annotated[str | None, Field(description="Note above the forwarded message.")] = None,
-        cc: Addresses | None = None,
-        bcc: Addresses | None = None,
-        attachments: list[str] | None = None,
-        body_format: BodyFormat = "plain",
-    ) -> Any:
-        """Forward an email (its text below a separator) to new recipients."""
-        orig = _original(world, original_mail_id)
-        if orig is None:
-            return f"Error: Original mail not found with ID: {original_mail_id}"
-        subj = orig["subject"]
-        if not subj.lower().startswith("fwd:"):
-            subj = f"Fwd: {subj}"
-        head = (
-            [body, "", "---------- Forwarded message ---------"]
-            if body
-            else ["---------- Forwarded message ---------"]
-        )
-        head += [
-            f"From: {orig['from']}",
-            f"Date: {orig['timestamp']}",
-            f"Subject: {orig['subject']}",
-            f"To: {', '.join(orig['to'])}",
-        ]
-        if orig["cc"]:
-            head.append(f"CC: {', '.join(orig['cc'])}")
-        text = "\n".join([*head, "", orig["body"]])
-        sender = orig["to"][0] if orig["to"] else "user@example.com"
-        to, cc_l, bcc_l = _as_list(to_email), _as_list(cc), _as_list(bcc)
-        bad = _check_send(sender, to, cc_l, bcc_l, subj)
-        if bad is not None:
-            return bad
-        return _send(
-            world,
-            sender=sender,
-            to=to,
-            subject=subj,
-            body=text,
-            cc=cc_l,
-            bcc=bcc_l,
-            attachments=[*orig["attachments"], *(attachments or [])],
-            body_format=body_format,
-        )
 
-    return [send_mail, list_mails, read_mail, search_mail, reply_mail, reply_all_mail, forward_mail]
+@SERVER.tool
+def reply_all_mail(
+    world: World,
+    original_mail_id: MailId,
+    body: Annotated[str, Field(description="The reply (without the quoted original).")],
+    attachments: list[str] | None = None,
+    body_format: BodyFormat = "plain",
+) -> str:
+    """Reply to the sender and every other recipient (To and Cc) of an email."""
+    return _reply(world, original_mail_id, body, attachments, body_format, reply_all=True)
+
+
+@SERVER.tool
+def forward_mail(
+    world: World,
+    original_mail_id: MailId,
+    to_email: Addresses,
+    body: Annotated[str | None, Field(description="Note above the forwarded message.")] = None,
+    cc: Addresses | None = None,
+    bcc: Addresses | None = None,
+    attachments: list[str] | None = None,
+    body_format: BodyFormat = "plain",
+) -> Any:
+    """Forward an email (its text below a separator) to new recipients."""
+    orig = _original(world, original_mail_id)
+    if orig is None:
+        return f"Error: Original mail not found with ID: {original_mail_id}"
+    subj = orig["subject"]
+    if not subj.lower().startswith("fwd:"):
+        subj = f"Fwd: {subj}"
+    head = (
+        [body, "", "---------- Forwarded message ---------"]
+        if body
+        else ["---------- Forwarded message ---------"]
+    )
+    head += [
+        f"From: {orig['from']}",
+        f"Date: {orig['timestamp']}",
+        f"Subject: {orig['subject']}",
+        f"To: {', '.join(orig['to'])}",
+    ]
+    if orig["cc"]:
+        head.append(f"CC: {', '.join(orig['cc'])}")
+    text = "\n".join([*head, "", orig["body"]])
+    sender = orig["to"][0] if orig["to"] else "user@example.com"
+    to, cc_l, bcc_l = _as_list(to_email), _as_list(cc), _as_list(bcc)
+    bad = _check_send(sender, to, cc_l, bcc_l, subj)
+    if bad is not None:
+        return bad
+    return _send(
+        world,
+        sender=sender,
+        to=to,
+        subject=subj,
+        body=text,
+        cc=cc_l,
+        bcc=bcc_l,
+        attachments=[*orig["attachments"], *(attachments or [])],
+        body_format=body_format,
+    )
 
 
 def probe(world: World) -> str:
