@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from apexrl.errors import UsageError
 
 if TYPE_CHECKING:
-    from apexrl.worlds.servers import Server
+    from apexrl.worlds.servers.server import Server
 
 DEFAULT_SURFACE = "archipelago"
 
