@@ -107,6 +107,7 @@ complete -c apexrl -n '__apexrl_is "eval regrade"' -l archipelago -r -F -d 'arch
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l reward -x -a 'pass score' -d 'pass or score (default: the runs).'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -l grader-option -r -F -d 'apexrls grader options (default: the runs); see eval run.'
 complete -c apexrl -n '__apexrl_is "eval regrade"' -F
+complete -c apexrl -n '__apexrl_is "eval report"' -l allow-incomplete -d 'Exit 0 for an incomplete run too (its report says INCOMPLETE either wa'
 complete -c apexrl -n '__apexrl_is "eval report"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "eval report"' -l format -s f -x -a 'table md json html' -d 'table (terminal default), md, json (piped default), html.'
 complete -c apexrl -n '__apexrl_is "eval report"' -l out -s o -r -F -d 'File to write, - for stdout (html default: RUN_DIR/report.html).'

@@ -643,19 +643,42 @@ def report(
         "--out",
         help="File to write, - for stdout (html default: RUN_DIR/report.html).",
     ),
+    allow_incomplete: bool = typer.Option(
+        False,
+        "--allow-incomplete",
+        help="Exit 0 for an incomplete run too (its report says INCOMPLETE either way).",
+    ),
 ) -> None:
     """Pass@1 / Pass@k / Pass^k / mean score with 95% CIs, per domain, errors,
     turns and tokens; with two runs, deltas (B - A) with paired CIs. An interrupted
-    run says INCOMPLETE first, with the command that resumes it."""
-    from apexrl.artifacts.atomic import write_text_atomic
+    run, or one with ungraded trials, says INCOMPLETE first, with the command that
+    resumes it; the report is still written, and the command exits 5 (partial)
+    unless --allow-incomplete is given."""
     from apexrl.eval import report as rep
 
     runs = [rep.load_run(run_dir)] + ([rep.load_run(run_b)] if run_b else [])
-    to_stdout = out == "-"
-    target = None if out is None or to_stdout else _output_file(out)
     for r in runs:
         if r.incomplete:
             output.warn(f"{r.label}: {r.incomplete}")
+    _write_report(runs, run_dir, fmt, out)
+    partial = [r.label for r in runs if r.incomplete]
+    if partial and not allow_incomplete:  # its figures are not the run's: never exit 0
+        from apexrl.errors import ExitCode
+
+        output.error(
+            f"report written, but {' and '.join(partial)} is incomplete: its figures cover "
+            "part of the plan (exit 5; --allow-incomplete exits 0)"
+        )
+        raise typer.Exit(int(ExitCode.PARTIAL))
+
+
+def _write_report(runs: list, run_dir: Path, fmt: Format | None, out: str | None) -> None:
+    """The report of `runs` in `fmt`, to `out` (a file, - for stdout) or the terminal."""
+    from apexrl.artifacts.atomic import write_text_atomic
+    from apexrl.eval import report as rep
+
+    to_stdout = out == "-"
+    target = None if out is None or to_stdout else _output_file(out)
     if fmt is None:
         fmt = Format.table if output.stdout_is_terminal() and out is None else Format.json
         if target is not None:  # -o report.html / report.md: the format its name says

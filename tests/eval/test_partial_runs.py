@@ -130,3 +130,47 @@ def test_publish_says_how_many_trials_were_graded_not_n_of_n(task_dirs, tmp_path
     assert res.exit_code == 0, res.output
     card = (stage / "README.md").read_text()
     assert "INCOMPLETE: 27 of 28 planned trials graded" in card and "28 of 28" not in card
+
+
+def test_report_of_an_incomplete_run_exits_partial_unless_allowed(partial_run, tmp_path):
+    """`eval report` on an interrupted run writes its report (saying INCOMPLETE) and exits
+    5 (partial), so a pipeline reading the exit code never takes part of a plan for the
+    run; --allow-incomplete exits 0. A comparison with an incomplete side is partial too."""
+    runner = eval_runner(passing_trial)
+    target = tmp_path / "r.md"
+    res = runner.invoke(app, ["eval", "report", str(partial_run), "-o", str(target)])
+    assert res.exit_code == 5, res.output
+    assert "INCOMPLETE: 13 of 28" in target.read_text()  # written all the same
+    assert "--allow-incomplete" in res.stderr
+    res = runner.invoke(app, ["eval", "report", str(partial_run), "-f", "json"])
+    assert res.exit_code == 5 and orjson.loads(res.stdout)["complete"] is False
+    res = runner.invoke(app, ["eval", "report", str(partial_run), "--allow-incomplete"])
+    assert res.exit_code == 0, res.output
+    assert orjson.loads(res.stdout)["complete"] is False
+    res = runner.invoke(app, ["eval", "report", str(partial_run), str(partial_run), "-f", "md"])
+    assert res.exit_code == 5 and "INCOMPLETE" in res.stdout
+
+
+def test_report_of_a_run_with_ungraded_trials_exits_partial(task_dirs, tmp_path):
+    """A run whose judge was unavailable for some trials: `eval run` exits 4, and its report
+    exits 5 (not 0) while saying which trials are ungraded."""
+
+    def judge_down_on_attempt_1(task_dir, config):
+        out = passing_trial(task_dir, config)
+        if config.attempt == 1:
+            r = out.result.model_copy(
+                update={"status": "no_verifier_result", "error_class": "judge_unavailable"}
+            )
+            out = out.model_copy(update={"result": r})
+        return out
+
+    run_dir = tmp_path / "run"
+    runner = eval_runner(judge_down_on_attempt_1)
+    assert runner.invoke(app, run_args(task_dirs, run_dir)).exit_code == 4
+    res = runner.invoke(app, ["eval", "report", str(run_dir), "-f", "json"])
+    assert res.exit_code == 5, res.output
+    data = orjson.loads(res.stdout)
+    assert data["complete"] is False and data["summary"]["trials_ungraded"] == 14
+    assert "ended in an infrastructure error (judge_unavailable 14)" in res.stderr
+    res = runner.invoke(app, ["eval", "report", str(run_dir), "--allow-incomplete"])
+    assert res.exit_code == 0, res.output
