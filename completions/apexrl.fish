@@ -116,6 +116,7 @@ complete -c apexrl -n '__apexrl_is "eval run"' -l shuffle -d 'Select in a random
 complete -c apexrl -n '__apexrl_is "eval run"' -l extend -d 'Add this selection (tasks, -k) to the RUN_DIRs plan.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l no-judge -d 'Run without a judge: free-text criteria unjudged (unmet).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l retry-errors -d 'Rerun the trials that ended in an infrastructure error (judge, engine,'
+complete -c apexrl -n '__apexrl_is "eval run"' -l retry-task-errors -d 'Rerun the trials of broken tasks (task errors), once the task or its w'
 complete -c apexrl -n '__apexrl_is "eval run"' -l force -d 'Discard a RUN_DIR of another config.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l json -d 'Print the summary as JSON.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l help -s h -d 'Show help and exit.'

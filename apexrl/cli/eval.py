@@ -194,6 +194,11 @@ def run(
         "--retry-errors",
         help="Rerun the trials that ended in an infrastructure error (judge, engine, sandbox).",
     ),
+    retry_task_errors: bool = typer.Option(
+        False,
+        "--retry-task-errors",
+        help="Rerun the trials of broken tasks (task errors), once the task or its world is fixed.",
+    ),
     pass_env: list[str] = typer.Option(
         None, "--pass-env", help="Host env var a task's ${NAME} may read (repeatable)."
     ),
@@ -311,6 +316,7 @@ def run(
         ),
         ray_address=ray_address,
         retry_errors=retry_errors,
+        retry_task_errors=retry_task_errors,
         force=force,
         sandbox=SandboxSettings(
             cpus=sandbox_cpus,

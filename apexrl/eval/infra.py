@@ -11,6 +11,13 @@ context window, the per-turn token cap, the step budget, tool calls it could not
 write (`unparsed_tool_call`), and the oracle's gold output failing (`oracle_failed`).
 Any other ending with status `error` or `no_verifier_result` is infrastructure: an
 unknown class is never taken for a score.
+
+A broken task (its rubric or gold output unreadable, a world zip or task file that is
+not a readable record, a task.toml setting apexrl refuses) is no infrastructure failure
+either: kind `task`. Its trials are ungraded too, but counted apart (`task_errors`), not
+rerun by `--retry-errors` (the same task fails the same way), and a run whose only
+ungraded trials are the tasks' exits 5 (partial, as `tasks convert` and `tasks pack` do
+on a bad task): the task's author fixes it (`apexrl tasks validate`).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 from apexrl.errors import ExitCode
 
 INFRA_EXIT = ExitCode.REMOTE  # a run with ungraded trials: remote or transient failure
+TASK_EXIT = ExitCode.PARTIAL  # a run whose only ungraded trials are broken tasks'
 
 # endings that are the model's own (or the oracle's): results, scored 0
 MODEL_STATUSES = frozenset({"agent_timeout", "context_length", "length", "max_steps"})
@@ -43,15 +51,19 @@ KINDS = {
     "no_reward": "grader",
     "no_reward_file": "grader",
     "bad_reward_file": "grader",
-    "bad_task_rubric": "grader",
+    # the task's own fault: its rubric or gold output, a world or task file that is not
+    # a readable record (BadRecordError), a task.toml environment apexrl refuses
+    "bad_task_rubric": "task",
+    "bad_record": "task",
+    "task_env_refused": "task",
     "runner_exception": "apexrl",
     "internal": "apexrl",
 }
 
 
 def infra_kind(status: str | None, error_class: str | None) -> str | None:
-    """judge | engine | sandbox | grader | apexrl | other for an infrastructure ending;
-    None for a graded trial (complete, or a model failure)."""
+    """judge | engine | sandbox | grader | apexrl | other for an infrastructure ending,
+    task for a broken task; None for a graded trial (complete, or a model failure)."""
     if status in (None, "complete") and not error_class:
         return None
     if status in MODEL_STATUSES or error_class in MODEL_ERRORS:
@@ -65,5 +77,17 @@ def infra_kind(status: str | None, error_class: str | None) -> str | None:
     return KINDS.get(cls, "grader" if status == "no_verifier_result" else "other")
 
 
-def is_infra(status: str | None, error_class: str | None) -> bool:
+def is_ungraded(status: str | None, error_class: str | None) -> bool:
+    """Never a score: an infrastructure ending or a broken task."""
     return infra_kind(status, error_class) is not None
+
+
+def is_task_error(status: str | None, error_class: str | None) -> bool:
+    """The task is broken: the task's author fixes it; rerunning does not."""
+    return infra_kind(status, error_class) == "task"
+
+
+def is_infra(status: str | None, error_class: str | None) -> bool:
+    """An infrastructure ending (judge, engine, sandbox, grader, apexrl): what
+    `--retry-errors` runs again."""
+    return infra_kind(status, error_class) not in (None, "task")

@@ -162,12 +162,13 @@ class Columns:
         return Columns(**out)
 
     def ungraded(self) -> np.ndarray:
-        """Rows that ended in an infrastructure error (apexrl.eval.infra): never a score."""
-        from apexrl.eval.infra import is_infra
+        """Rows that ended in an infrastructure error or a broken task (apexrl.eval.infra):
+        never a score."""
+        from apexrl.eval.infra import is_ungraded
 
         return np.array(
             [
-                is_infra(st, ec)
+                is_ungraded(st, ec)
                 for st, ec in zip(self.status.tolist(), self.error_class, strict=True)
             ],
             dtype=bool,
@@ -356,12 +357,17 @@ def summarize(
             errors[ec] += 1
         elif st != "complete":
             errors[st] += 1
+    from apexrl.eval.infra import INFRA_EXIT, TASK_EXIT, is_task_error
+
     infra_errors: Counter = Counter()
+    task_errors: Counter = Counter()  # broken tasks: ungraded, but no infrastructure's fault
     ungraded_ids = []
     for i in np.flatnonzero(infra):
-        infra_errors[every.error_class[i] or str(every.status[i])] += 1
+        st, ec = str(every.status[i]), every.error_class[i]
+        (task_errors if is_task_error(st, ec) else infra_errors)[ec or st] += 1
         ungraded_ids.append(str(every.trial_id[i]) if every.trial_id else f"row {i}")
     ungraded = len(ungraded_ids)
+    exit_code = INFRA_EXIT if infra_errors else TASK_EXIT if task_errors else 0
     rated = [
         (r, n)
         for r, n in zip(every.tool_call_success_rate, every.tool_calls.tolist(), strict=True)
@@ -369,8 +375,6 @@ def summarize(
     ]
     calls_rated = sum(n for _, n in rated)
     n = max(len(every), 1)
-    from apexrl.eval.infra import INFRA_EXIT
-
     return EvalSummary(
         complete=(planned is None or len(every) >= planned) and not ungraded,
         trials_planned=planned,
@@ -386,8 +390,9 @@ def summarize(
         status=dict(sorted(status.items())),
         errors=dict(errors.most_common()),
         infra_errors=dict(infra_errors.most_common()),
+        task_errors=dict(task_errors.most_common()),
         ungraded_trials=sorted(ungraded_ids),
-        exit_code=int(INFRA_EXIT) if ungraded else 0,
+        exit_code=int(exit_code),
         error_messages=error_messages(every),
         turns_mean=float(every.turns.sum() / n),
         tokens_in_mean=float(every.tokens_in.sum() / n),

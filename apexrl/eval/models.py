@@ -218,7 +218,8 @@ class _SummaryCounts(Record):
     complete: bool = True
     trials_planned: int | None = None  # None: not known (a run dir without run.json)
     trials_done: int = 0
-    trials_ungraded: int = 0  # trials that ended in an infrastructure error: not in the metrics
+    # trials that ended in an infrastructure error or a broken task: not in the metrics
+    trials_ungraded: int = 0
     # k -> tasks with fewer than k graded attempts, left out of Pass@k and Pass^k at that k
     tasks_short: dict[str, int] = Field(default_factory=dict)
     n_tasks: int
@@ -231,7 +232,9 @@ class EvalSummary(create_model("_SummaryMetrics", __base__=_SummaryCounts, **_me
     """summary.json. Trials the model failed score 0 and are counted (never dropped);
     trials that ended in an infrastructure error (judge, engine, sandbox: see
     apexrl.eval.infra) are ungraded: left out of the metrics, counted in
-    `trials_ungraded`, listed in `ungraded_trials`, and make `exit_code` 4. `complete`
+    `trials_ungraded`, listed in `ungraded_trials`, and make `exit_code` 4. Trials of a
+    broken task (kind `task`) are ungraded too, counted in `task_errors` apart from
+    `infra_errors`; with no infrastructure error they make `exit_code` 5. `complete`
     is False while a planned trial has no graded result: rerunning the same command
     resumes an interrupted run; `--retry-errors` or `eval regrade` recovers ungraded ones.
     The metric fields, after the counts, are the metric table's
@@ -242,8 +245,11 @@ class EvalSummary(create_model("_SummaryMetrics", __base__=_SummaryCounts, **_me
     errors: dict[str, int] = Field(default_factory=dict)  # the model's failures: class -> trials
     # infrastructure errors (apexrl.eval.infra): class -> trials, never scored
     infra_errors: dict[str, int] = Field(default_factory=dict)
+    # broken tasks (apexrl.eval.infra kind "task"): class -> trials, never scored, not retried
+    task_errors: dict[str, int] = Field(default_factory=dict)
     ungraded_trials: list[str] = Field(default_factory=list)  # their trial ids
-    exit_code: int = 0  # what `eval run` exits with for these results (4: ungraded trials)
+    # what `eval run` exits with for these results (4: infrastructure errors; 5: broken tasks)
+    exit_code: int = 0
     # error class -> its distinct messages (first line, most frequent first) -> trials
     error_messages: dict[str, dict[str, int]] = Field(default_factory=dict)
     turns_mean: float = 0.0

@@ -76,13 +76,29 @@ def incomplete_line(s: EvalSummary, config: EvalRunConfig | None, run_dir: Path)
 
 
 def ungraded_line(s: EvalSummary, run_dir: Path) -> str:
-    """The ungraded trials: how many, why, and the two ways to recover them."""
-    why = ", ".join(f"{k} {v}" for k, v in s.infra_errors.items())
-    return (
-        f"{s.trials_ungraded} trial(s) ended in an infrastructure error ({why}) and are not "
-        f"scored; grade again those whose agent finished with `apexrl eval regrade {run_dir} "
-        "-o NEW_RUN` (a working --judge), or run them again with --retry-errors"
-    )
+    """The ungraded trials: how many, why, and how to recover them (a broken task's are
+    the task author's to fix: rerunning fails the same way)."""
+    parts = []
+    n_infra = sum(s.infra_errors.values())
+    n_task = sum(s.task_errors.values())
+    if n_infra or not n_task:  # summaries from before task_errors: all infrastructure
+        why = ", ".join(f"{k} {v}" for k, v in s.infra_errors.items())
+        parts.append(
+            f"{s.trials_ungraded - n_task} trial(s) ended in an infrastructure error ({why}) "
+            f"and are not scored; grade again those whose agent finished with `apexrl eval "
+            f"regrade {run_dir} -o NEW_RUN` (a working --judge), or run them again with "
+            "--retry-errors"
+        )
+    if n_task:
+        why = ", ".join(f"{k} {v}" for k, v in s.task_errors.items())
+        parts.append(
+            f"{n_task} trial(s) ended in a task error ({why}): their task is broken, not the "
+            "infrastructure, so they are not scored and --retry-errors does not rerun them; "
+            "fix what the messages name (`apexrl tasks validate` checks a task): a fixed "
+            "world store, then rerun them with --retry-task-errors; a fixed task changes the "
+            "dataset, so the run starts over with --force"
+        )
+    return "; ".join(parts)
 
 
 def ungraded_names(s: EvalSummary, shown: int = 20) -> str:
@@ -127,7 +143,7 @@ def summary_line(s: EvalSummary) -> str:
     errs = ", ".join(f"{k} {v}" for k, v in sorted(s.errors.items(), key=lambda kv: -kv[1]))
     unjudged = f"; {s.criteria_unjudged} criteria unjudged" if s.criteria_unjudged else ""
     partial = "" if s.complete else f"INCOMPLETE ({s.trials_done}/{s.trials_planned} trials): "
-    infra = ", ".join(f"{k} {v}" for k, v in s.infra_errors.items())
+    infra = ", ".join(f"{k} {v}" for k, v in {**s.infra_errors, **s.task_errors}.items())
     ungraded = f" ({s.trials_ungraded} ungraded: {infra})" if s.trials_ungraded else ""
     return (
         f"{partial}Pass@1 {fmt_ci(s.pass_at_1)} over {s.n_tasks} task(s), "
@@ -155,9 +171,13 @@ def summary_rows(s: EvalSummary, incomplete: str | None = None) -> list[tuple[st
     ]
     if s.trials_planned is not None:
         rows.insert(1, ("trials done / planned", f"{s.trials_done} / {s.trials_planned}"))
-    if s.trials_ungraded:  # beside the counts: the metrics below leave these out
+    n_task = sum(s.task_errors.values())
+    if n_task:  # beside the counts: the metrics below leave these out
+        why = ", ".join(f"{k}: {v}" for k, v in s.task_errors.items())
+        rows.insert(2, ("ungraded (task errors)", f"{n_task} ({why})"))
+    if s.trials_ungraded > n_task:
         infra = ", ".join(f"{k}: {v}" for k, v in s.infra_errors.items())
-        rows.insert(2, ("ungraded (infrastructure)", f"{s.trials_ungraded} ({infra})"))
+        rows.insert(2, ("ungraded (infrastructure)", f"{s.trials_ungraded - n_task} ({infra})"))
     if s.criteria_unjudged:  # first, before any score: those scores are not the benchmark's
         rows.insert(0, ("WARNING", unjudged_line(s.criteria_unjudged)))
     if incomplete:
@@ -172,6 +192,8 @@ def summary_rows(s: EvalSummary, incomplete: str | None = None) -> list[tuple[st
             ", ".join(f"{k}: {v}" for k, v in s.infra_errors.items()) or "none",
         )
     )
+    if s.task_errors:
+        rows.append(("task errors", ", ".join(f"{k}: {v}" for k, v in s.task_errors.items())))
     for cls, msgs in s.error_messages.items():
         for msg, n in msgs.items():
             rows.append((f"  {cls}", f"{n} x {msg}"))
@@ -328,7 +350,7 @@ def render_md(runs: list[LoadedRun]) -> str:
         parts.append(
             "Pass@1 is the mean over attempts; intervals are 95% bootstrap CIs over tasks; "
             "trials the model failed score 0; trials that ended in an infrastructure error "
-            "are ungraded: not in the figures, counted apart."
+            "or a task error (a broken task) are ungraded: not in the figures, counted apart."
         )
         return "\n".join(parts) + "\n"
     cmp = compare(runs[0].cols, runs[1].cols)
@@ -563,9 +585,21 @@ def errors_rows(runs: list[LoadedRun]) -> tuple[list[str], list[list[str]]]:
     rows = []
     model = {k for r in runs for k in r.summary.errors}
     infra = {k for r in runs for k in r.summary.infra_errors}
-    for cls in sorted(model) + sorted(infra - model):
-        label = f"{cls} (infrastructure: ungraded)" if cls in infra else cls
-        n = (r.summary.errors.get(cls, 0) + r.summary.infra_errors.get(cls, 0) for r in runs)
+    task = {k for r in runs for k in r.summary.task_errors}
+    for cls in sorted(model) + sorted(infra - model) + sorted(task - model - infra):
+        label = (
+            f"{cls} (infrastructure: ungraded)"
+            if cls in infra
+            else f"{cls} (task error: ungraded)"
+            if cls in task
+            else cls
+        )
+        n = (
+            r.summary.errors.get(cls, 0)
+            + r.summary.infra_errors.get(cls, 0)
+            + r.summary.task_errors.get(cls, 0)
+            for r in runs
+        )
         rows.append([label, "(all)", *(str(x) for x in n)])
         msgs = sorted({m for r in runs for m in r.summary.error_messages.get(cls, {})})
         for m in msgs:
@@ -659,8 +693,8 @@ def render_html(runs: list[LoadedRun], *, page: Path | None = None) -> str:
     body.append(
         "<p class=note>Pass@1 is the mean over attempts; Pass@k / Pass^k are the unbiased "
         "estimators; intervals are 95% percentile bootstrap CIs over tasks; trials the model "
-        "failed score 0 and are counted; trials that ended in an infrastructure error are "
-        "ungraded: not in the figures, counted apart.</p>"
+        "failed score 0 and are counted; trials that ended in an infrastructure error or a "
+        "task error (a broken task) are ungraded: not in the figures, counted apart.</p>"
     )
     return (
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"

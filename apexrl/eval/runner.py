@@ -25,7 +25,7 @@ from apexrl.agent.settings import AgentBudgets, eval_budgets
 from apexrl.artifacts.models import TrialResult
 from apexrl.errors import ApexError, UsageError
 from apexrl.eval import resume
-from apexrl.eval.infra import is_infra
+from apexrl.eval.infra import is_infra, is_task_error
 from apexrl.eval.metrics import summarize
 from apexrl.eval.models import (
     LOGS_DIR,
@@ -190,9 +190,12 @@ def plan_trials(
     done: dict[str, EvalResultRow],
     *,
     retry_errors: bool,
+    retry_task_errors: bool = False,
 ) -> tuple[list[PlannedTrial], int]:
     """Trials still to run (attempt-major order, so Pass@1 fills in first) and the
-    total number planned."""
+    total number planned. A broken task's trials (kind `task`) are rerun only with
+    `retry_task_errors` (after its author fixed the task or its world): rerunning them
+    unchanged fails the same way."""
     todo = []
     for a in range(attempts):
         for t in tasks:
@@ -200,7 +203,11 @@ def plan_trials(
             row = done.get(tid)
             # --retry-errors: infrastructure errors (apexrl.eval.infra), never the model's
             # own failures (those are results)
-            if row is None or (retry_errors and is_infra(row.status, row.error_class)):
+            again = row is not None and (
+                (retry_errors and is_infra(row.status, row.error_class))
+                or (retry_task_errors and is_task_error(row.status, row.error_class))
+            )
+            if row is None or again:
                 todo.append(PlannedTrial(tid, t, a))
     return todo, attempts * len(tasks)
 
@@ -345,6 +352,7 @@ def run_trials(
     endpoint: str | None,
     trial_fn: TrialFn | None = None,
     retry_errors: bool = False,
+    retry_task_errors: bool = False,
     on_start: Callable[[int, int], None] | None = None,
     on_result: Callable[[EvalResultRow, Progress], None] | None = None,
     on_info: Callable[[str], None] | None = None,
@@ -354,7 +362,9 @@ def run_trials(
     trial_fn = trial_fn or default_trial_fn()
     done = resume.load_journal(run_dir, repair=True)
     resume.remove_stale_temp(run_dir)
-    todo, planned = plan_trials(tasks, run.attempts, done, retry_errors=retry_errors)
+    todo, planned = plan_trials(
+        tasks, run.attempts, done, retry_errors=retry_errors, retry_task_errors=retry_task_errors
+    )
     ids = {trial_id(t, a) for a in range(run.attempts) for t in tasks}
     prog = Progress(total=len(todo))
     if on_start:
@@ -528,6 +538,7 @@ class EvalRequest(TrialSpec):
     shuffle: bool = False  # --shuffle: the selection in a random order fixed by the seed
     extend: bool = False  # --extend: add this selection to the run's plan
     retry_errors: bool = False
+    retry_task_errors: bool = False  # rerun a broken task's trials (once it is fixed)
     force: bool = False
     command: str | None = None  # the command line, recorded in run.json for resuming
     selection: list[str] | None = None  # `--tasks -`: the lines read from stdin
@@ -614,7 +625,13 @@ def run_eval(
             run.created_at = old.created_at
         resume.prepare_run_dir(run_dir, run, force=req.force)
         done = resume.load_journal(run_dir)
-        todo, _ = plan_trials(tasks, run.attempts, done, retry_errors=req.retry_errors)
+        todo, _ = plan_trials(
+            tasks,
+            run.attempts,
+            done,
+            retry_errors=req.retry_errors,
+            retry_task_errors=req.retry_task_errors,
+        )
         if not todo:  # nothing to run: no engine to start
             report = run_trials(
                 run_dir, run, tasks, endpoint=None, trial_fn=trial_fn or _never, on_start=on_start
@@ -630,6 +647,7 @@ def run_eval(
                 endpoint=endpoint,
                 trial_fn=trial_fn,
                 retry_errors=req.retry_errors,
+                retry_task_errors=req.retry_task_errors,
                 on_start=on_start,
                 on_result=on_result,
                 on_info=on_info,

@@ -111,6 +111,7 @@ def load_view_run(run_dir: Path) -> ViewRun:
         "errors": s.errors,
         "trials_ungraded": s.trials_ungraded,
         "infra_errors": s.infra_errors,
+        "task_errors": s.task_errors,
         "error_messages": s.error_messages,
         "criteria_unjudged": s.criteria_unjudged,
         "complete": s.complete,

@@ -30,6 +30,7 @@ class EvalEntry:
     trials_done: int | None = None
     trials_ungraded: int = 0  # with a result, but an infrastructure error: not in the figures
     infra_errors: dict[str, int] = field(default_factory=dict)
+    task_errors: dict[str, int] = field(default_factory=dict)  # broken tasks: ungraded too
 
     @property
     def progress(self) -> str:
@@ -38,10 +39,9 @@ class EvalEntry:
         if not self.trials_ungraded:
             return f"{self.trials_done} of {self.trials_planned} planned trials had a result"
         graded = (self.trials_done or 0) - self.trials_ungraded
-        why = ", ".join(f"{k} {v}" for k, v in self.infra_errors.items())
         return (
             f"{graded} of {self.trials_planned} planned trials graded ({self.trials_ungraded} "
-            f"ended in an infrastructure error{': ' + why if why else ''})"
+            f"ended in {ungraded_why(self.infra_errors, self.task_errors)})"
         )
 
     @property
@@ -106,13 +106,25 @@ def _progress(summary: dict, run: dict) -> dict:
             "trials_done": summary.get("trials_done"),
             "trials_ungraded": int(summary.get("trials_ungraded") or 0),
             "infra_errors": dict(infra) if isinstance(infra, dict) else {},
-        }
+            "task_errors": dict(task) if isinstance(task := summary.get("task_errors"), dict)
+            else {},
+        }  # fmt: skip
     ds, done = run.get("dataset") or {}, summary.get("n_trials")
     n, attempts, limit = ds.get("n_tasks"), run.get("attempts"), run.get("limit")
     if run.get("domains") or not all(isinstance(x, int) for x in (n, attempts, done)):
         return {"complete": True, "trials_planned": None, "trials_done": done}
     planned = attempts * (min(limit, n) if isinstance(limit, int) else n)
     return {"complete": done >= planned, "trials_planned": planned, "trials_done": done}
+
+
+def ungraded_why(infra: dict[str, int], task: dict[str, int]) -> str:
+    """E.g. `an infrastructure error: judge_unavailable 2; a task error: bad_task_rubric 1`."""
+    parts = []
+    for what, by_class in (("an infrastructure error", infra), ("a task error", task)):
+        if by_class:
+            why = ", ".join(f"{k} {v}" for k, v in sorted(by_class.items(), key=lambda x: -x[1]))
+            parts.append(f"{what}: {why}")
+    return "; ".join(parts) or "an infrastructure error"
 
 
 def _count(n: int) -> str:
@@ -269,6 +281,7 @@ def traces_card(
     license: str | None,
     n_redactions: int,
     ungraded: dict[str, int] | None = None,
+    task_errors: dict[str, int] | None = None,
     outside_plan: int = 0,
 ) -> str:
     meta: dict = {}
@@ -302,7 +315,7 @@ def traces_card(
         "the task, every assistant turn with its tool calls and every tool result, which the "
         "Hub's trace viewer renders.\n\n"
     )
-    out.append(_graded_note(n_rows, ungraded or {}, outside_plan))
+    out.append(_graded_note(n_rows, ungraded or {}, task_errors or {}, outside_plan))
     out.append("## Run\n\n")
     facts = [
         ("model", model),
@@ -336,15 +349,16 @@ def traces_card(
     return "".join(out)
 
 
-def _graded_note(n_rows: int, ungraded: dict[str, int], outside_plan: int) -> str:
+def _graded_note(
+    n_rows: int, ungraded: dict[str, int], task: dict[str, int], outside_plan: int
+) -> str:
     """How many rows carry a score: an ungraded trial's reward is null, not 0."""
-    n = sum(ungraded.values())
+    n = sum(ungraded.values()) + sum(task.values())
     if not n:
         text = f"All {n_rows} trials were graded (`graded` is true on every row)."
     else:
-        why = ", ".join(f"{k} {v}" for k, v in sorted(ungraded.items(), key=lambda x: -x[1]))
         text = (
-            f"**{n} of {n_rows} trials are ungraded** (an infrastructure error: {why}): "
+            f"**{n} of {n_rows} trials are ungraded** ({ungraded_why(ungraded, task)}): "
             "their `graded` is false and their `reward` and `criteria_met` are null, so they "
             "are no failures of the model; average `reward` over the graded rows only."
         )

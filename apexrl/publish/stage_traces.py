@@ -283,11 +283,12 @@ def _plan_ids(run: dict) -> set[str] | None:
 
 
 def _graded(row: dict) -> bool:
-    """False for a trial that ended in an infrastructure error (apexrl.eval.infra): its
+    """False for a trial that ended in an infrastructure error or a broken task
+    (apexrl.eval.infra): its
     reward is no score, and a Hub user averaging the column must not count it as 0."""
-    from apexrl.eval.infra import is_infra
+    from apexrl.eval.infra import is_ungraded
 
-    return not is_infra(row.get("status"), row.get("error_class"))
+    return not is_ungraded(row.get("status"), row.get("error_class"))
 
 
 def trace_rows(
@@ -402,7 +403,8 @@ def stage_traces(
 
     group: list[dict] = []
     size = n_rows = 0
-    ungraded: dict[str, int] = {}
+    ungraded: dict[str, int] = {}  # infrastructure errors: class -> rows
+    task_errors: dict[str, int] = {}  # broken tasks
     sessions: set[str] = set()
     planned = _plan_ids(raw_run)
     traj_root = run_dir / "trajectories"
@@ -414,8 +416,15 @@ def stage_traces(
     rows = trace_rows(run_dir, include_tokens, plan.redactor, paths, planned)
     for row, header, messages in rows:
         if not row["graded"]:
+            from apexrl.eval.infra import is_task_error
+
             cls = str(row.get("error_class") or row.get("status"))
-            ungraded[cls] = ungraded.get(cls, 0) + 1
+            by = (
+                task_errors
+                if is_task_error(row.get("status"), row.get("error_class"))
+                else ungraded
+            )
+            by[cls] = by.get(cls, 0) + 1
         rel = session_path(row["task_id"], row["trial_id"])
         while rel in sessions:  # two trial ids that differ only in unsafe characters
             rel = rel.removesuffix(".jsonl") + "_.jsonl"
@@ -447,6 +456,7 @@ def stage_traces(
         summary=summary,
         n_rows=n_rows,
         ungraded=ungraded,
+        task_errors=task_errors,
         outside_plan=outside,
         shards=shards,
         include_tokens=include_tokens,

@@ -101,6 +101,35 @@ def test_infrastructure_errors_are_ungraded_never_scored():
     assert not summarize(ROWS + infra, planned=12).complete  # every planned trial ran, still
 
 
+def test_a_broken_task_is_a_task_error_not_infrastructure():
+    """A task whose rubric cannot be read, or whose world or task file is not a readable
+    record, is ungraded (never a score) but no infrastructure failure: counted in
+    task_errors, not infra_errors, and alone it makes the exit code 5 (partial), not 4."""
+    from apexrl.eval.infra import infra_kind, is_infra, is_task_error, is_ungraded
+
+    for status, cls in (
+        ("no_verifier_result", "bad_task_rubric"),
+        ("error", "bad_record"),
+        ("error", "task_env_refused"),
+    ):
+        assert infra_kind(status, cls) == "task" and is_task_error(status, cls)
+        assert is_ungraded(status, cls) and not is_infra(status, cls)
+    assert is_infra("no_verifier_result", "judge_unavailable")
+    broken = [
+        {**row("T1", "law", 3, status="no_verifier_result", err="bad_task_rubric"),
+         "trial_id": "T1.a3"},
+        {**row("T5", "law", 0, status="error", err="bad_record"), "trial_id": "T5.a0"},
+    ]  # fmt: skip
+    s, base = summarize(ROWS + broken), summarize(ROWS)
+    assert (s.n_trials, s.trials_ungraded) == (9, 2)
+    assert s.pass_at_1 == base.pass_at_1 and s.per_domain == base.per_domain
+    assert s.task_errors == {"bad_task_rubric": 1, "bad_record": 1} and s.infra_errors == {}
+    assert s.ungraded_trials == ["T1.a3", "T5.a0"] and s.exit_code == 5 and not s.complete
+    judge = {**row("T2", "law", 2, status="error", err="llm_transient"), "trial_id": "T2.a2"}
+    both = summarize(ROWS + broken + [judge])  # infrastructure too: retrying helps, exit 4
+    assert both.exit_code == 4 and both.infra_errors == {"llm_transient": 1}
+
+
 def test_ci_is_deterministic_and_sensible():
     a, b = summarize(ROWS), summarize(list(reversed(ROWS)))
     assert a == b  # same rows, same figures and CIs, whatever the order

@@ -174,3 +174,30 @@ def test_report_of_a_run_with_ungraded_trials_exits_partial(task_dirs, tmp_path)
     assert "ended in an infrastructure error (judge_unavailable 14)" in res.stderr
     res = runner.invoke(app, ["eval", "report", str(run_dir), "--allow-incomplete"])
     assert res.exit_code == 0, res.output
+
+
+def test_a_broken_task_is_reported_apart_and_exits_partial(task_dirs, tmp_path):
+    """Trials of a task whose rubric is broken: `eval run` exits 5 (not 4: no
+    infrastructure failed; not 0: they are ungraded), says it is the task's and how to
+    fix it, and the report shows them in their own row, apart from infrastructure."""
+
+    def broken_memo(task_dir, config):
+        out = passing_trial(task_dir, config)
+        if "memo" in task_dir.name:
+            r = out.result.model_copy(
+                update={"status": "no_verifier_result", "error_class": "bad_task_rubric"}
+            )
+            out = out.model_copy(update={"result": r})
+        return out
+
+    run_dir = tmp_path / "run"
+    runner = eval_runner(broken_memo)
+    res = runner.invoke(app, run_args(task_dirs, run_dir))
+    assert res.exit_code == 5, res.output
+    assert "ended in a task error (bad_task_rubric" in res.stderr
+    assert "--retry-errors does not rerun them" in res.stderr
+    assert "infrastructure error" not in res.stderr
+    md = runner.invoke(app, ["eval", "report", str(run_dir), "-f", "md"]).stdout
+    assert "| ungraded (task errors) |" in md and "| ungraded (infrastructure) |" not in md
+    page = runner.invoke(app, ["eval", "report", str(run_dir), "-f", "html", "-o", "-"]).stdout
+    assert "bad_task_rubric (task error: ungraded)" in page

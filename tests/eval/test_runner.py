@@ -106,6 +106,51 @@ def test_retry_errors_reruns_only_errored_trials(task_dirs, tmp_path):
     assert r3.summary.errors == r3.summary.infra_errors == {} and r3.summary.complete
 
 
+def test_retry_errors_leaves_broken_tasks_to_their_author(task_dirs, tmp_path):
+    """A trial whose task's rubric is broken ends `bad_task_rubric`: ungraded, counted as a
+    task error, and --retry-errors does not run it again (it would fail the same way,
+    forever), while it does rerun the infrastructure's errors."""
+    run_dir = tmp_path / "run"
+
+    def broken_memo(task_dir, config):
+        out = passing_trial(task_dir, config)
+        if "memo" in task_dir.name:
+            r = out.result.model_copy(
+                update={"status": "no_verifier_result", "error_class": "bad_task_rubric"}
+            )
+            return out.model_copy(update={"result": r})
+        if config.attempt == 1:
+            r = out.result.model_copy(update={"status": "error", "error_class": "llm_transient"})
+            return out.model_copy(update={"result": r})
+        return out
+
+    r1, _ = run_eval(req(task_dirs, run_dir, attempts=2), trial_fn=broken_memo)
+    rows = resume.load_journal(run_dir).values()
+    task_err = {r.trial_id for r in rows if r.error_class == "bad_task_rubric"}
+    infra = {r.trial_id for r in rows if r.error_class == "llm_transient"}
+    assert task_err and infra
+    assert r1.summary.task_errors == {"bad_task_rubric": len(task_err)}
+    assert r1.summary.infra_errors == {"llm_transient": len(infra)}
+    calls = []
+
+    def fixed(task_dir, config):
+        calls.append(config.logs_dir.name)
+        return passing_trial(task_dir, config)
+
+    r2, _ = run_eval(req(task_dirs, run_dir, attempts=2, retry_errors=True), trial_fn=fixed)
+    assert set(calls) == infra and r2.ran == len(infra)
+    assert r2.summary.infra_errors == {} and r2.summary.exit_code == 5
+    assert r2.summary.task_errors == {"bad_task_rubric": len(task_err)}
+    # the task's world fixed: --retry-task-errors reruns those trials, and only those
+    calls.clear()
+    r3, _ = run_eval(
+        req(task_dirs, run_dir, attempts=2, retry_errors=True, retry_task_errors=True),
+        trial_fn=fixed,
+    )
+    assert set(calls) == task_err and r3.ran == len(task_err)
+    assert r3.summary.task_errors == {} and r3.summary.complete and r3.summary.exit_code == 0
+
+
 def test_trial_function_exception_is_classified_and_run_goes_on(task_dirs, tmp_path):
     def flaky(task_dir, config):
         if "memo" in task_dir.name:

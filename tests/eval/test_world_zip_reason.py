@@ -59,11 +59,15 @@ def test_the_reason_reaches_summary_and_report(example_dirs, tmp_path):
         + ["-o", str(run_dir), "--domain", "law", "--limit", "1"],
         obj=EvalDeps(trial_fn=run_trial),  # no preflight: the trial meets the zip itself
     )
-    assert res.exit_code == 4, res.output  # the world's fault, not the model's: ungraded
+    # the world's fault, not the model's: ungraded; not the infrastructure's either: a
+    # task error (exit 5, not retried by --retry-errors), named apart from infrastructure
+    assert res.exit_code == 5, res.output
     assert "not a readable zip" in res.stderr  # said at the end of the run
+    assert "ended in a task error (bad_record 1)" in res.stderr
     summary = orjson.loads((run_dir / "summary.json").read_bytes())
     (cls, msgs), *_ = summary["error_messages"].items()
-    assert summary["infra_errors"] == {cls: 1} and summary["trials_ungraded"] == 1
+    assert summary["task_errors"] == {cls: 1} and summary["trials_ungraded"] == 1
+    assert summary["infra_errors"] == {}
     assert any(f"{law}.zip" in m and "not a readable zip" in m for m in msgs), msgs
     md = CliRunner().invoke(app, ["eval", "report", str(run_dir), "-f", "md"]).stdout
     assert "not a readable zip" in md

@@ -170,9 +170,14 @@
         el("h2", {}, MULTI ? el("span", { cls: "tag", text: runName(i) }) : null, run.label)
       );
       const infra = Object.entries(s.infra_errors || {}).map(([k, v]) => `${k} ${v}`).join(", ");
+      const taskErrs = Object.entries(s.task_errors || {});
+      const nTask = taskErrs.reduce((n, [, v]) => n + v, 0);
+      const nInfra = (s.trials_ungraded || 0) - nTask;
+      const task = taskErrs.map(([k, v]) => `${k} ${v}`).join(", ");
       if (s.complete === false) {
         const planned = s.trials_planned != null ? `: ${s.trials_done} of ${s.trials_planned} planned trials have a result` : "";
-        const ungraded = s.trials_ungraded ? `; ${s.trials_ungraded} ended in an infrastructure error (${infra}) and are ungraded` : "";
+        let ungraded = nInfra > 0 ? `; ${nInfra} ended in an infrastructure error (${infra}) and are ungraded` : "";
+        if (nTask) ungraded += `; ${nTask} ended in a task error (${task}): the task is broken, they are ungraded`;
         card.append(el("p", { cls: "warn incomplete", text: `INCOMPLETE${planned}${ungraded}; the figures cover the graded trials only. Resume with: ${s.resume}` }));
       }
       if (s.criteria_unjudged) {
@@ -187,7 +192,8 @@
       ];
       const errs = Object.entries(s.errors || {});
       kv.push(["errors", errs.length ? errs.map(([k, v]) => `${k} ${v}`).join(", ") : "none"]);
-      kv.push(["infrastructure errors (ungraded)", s.trials_ungraded ? `${s.trials_ungraded}: ${infra}` : "none"]);
+      kv.push(["infrastructure errors (ungraded)", nInfra > 0 ? `${nInfra}: ${infra}` : "none"]);
+      if (nTask) kv.push(["task errors (ungraded)", `${nTask}: ${task}`]);
       const dl = el("dl");
       for (const [k, v] of kv) dl.append(el("dt", { text: k }), el("dd", { text: v }));
       card.append(dl);
