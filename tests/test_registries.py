@@ -236,7 +236,7 @@ FAKE_SERVER = textwrap.dedent(
 
     from pydantic import Field
 
-    from apexrl.worlds.servers import CallFailed, Server
+    from apexrl.worlds.servers import Failed, Server, Style
 
     SERVER = Server("notes", app="notes", aliases=("notebook",))
 
@@ -252,7 +252,7 @@ FAKE_SERVER = textwrap.dedent(
         """A note's text."""
         p = world.fs_path(f"notes/{name}")
         if not p.is_file():
-            raise CallFailed(f"No note {name}")
+            raise Failed(f"No note {name}", Style.INTERNAL_ERROR)
         return p.read_text()
 
 

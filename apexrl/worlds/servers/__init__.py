@@ -11,25 +11,55 @@ import functools
 import inspect
 import json
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 from apexrl.worlds.servers.caps import capped
 from apexrl.worlds.servers.server import Server
 
-__all__ = ["CallFailed", "Server", "as_text", "guard"]
+__all__ = ["Failed", "Server", "Style", "as_text", "failure", "guard"]
 
 
-class CallFailed(Exception):
-    """A failed call that the model sees in archipelago's words: an error result whose text
-    is `Internal error: Error calling tool '<base name>': <message>` (what archipelago's
-    servers answer when one of their tools raises), not the gateway's own prefix."""
+class Style(Enum):
+    """How a peer server words a failure: its peer's error style, given to `Failed`."""
+
+    TEXT = "text"  # the tool's ordinary result is the message (word, excel)
+    INVALID_PARAMS = "Invalid params"  # an error result `Invalid params: ...`
+    INTERNAL_ERROR = "Internal error"  # an error result `Internal error: ...`
+    RPC_INVALID_PARAMS = "rpc Invalid params"  # a JSON-RPC error -32602 `Invalid params: ...`
+    RPC_INTERNAL_ERROR = "rpc Internal error"  # a JSON-RPC error -32603 `Internal error: ...`
 
 
-def failed_call(tool: str, message: str) -> Any:
-    """The error result a `CallFailed` raised by `tool` becomes."""
-    from apexrl.worlds.servers.archipelago import failed
+_RPC = {Style.RPC_INVALID_PARAMS: -32602, Style.RPC_INTERNAL_ERROR: -32603}
 
-    return failed(tool, message, kind="Internal error")
+
+class Failed(Exception):
+    """A tool's failure, answered in its peer's words (`failure`): `style` is the peer's
+    error style; the text names the tool that raised it (`Error calling tool '<tool>':`,
+    as archipelago's servers word a failure their tool raised) unless `tool` says another,
+    or "" for none (a request that failed validation before reaching a tool)."""
+
+    def __init__(self, message: str, style: Style = Style.TEXT, *, tool: str | None = None):
+        super().__init__(message)
+        self.style = style
+        self.tool = tool
+
+
+def failure(tool: str, message: str, style: Style) -> Any:
+    """The answer to a failed call of `tool`: the message as the result (TEXT); an error
+    result, or a raised JSON-RPC error, whose text is
+    `<Invalid params|Internal error>: Error calling tool '<tool>': <message>`."""
+    if style is Style.TEXT:
+        return message
+    from mcp.types import CallToolResult, TextContent
+
+    named = f"Error calling tool {tool!r}: " if tool else ""
+    text = f"{style.value.removeprefix('rpc ')}: {named}{message}"
+    if style in _RPC:
+        from mcp.shared.exceptions import MCPError
+
+        raise MCPError(_RPC[style], text)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def _tool_error(fn_name: str, e: BaseException) -> Exception:
@@ -47,7 +77,8 @@ _EXPECTED = (Exception,)
 
 def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn any exception a tool raises into a ToolError whose text the agent sees; an
-    MCPError (a JSON-RPC error some archipelago servers answer with) passes as it is.
+    MCPError (a JSON-RPC error some archipelago servers answer with) passes as it is, a
+    `Failed` becomes its peer's answer (`failure`).
     Every answer is capped (`caps.capped`: text and image size limits, with a note)."""
     if inspect.iscoroutinefunction(fn):
 
@@ -71,15 +102,16 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _answer_failure(fn_name: str, e: Exception) -> Any:
-    """What a guarded tool's exception becomes: a `CallFailed`, archipelago's error result;
-    a ToolError or MCPError, itself (raised again); anything else, a ToolError."""
+    """What a guarded tool's exception becomes: a `Failed`, the answer in its peer's words
+    (`failure`); a ToolError or MCPError, itself (raised again); anything else, a ToolError."""
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.shared.exceptions import MCPError
 
     if isinstance(e, ToolError | MCPError):
         raise e
-    if isinstance(e, CallFailed):
-        return failed_call(fn_name, str(e))
+    if isinstance(e, Failed):
+        tool = fn_name if e.tool is None else e.tool
+        return capped(as_text(failure(tool, str(e), e.style)))
     raise _tool_error(fn_name, e) from e
 
 

@@ -4,41 +4,15 @@ implemented over apexrl's world logic. See `apexrl.worlds.surface`."""
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from apexrl.errors import ApexError
+from apexrl.worlds.servers import Failed
 from apexrl.worlds.world import World
 
 JPEG_QUALITY = 85  # images are returned re-encoded as JPEG, as the peer returns them
-
-
-class Failed(Exception):
-    """A failure the peer reports in an ordinary result (not an error): its text is the
-    whole answer (word, excel) or the answer's `error` field (powerpoint)."""
-
-
-def failures_as_text(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A tool whose `Failed` becomes its result: the failure's text, as the peer answers."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Failed as e:
-            return str(e)
-
-    return wrapper
-
-
-def internal_error(tool: str, message: str) -> Exception:
-    """An error the peer raises (a JSON-RPC error, not a result)."""
-    from mcp.shared.exceptions import MCPError
-
-    return MCPError(-32603, f"Internal error: Error calling tool '{tool}': {message}")
 
 
 def path_problem(file_path: str, ext: str) -> str | None:
@@ -125,20 +99,6 @@ def vpath(world: World, p: Path) -> str:
     """A path as archipelago shows it: absolute inside the sandbox ('/Reports/x.xlsx')."""
     rel = world.rel(p)
     return "/" if rel in (".", "") else "/" + rel
-
-
-def failed(tool: str, message: str, *, kind: str = "Invalid params") -> Any:
-    """An error result worded as archipelago's servers word a failure their tool raised:
-    `<kind>: Error calling tool '<tool>': <message>`, the error flag set. `kind` follows
-    the exception's type there ('Invalid params' for a value error)."""
-    return raw_error(f"{kind}: Error calling tool {tool!r}: {message}")
-
-
-def raw_error(text: str) -> Any:
-    """An error result whose text is exactly `text` (no tool-name prefix added)."""
-    from mcp.types import CallToolResult, TextContent
-
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def file_arg(world: World, path: str, exts: tuple[str, ...], *, must_exist: bool = True) -> Path:

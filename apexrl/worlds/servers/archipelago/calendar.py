@@ -19,17 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import calendar as _cal
-from apexrl.worlds.servers import Server
-from apexrl.worlds.servers.archipelago import failed, raw_error
+from apexrl.worlds.servers import Failed, Server, Style
 from apexrl.worlds.world import World
 
 SERVER = Server("calendar", app="calendar")
 
 DEFAULT_FILE = "calendar.ics"  # where new events go, as archipelago's server does
 PRODID = "-//Archipelago Calendar Server//EN"  # a new calendar file's PRODID (a format fact)
-_EMPTY_SUMMARY = raw_error(
-    "Internal error: Validation error: request.summary: Value error, Summary cannot be empty"
-)
+_EMPTY_SUMMARY = "Validation error: request.summary: Value error, Summary cannot be empty"
 EventId = Annotated[str, Field(description="Event id from list_events or create_event.")]
 
 
@@ -273,7 +270,7 @@ def read_event(world: World, event_id: EventId) -> Any:
     try:
         f, _c, ev = _cal._find(world, event_id)
     except ApexError:
-        return failed("read_event", f"Event not found with ID: {event_id}")
+        raise Failed(f"Event not found with ID: {event_id}", Style.INVALID_PARAMS) from None
     return _full(ev, _event(ev, f.stem))
 
 
@@ -294,7 +291,7 @@ def create_event(
     from icalendar import Calendar
 
     if not summary.strip():
-        return _EMPTY_SUMMARY
+        raise Failed(_EMPTY_SUMMARY, Style.INTERNAL_ERROR, tool="")
     now = datetime.now().isoformat()
     event_id = _event_id()
     m = {
@@ -345,7 +342,7 @@ def update_event(
 ) -> Any:
     """Change the given fields of an event; the others stay."""
     if summary is not None and not summary.strip():
-        return _EMPTY_SUMMARY
+        raise Failed(_EMPTY_SUMMARY, Style.INTERNAL_ERROR, tool="")
     with world.lock:
         try:
             f, cal, old = _cal._find(world, event_id)

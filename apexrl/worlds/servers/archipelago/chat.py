@@ -25,8 +25,7 @@ from pydantic import Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import chat as _chat
-from apexrl.worlds.servers import Server
-from apexrl.worlds.servers.archipelago import failed
+from apexrl.worlds.servers import Failed, Server, Style
 from apexrl.worlds.world import World
 
 SERVER = Server("chat", app="chat", aliases=("messaging",))
@@ -218,7 +217,7 @@ def _write(
             if parent is not None:
                 topic = _post(data, channel_id, parent)[1].get("topic_id")
         except _NotFound as e:
-            return failed(tool, f"{what}: {e}")
+            raise Failed(f"{what}: {e}", Style.INVALID_PARAMS, tool=tool) from None
         code = channel_id.replace("Space ", "")
         if topic is None:
             topic = _new_id()
@@ -279,7 +278,7 @@ def get_channel_history(
     try:
         _d, data, _info_ = _group(world, channel_id)
     except _NotFound as e:
-        return failed("get_channel_history", f"Error getting group history: {e}")
+        raise Failed(f"Error getting group history: {e}", Style.INVALID_PARAMS) from None
     msgs = _messages_of(data)
     roots = [m for m in msgs if m.get("topic_id") == str(m.get("message_id", "")).split("/")[-1]]
     roots.reverse()
@@ -302,7 +301,7 @@ def get_thread_replies(world: World, channel_id: ChannelId, post_id: PostId) -> 
         _d, data, _i = _group(world, channel_id)
         msgs, root = _post(data, channel_id, post_id)
     except _NotFound as e:
-        return failed("get_thread_replies", f"Error getting thread replies: {e}")
+        raise Failed(f"Error getting thread replies: {e}", Style.INVALID_PARAMS) from None
     thread = sorted(
         (m for m in msgs if m.get("topic_id") == root.get("topic_id")),
         key=lambda m: m.get("created_date") or "",
@@ -364,15 +363,15 @@ def add_reaction(
         try:
             d, msgs, m = _target(world, channel_id, post_id)
         except _NotFound as e:
-            return failed("add_reaction", f"Error adding reaction: {e}")
+            raise Failed(f"Error adding reaction: {e}", Style.INVALID_PARAMS) from None
         m["reactions"] = reactions = [dict(r) for r in m.get("reactions") or []]
         hit = next((r for r in reactions if _chat._emoji(r) == emoji_name), None)
         if hit is None:
             reactions.append({"emoji": {"unicode": emoji_name}, "reactor_emails": [me]})
         elif me in (hit.get("reactor_emails") or []):
-            return failed(
-                "add_reaction", f"You have already reacted with {emoji_name} to this message"
-            )
+            raise Failed(
+                f"You have already reacted with {emoji_name} to this message", Style.INVALID_PARAMS
+            ) from None
         else:
             hit["reactor_emails"] = [*(hit.get("reactor_emails") or []), me]
         _save(d, msgs)
@@ -388,9 +387,9 @@ def delete_post(world: World, channel_id: ChannelId, post_id: PostId) -> Any:
         try:
             d, msgs, m = _target(world, channel_id, post_id)
         except _NotFound as e:
-            return failed("delete_post", f"Error deleting post: {e}")
+            raise Failed(f"Error deleting post: {e}", Style.INVALID_PARAMS) from None
         if m.get("message_state") == "DELETED":
-            return failed("delete_post", f"Message {post_id} is already deleted")
+            raise Failed(f"Message {post_id} is already deleted", Style.INVALID_PARAMS) from None
         n_reactions = len(m.get("reactions") or [])
         m.update(
             message_state="DELETED",

@@ -23,10 +23,8 @@ from pydantic import BaseModel, Field
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import sheets as _sheets
 from apexrl.worlds.formulas import Evaluator
-from apexrl.worlds.servers import Server
+from apexrl.worlds.servers import Failed, Server
 from apexrl.worlds.servers.archipelago import (
-    Failed,
-    failures_as_text,
     file_arg,
     new_file,
     path_problem,
@@ -503,7 +501,6 @@ def delete_spreadsheet(world: World, file_path: XlsxPath) -> str:
 
 
 @SERVER.tool
-@failures_as_text
 def read_tab(
     world: World,
     file_path: XlsxPath,
@@ -627,7 +624,6 @@ def read_csv(
 
 
 @SERVER.tool
-@failures_as_text
 def list_tabs_in_spreadsheet(world: World, file_path: XlsxPath) -> str:
     """List the worksheet tabs of a workbook: name, index (0-based), rows and columns."""
     wb = _sheets._load(_open_xlsx(world, file_path))
@@ -827,7 +823,6 @@ def create_chart(
 
 
 @SERVER.tool
-@failures_as_text
 def filter_tab(
     world: World,
     file_path: XlsxPath,

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import files as _files
-from apexrl.worlds.servers import CallFailed, Server, caps
+from apexrl.worlds.servers import Failed, Server, Style, caps
 from apexrl.worlds.servers.archipelago import vpath
 from apexrl.worlds.world import World
 
@@ -102,9 +102,9 @@ def _ext(name: str) -> str:
 def _file(world: World, file_path: str, label: str = "File path") -> None:
     """archipelago's checks of a path argument, in its order and words."""
     if not isinstance(file_path, str) or not file_path:
-        raise CallFailed(f"{label} is required and must be a string")
+        raise Failed(f"{label} is required and must be a string", Style.INTERNAL_ERROR)
     if not file_path.startswith("/"):
-        raise CallFailed(f"{label} must start with /")
+        raise Failed(f"{label} must start with /", Style.INTERNAL_ERROR)
 
 
 def _resolve(world: World, file_path: str) -> Path:
@@ -112,9 +112,9 @@ def _resolve(world: World, file_path: str) -> Path:
     try:
         p = world.fs_path(file_path)
     except ApexError:
-        raise CallFailed(f"Access denied: {file_path}") from None
+        raise Failed(f"Access denied: {file_path}", Style.INTERNAL_ERROR) from None
     if not p.exists():
-        raise CallFailed(f"File not found: {file_path}")
+        raise Failed(f"File not found: {file_path}", Style.INTERNAL_ERROR)
     return p
 
 
@@ -212,12 +212,13 @@ def read_image_file(world: World, file_path: PathArg):
     _file(world, file_path)
     ext = file_path.lower().rsplit(".", 1)[-1]
     if ext not in IMAGE_FORMATS:
-        raise CallFailed(
-            f"Unsupported image format: {ext}. Supported formats: png, jpg, jpeg, gif, webp"
+        raise Failed(
+            f"Unsupported image format: {ext}. Supported formats: png, jpg, jpeg, gif, webp",
+            Style.INTERNAL_ERROR,
         )
     p = _resolve(world, file_path)
     if not p.is_file():
-        raise CallFailed(f"Not a file: {file_path}")
+        raise Failed(f"Not a file: {file_path}", Style.INTERNAL_ERROR)
     size = p.stat().st_size
     if 0 < caps.image_max_bytes() < size:
         return caps.image_note(size)  # never read: the reply could not carry it
@@ -239,16 +240,20 @@ def read_text_file(
     ext = _ext(file_path)
     if ext not in TEXT_EXTENSIONS:
         known = ", ".join(sorted(TEXT_EXTENSIONS))
-        raise CallFailed(f"Unsupported file type: '{ext}'. Supported extensions: {known}")
+        raise Failed(
+            f"Unsupported file type: '{ext}'. Supported extensions: {known}", Style.INTERNAL_ERROR
+        )
     p = _resolve(world, file_path)
     if not p.is_file():
-        raise CallFailed(f"Not a file: {file_path}")
+        raise Failed(f"Not a file: {file_path}", Style.INTERNAL_ERROR)
     try:
         return _read_text(p, encoding)
     except LookupError as e:
-        raise CallFailed(f"Failed to read text file: {e!r}") from None
+        raise Failed(f"Failed to read text file: {e!r}", Style.INTERNAL_ERROR) from None
     except UnicodeDecodeError as e:
-        raise CallFailed(f"Failed to decode file with encoding '{encoding}': {e}") from None
+        raise Failed(
+            f"Failed to decode file with encoding '{encoding}': {e}", Style.INTERNAL_ERROR
+        ) from None
 
 
 @SERVER.tool
@@ -262,7 +267,7 @@ def search_files(
     """Find files whose name matches a glob pattern (* any characters, ? one character)
     under a directory. Returns the matching paths, one per line."""
     if not pattern:
-        raise CallFailed("Pattern is required and must be a string")
+        raise Failed("Pattern is required and must be a string", Style.INTERNAL_ERROR)
     _file(world, path, "Path")
     base = _folder(world, path)
     if isinstance(base, str):

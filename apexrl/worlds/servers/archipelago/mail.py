@@ -33,8 +33,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from apexrl.worlds.apps import mail as _mail
-from apexrl.worlds.servers import Server
-from apexrl.worlds.servers.archipelago import raw_error
+from apexrl.worlds.servers import Failed, Server, Style
 from apexrl.worlds.world import World
 
 SERVER = Server("mail", app="mail", aliases=("email", "e_mail"))
@@ -226,24 +225,26 @@ def _as_list(v: Addresses | None) -> list[str]:
     return [v] if isinstance(v, str) else list(v)
 
 
-def _invalid(field: str, message: str) -> Any:
-    return raw_error(f"Internal error: Validation error: input.{field}: Value error, {message}")
+def _invalid(field: str, message: str) -> Failed:
+    """An argument archipelago's request model refuses (before its tool runs)."""
+    why = f"Validation error: input.{field}: Value error, {message}"
+    return Failed(why, Style.INTERNAL_ERROR, tool="")
 
 
 def _check_send(sender: str, to: list[str], cc: list[str], bcc: list[str], subject: str):
-    """The first argument archipelago's request model refuses, as its error; else None."""
+    """Raise the first argument archipelago's request model refuses."""
     if not _ADDRESS.match(sender or ""):
-        return _invalid("from_email", "Invalid from_email address")
+        raise _invalid("from_email", "Invalid from_email address")
     if not to:
-        return _invalid("to_email", "to_email must contain at least one email address")
+        raise _invalid("to_email", "to_email must contain at least one email address")
     for field, values in (("to_email", to), ("cc", cc), ("bcc", bcc)):
         for a in values:
             if not _ADDRESS.match(a):
-                return _invalid(field, f"Invalid {field} email address: {a}")
+                raise _invalid(field, f"Invalid {field} email address: {a}")
     if not subject or not subject.strip():
-        return _invalid("subject", "Subject cannot be empty")
+        raise _invalid("subject", "Subject cannot be empty")
     if len(subject) > _SUBJECT_MAX:
-        return _invalid("subject", f"Subject must be {_SUBJECT_MAX} characters or less")
+        raise _invalid("subject", f"Subject must be {_SUBJECT_MAX} characters or less")
     return None
 
 
@@ -442,9 +443,7 @@ def send_mail(
 ) -> Any:
     """Send a new email (stored in the world's mailbox). Returns its mail_id."""
     to, cc_l, bcc_l = _as_list(to_email), _as_list(cc), _as_list(bcc)
-    bad = _check_send(from_email, to, cc_l, bcc_l, subject)
-    if bad is not None:
-        return bad
+    _check_send(from_email, to, cc_l, bcc_l, subject)
     return _send(
         world,
         sender=from_email,
@@ -519,9 +518,7 @@ def forward_mail(
     text = "\n".join([*head, "", orig["body"]])
     sender = orig["to"][0] if orig["to"] else "user@example.com"
     to, cc_l, bcc_l = _as_list(to_email), _as_list(cc), _as_list(bcc)
-    bad = _check_send(sender, to, cc_l, bcc_l, subj)
-    if bad is not None:
-        return bad
+    _check_send(sender, to, cc_l, bcc_l, subj)
     return _send(
         world,
         sender=sender,

@@ -17,14 +17,12 @@ from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import slides as _slides
-from apexrl.worlds.servers import Server
+from apexrl.worlds.servers import Failed, Server, Style
 from apexrl.worlds.servers.archipelago import (
-    Failed,
     ImageCache,
     existing_file,
     file_arg,
     image_file,
-    internal_error,
     path_problem,
     transform_image,
 )
@@ -118,6 +116,8 @@ def _json_answer(fn):
         try:
             got = fn(*args, **kwargs)
         except Failed as e:
+            if e.style is not Style.TEXT:
+                raise
             return _answer(name, None, str(e))
         except ApexError as e:
             return _answer(name, None, e.message if hasattr(e, "message") else str(e))
@@ -126,12 +126,10 @@ def _json_answer(fn):
     return wrapper
 
 
-def _invalid(field: str, message: str, *, value_error: bool = True) -> Exception:
+def _invalid(field: str, message: str, *, value_error: bool = True) -> Failed:
     """A request-model check failing: the peer's JSON-RPC Invalid params error."""
-    from mcp.shared.exceptions import MCPError
-
     why = f"Value error, {message}" if value_error else message
-    return MCPError(-32602, f"Invalid params: Validation error: request.{field}: {why}")
+    return Failed(f"Validation error: request.{field}: {why}", Style.RPC_INVALID_PARAMS, tool="")
 
 
 def _path(world: World, file_path: str, field: str = "file_path"):
@@ -445,7 +443,9 @@ def delete_deck(world: World, file_path: PptxPath) -> dict[str, Any]:
     """Delete a .pptx file."""
     try:
         p = _path(world, file_path)
-    except Failed:
+    except Failed as e:
+        if e.style is not Style.TEXT:
+            raise
         return {"file_path": file_path}  # the peer answers success for a missing file
     with world.lock:
         p.unlink()
@@ -862,6 +862,8 @@ def read_slides(
     try:
         p = _path(world, file_path)
     except Failed as e:
+        if e.style is not Style.TEXT:
+            raise
         return _answer("read_slides", None, str(e))
     if b <= a:
         return _answer("read_slides", None, "Invalid range: end must be greater than start")
@@ -872,10 +874,10 @@ def read_slides(
 
         text = _markdown(Presentation(str(p)))
     except Exception:
-        raise internal_error(
-            "read_slides",
+        raise Failed(
             "Could not convert stream to Markdown. No converter attempted a conversion, "
             "suggesting that the filetype is simply not supported.",
+            Style.RPC_INTERNAL_ERROR,
         ) from None
     return _answer(
         "read_slides", {"content": text[a:b], "start": a, "end": b, "total_length": len(text)}
@@ -1002,15 +1004,12 @@ def read_image(
 ):
     """Return a picture of a slide, by the key read_individualslide listed (read the
     slide first)."""
-    from mcp.shared.exceptions import MCPError
-
     img = images.image(file_path, (annotation or "").strip())
     if img is None:
-        raise MCPError(
-            -32602,
-            f"Invalid params: Error calling tool 'read_image': Image not found in cache for "
-            f"file '{file_path}' with annotation '{annotation}'. Make sure you've called "
-            "read_individualslide first to extract images.",
+        raise Failed(
+            f"Image not found in cache for file '{file_path}' with annotation '{annotation}'. "
+            "Make sure you've called read_individualslide first to extract images.",
+            Style.RPC_INVALID_PARAMS,
         )
     return img
 

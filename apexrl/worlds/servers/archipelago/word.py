@@ -20,14 +20,11 @@ from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import docs as _docs
-from apexrl.worlds.servers import Server
+from apexrl.worlds.servers import Failed, Server, Style
 from apexrl.worlds.servers.archipelago import (
-    Failed,
     ImageCache,
     existing_file,
-    failures_as_text,
     image_file,
-    internal_error,
     path_problem,
     transform_image,
 )
@@ -278,7 +275,6 @@ def _inches(length) -> float:
 
 
 @SERVER.tool
-@failures_as_text
 def create_document(
     world: World,
     directory: Annotated[str, Field(description="Directory, e.g. '/' or '/reports'.")],
@@ -368,7 +364,6 @@ def create_document(
 
 
 @SERVER.tool
-@failures_as_text
 def delete_document(world: World, file_path: DocxPath) -> str:
     """Delete a .docx file."""
     p = _path(world, file_path)
@@ -378,7 +373,6 @@ def delete_document(world: World, file_path: DocxPath) -> str:
 
 
 @SERVER.tool
-@failures_as_text
 def get_document_overview(world: World, file_path: DocxPath) -> str:
     """Structure of a .docx: its headings (with identifiers), paragraph count and pages."""
     _, d = _load(world, file_path)
@@ -413,7 +407,6 @@ def get_document_overview(world: World, file_path: DocxPath) -> str:
 
 
 @SERVER.tool
-@failures_as_text
 def read_document_content(
     world: World,
     images: ImageCache,
@@ -487,17 +480,16 @@ def read_image(
     read_document_content printed (read the document first)."""
     img = images.image(file_path, (annotation or "").strip().lstrip("@"))
     if img is None:
-        raise internal_error(
-            "read_image",
+        raise Failed(
             f"Image not found in cache for file '{file_path}' with annotation "
             f"'{annotation}'. Make sure you've called read_document_content first to "
             "extract images.",
+            Style.RPC_INTERNAL_ERROR,
         )
     return img
 
 
 @SERVER.tool
-@failures_as_text
 def add_content_text(
     world: World,
     file_path: DocxPath,
@@ -537,7 +529,6 @@ def add_content_text(
 
 
 @SERVER.tool
-@failures_as_text
 def edit_content_text(
     world: World, file_path: DocxPath, identifier: Identifier, new_text: str
 ) -> str:
@@ -564,7 +555,6 @@ def edit_content_text(
 
 
 @SERVER.tool
-@failures_as_text
 def delete_content_text(
     world: World,
     file_path: DocxPath,
@@ -618,7 +608,6 @@ def delete_content_text(
 
 
 @SERVER.tool
-@failures_as_text
 def add_image(
     world: World,
     file_path: DocxPath,
@@ -659,7 +648,6 @@ def add_image(
 
 
 @SERVER.tool
-@failures_as_text
 def modify_image(
     world: World,
     file_path: DocxPath,
@@ -718,7 +706,6 @@ def modify_image(
 
 
 @SERVER.tool
-@failures_as_text
 def apply_formatting(
     world: World,
     file_path: DocxPath,
@@ -779,7 +766,6 @@ def apply_formatting(
 
 
 @SERVER.tool
-@failures_as_text
 def header_footer(
     world: World,
     file_path: DocxPath,
@@ -878,7 +864,6 @@ def header_footer(
 
 
 @SERVER.tool
-@failures_as_text
 def page_margins(
     world: World,
     file_path: DocxPath,
@@ -927,7 +912,6 @@ def page_margins(
 
 
 @SERVER.tool
-@failures_as_text
 def page_orientation(
     world: World,
     file_path: DocxPath,
@@ -974,7 +958,6 @@ def page_orientation(
 
 
 @SERVER.tool
-@failures_as_text
 def comments(
     world: World,
     file_path: DocxPath,
