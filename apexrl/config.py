@@ -14,7 +14,7 @@ apexrl.toml:
     judge_api_base = "http://127.0.0.1:8001/v1"
     worlds = "data/world_files_zipped"
     endpoint = "http://127.0.0.1:8000/v1"
-    output_root = "runs"       # a relative `eval run -o` goes under it
+    output_root = "runs"       # a relative `eval run -o` / `eval regrade -o` goes under it
 
     [env]                      # any setting below, by name (never a secret: use .env)
     APEXRL_LOCAL_SCRATCH = "disk"
@@ -47,7 +47,7 @@ judge = "gemini/gemini-2.5-flash"
 judge_api_base = "http://127.0.0.1:8001/v1"
 worlds = "data/world_files_zipped"
 endpoint = "http://127.0.0.1:8000/v1"
-output_root = "runs"       # a relative `eval run -o RUN_DIR` goes under it
+output_root = "runs"       # a relative `eval run -o RUN_DIR` (or regrade's) goes under it
 
 [env]                      # any setting below, by name
 APEXRL_LOCAL_SCRATCH = "disk"
@@ -98,7 +98,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _s(
         "APEXRL_OUTPUT_ROOT",
-        "folder a relative `eval run -o RUN_DIR` is placed under",
+        "folder a relative `eval run`/`eval regrade` -o RUN_DIR is placed under; a relative "
+        "RUN_DIR that eval report/view/regrade or publish read is looked for there when it "
+        "is not found here",
         key="output_root",
     ),
     # the command line
@@ -340,6 +342,17 @@ def output_path(path: Path, environ=None) -> Path:
     if root and not Path(path).is_absolute() and str(path) != "-":
         return Path(root).expanduser() / path
     return Path(path)
+
+
+def run_path(path: Path, environ=None) -> Path:
+    """A RUN_DIR to read: as given when it exists here, else a relative one under
+    APEXRL_OUTPUT_ROOT when that holds it (where `eval run -o` put it); else as given,
+    for the command's own "not found" error."""
+    path = Path(path)
+    if path.exists() or path.is_absolute() or str(path) == "-":
+        return path
+    under = output_path(path, environ)
+    return under if under.exists() else path
 
 
 def render_markdown() -> str:

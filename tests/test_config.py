@@ -115,3 +115,18 @@ def test_eval_run_takes_its_defaults_from_the_project_file(tmp_path):
     assert res.returncode == 0, res.stderr
     summary = orjson.loads((tmp_path / "runs" / "r" / "summary.json").read_bytes())
     assert summary["complete"] and summary["pass_at_1"]["value"] == 1.0
+    # the commands that read or write a run folder find it where `eval run -o` put it
+    res = apexrl(tmp_path, "eval", "report", "r", "-f", "json")
+    assert res.returncode == 0, res.stderr
+    assert orjson.loads(res.stdout)["summary"]["pass_at_1"]["value"] == 1.0
+    res = apexrl(tmp_path, "eval", "view", "r")
+    assert res.returncode == 0 and (tmp_path / "runs" / "r" / "viewer.html").is_file(), res.stderr
+    res = apexrl(tmp_path, "eval", "regrade", "r", "-o", "r2")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "runs" / "r2" / "regrade.json").is_file() and not (tmp_path / "r2").exists()
+    stage = tmp_path / "stage"
+    res = apexrl(
+        tmp_path, "publish", "traces", "r", "--repo", "a/t", "--dry-run", "--stage", str(stage)
+    )
+    assert res.returncode == 0, res.stderr
+    assert list(stage.glob("data/*.parquet"))

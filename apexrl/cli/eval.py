@@ -512,9 +512,12 @@ def regrade(
     NEW_RUN/comparison.jsonl (task, criterion, verdict under each, same). Judge replies
     are cached by (model, prompt sha256): a rerun makes no judge call for a prompt seen.
     """
+    from apexrl.config import output_path, run_path
     from apexrl.errors import ExitCode
     from apexrl.eval.regrade import RegradeRequest
     from apexrl.eval.regrade import regrade as do_regrade
+
+    run_dir, out = run_path(run_dir), output_path(out)  # under APEXRL_OUTPUT_ROOT as eval run
 
     graders = [g.value for g in grader] if grader else []
     if not graders:
@@ -609,6 +612,9 @@ def view(
 
     if max_chars < 200:
         raise UsageError("--max-chars must be at least 200")
+    from apexrl.config import run_path
+
+    runs = [run_path(r) for r in runs]  # relative RUN_DIRs `eval run -o` put under the root
     to_stdout = out == "-"
     target = None if out is None or to_stdout else _output_file(out)
     loaded = [viewer.load_view_run(r) for r in runs]
@@ -660,9 +666,11 @@ def report(
     run, or one with ungraded trials, says INCOMPLETE first, with the command that
     resumes it; the report is still written, and the command exits 5 (partial)
     unless --allow-incomplete is given."""
+    from apexrl.config import run_path
     from apexrl.eval import report as rep
 
-    runs = [rep.load_run(run_dir)] + ([rep.load_run(run_b)] if run_b else [])
+    run_dir = run_path(run_dir)  # a relative RUN_DIR `eval run -o` put under the output root
+    runs = [rep.load_run(run_dir)] + ([rep.load_run(run_path(run_b))] if run_b else [])
     for r in runs:
         if r.incomplete:
             output.warn(f"{r.label}: {r.incomplete}")

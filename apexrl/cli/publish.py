@@ -195,13 +195,14 @@ def model(
 ) -> Callable[[Path], Plan]:
     """Check a checkpoint, write its model card (and .eval_results/ for each --eval run's
     benchmark), upload it and verify what landed."""
+    from apexrl.config import run_path
     from apexrl.publish.stage_model import stage_model
 
     return lambda sdir: stage_model(
         ckpt,
         repo=repo,
         stage_dir=sdir,
-        evals=evals,
+        evals=[run_path(e) for e in evals or []],
         allow_incomplete=allow_incomplete,
         benchmark=benchmark,
         eval_source=eval_source,
@@ -224,10 +225,11 @@ def traces(
     license: str = LICENSE_OPT,
 ) -> Callable[[Path], Plan]:
     """Publish an eval run's trajectories as a Parquet dataset (one row per trial)."""
+    from apexrl.config import run_path
     from apexrl.publish.stage_traces import stage_traces
 
     return lambda sdir: stage_traces(
-        run_dir,
+        run_path(run_dir),
         repo=repo,
         stage_dir=sdir,
         include_tokens=include_tokens,
