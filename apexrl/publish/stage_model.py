@@ -102,6 +102,12 @@ def stage_model(
                 if entry.trials_ungraded
                 else "rerun its `apexrl eval run` command to finish it"
             )
+            if entry.task_errors:  # broken tasks: rerunning them unchanged fails the same way
+                fix = (
+                    "fix the broken task(s) or their world (summary.json's error_messages name "
+                    "the file), then `apexrl eval run ... --retry-task-errors`"
+                    + (f"; {fix}" if entry.infra_errors else "")
+                )
             progress = (
                 entry.progress
                 if entry.trials_ungraded

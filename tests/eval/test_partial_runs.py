@@ -201,3 +201,12 @@ def test_a_broken_task_is_reported_apart_and_exits_partial(task_dirs, tmp_path):
     assert "| ungraded (task errors) |" in md and "| ungraded (infrastructure) |" not in md
     page = runner.invoke(app, ["eval", "report", str(run_dir), "-f", "html", "-o", "-"]).stdout
     assert "bad_task_rubric (task error: ungraded)" in page
+    # publish model refuses it, naming the task error and its fix (not --retry-errors)
+    from apexrl.engine.tiny import make_tiny_checkpoint
+
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", num_layers=1, hidden_size=32)
+    args = ["publish", "model", str(ckpt), "--repo", "me/m", "--eval", str(run_dir), "--dry-run"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 1, res.output
+    assert "a task error: bad_task_rubric 4" in res.stderr
+    assert "--retry-task-errors" in res.stderr and "--retry-errors`" not in res.stderr
