@@ -485,3 +485,36 @@ def test_transcripts_beside_the_page_load_when_opened(view_runs, tmp_path):
             " && document.querySelector('#detail .loading').textContent"
         )
         assert "keep the folder light_files/ beside this page" in msg
+
+
+def test_viewer_shows_broken_tasks_apart_from_infrastructure(task_dirs, tmp_path):
+    """A run whose `memo` tasks have a broken rubric: the page names them as task errors,
+    not infrastructure errors (whose count stays "none")."""
+    from typer.testing import CliRunner
+
+    from tests.cdp import Browser
+    from tests.eval.conftest import passing_trial
+
+    def broken_memo(task_dir, config):
+        out = passing_trial(task_dir, config)
+        if "memo" in task_dir.name:
+            r = out.result.model_copy(
+                update={"status": "no_verifier_result", "error_class": "bad_task_rubric"}
+            )
+            out = out.model_copy(update={"result": r})
+        return out
+
+    run_dir, page = tmp_path / "run", tmp_path / "view.html"
+    args = ["eval", "run", "--agent", "oracle", "--tasks", str(task_dirs), "-o", str(run_dir)]
+    assert eval_runner(broken_memo).invoke(app, args).exit_code == 5
+    res = CliRunner().invoke(app, ["eval", "view", str(run_dir), "-o", str(page)])
+    assert res.exit_code == 0, res.output
+    n = orjson.loads((run_dir / "summary.json").read_bytes())["task_errors"]["bad_task_rubric"]
+    with Browser(width=1400, height=1000) as br:
+        br.open(page.as_uri())
+        br.wait_for("document.documentElement.dataset.ready")
+        header = br.text("header")
+        assert f"task errors (ungraded){n}: bad_task_rubric {n}" in header
+        assert f"{n} ended in a task error (bad_task_rubric {n})" in header
+        assert "infrastructure errors (ungraded)none" in header
+        assert "ended in an infrastructure error" not in header
