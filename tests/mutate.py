@@ -230,6 +230,9 @@ EQUIVALENT.update(
         _MC + "xǁTrialGroupǁoom_kills__mutmut_17": "'key value' lines: one space to split at",
         _MC + "xǁTrialGroupǁremove__mutmut_1": "the default retry time only (5 or 6 s)",
         _MC + "xǁTrialGroupǁremove__mutmut_13": "> or >= at the deadline: the retry time only",
+        "apexrl.envs.local.sandbox.x_resolve_allowed__mutmut_3": "missing is only tested for truth",
+        "apexrl.envs.local.sandbox.x_resolve_allowed__mutmut_18": "a missing variable's key is "
+        "left out, whatever stood in for it",
         _T + "x_first_mismatch__mutmut_15": "one more bisection step: the scan finds the same",
         _T + "x_first_mismatch__mutmut_16": "one bisection step fewer: the scan finds the same",
         _T + "x_first_mismatch__mutmut_26": "a[:lo] == b[:lo]: a scan from 0 finds the same",

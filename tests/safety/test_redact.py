@@ -439,3 +439,23 @@ def test_base64_of_known_values_from_eight_characters_whatever_their_order():
     long_b64 = base64.b64encode(b"x:" + KNOWN.encode() + b"!").decode()
     found = _red(long_b64, extra_values={"S": "abc123x", "L": KNOWN})[1]
     assert found == [("w", "env:L:base64", 1)]  # a short value first stops nothing
+
+
+def test_a_gzip_inflating_past_the_archive_limit_is_not_inflated(monkeypatch):
+    """A gzip member is inflated only up to the scanner's own archive limit (plus the
+    room for tar headers), not gunzip's general 2 GiB: past it, its bytes are scanned as
+    binary (the limit scaled down here; the content compresses about 90:1, within the
+    ratio limit, so the total is what stops it)."""
+    from apexrl.artifacts.archive_write import gzip_bytes
+
+    monkeypatch.setattr(redact, "MAX_ARCHIVE_BYTES", 1 << 20)  # 1 MiB + 64 MiB of room
+    block = bytes(range(256)) * 4 + bytes(100 * 1024)
+    big = f"T={HF}\n".encode() + block * (70 * 1024 * 1024 // len(block))  # ~70 MiB
+    gz = gzip_bytes(big)
+    assert len(gz) < 1 << 20 and len(big) > 65 * 1024 * 1024
+    r = Redactor()
+    assert r.bytes_text(gz, "big.gz") == gz  # not inflated: scanned as binary
+    assert r.scanned["office/zip"] == 0 and r.scanned["binary"] == 1
+    small = gzip_bytes(big[: 8 * 1024 * 1024])  # within the limit: inflated and redacted
+    out = r.bytes_text(small, "small.gz")
+    assert HF.encode() not in gzip.decompress(out) and r.scanned["office/zip"] == 1

@@ -237,3 +237,5 @@ def test_host_values_are_interpolated_for_allowed_names_only(monkeypatch):
     assert refused == ["SECRET_VAR"]
     monkeypatch.setenv("APEXRL_PASS_ENV", " A_1, B_2  C ")
     assert sandbox.pass_env_from_environment() == {"A_1", "B_2", "C"}
+    monkeypatch.delenv("APEXRL_PASS_ENV")
+    assert sandbox.pass_env_from_environment() == set()  # unset: nothing passes
