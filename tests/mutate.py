@@ -233,6 +233,15 @@ EQUIVALENT.update(
         "apexrl.envs.local.sandbox.x_resolve_allowed__mutmut_3": "missing is only tested for truth",
         "apexrl.envs.local.sandbox.x_resolve_allowed__mutmut_18": "a missing variable's key is "
         "left out, whatever stood in for it",
+        **{
+            "apexrl.grading.grader.x_grade__mutmut_" + n: why
+            for ns, why in (
+                ("39 41 42 43", "a pending criterion's verdict is built with source 'judge'"),
+                ("108", "pending holds criteria only when a judge is set"),
+                ("201 204 205", "gather returns one result per job: zip pairs them alike"),
+            )
+            for n in ns.split()
+        },
         _T + "x_first_mismatch__mutmut_15": "one more bisection step: the scan finds the same",
         _T + "x_first_mismatch__mutmut_16": "one bisection step fewer: the scan finds the same",
         _T + "x_first_mismatch__mutmut_26": "a[:lo] == b[:lo]: a scan from 0 finds the same",

@@ -4,6 +4,7 @@ anything else is refused. A new --judge never inherits the old run's judge URL."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -91,3 +92,83 @@ def test_a_new_judge_in_regrade_does_not_inherit_the_old_runs_api_base(task_dirs
     assert given.api_base == "http://new.invalid/v1"
     moved = settings(judge_api_base="http://moved.invalid/v1")  # the same judge, moved
     assert moved.model == "openai/old" and moved.api_base == "http://moved.invalid/v1"
+
+
+def test_the_identity_claimed_and_how_a_claim_is_checked(task_dirs, tmp_path):
+    """What regrade.json records (each field a regrade's grades depend on), how it is
+    written, and each refusal's words, named field by field."""
+    from apexrl.eval.regrade import claim_output, regrade_identity
+    from apexrl.grading.judge import JudgeSettings
+
+    run = source_run(task_dirs, tmp_path / "a")
+    old = load_config(run).model_copy(update={"archipelago": "/old/arch"})
+    judge = JudgeSettings(model="openai/j", api_base="http://j.invalid/v1")
+
+    def req(graders, archipelago=None):
+        return RegradeRequest(run_dir=run, out=tmp_path, graders=graders, archipelago=archipelago)
+
+    ident = regrade_identity(run, old, req(["apexrl"]), judge, "score", {"b", "a"})
+    assert ident == {
+        "source": str(run.resolve()),
+        "source_created_at": old.created_at,
+        "source_fingerprint": old.fingerprint(),
+        "graders": ["apexrl"],
+        "judge": "openai/j",
+        "judge_api_base": "http://j.invalid/v1",
+        "reward": "score",
+        "grader_options": ["a", "b"],
+        "archipelago": None,  # not graded by archipelago: its checkout does not matter
+    }
+    none = regrade_identity(run, old, req(["apexrl"]), None, "pass", set())
+    assert none["judge"] is None and none["judge_api_base"] is None
+    arch = regrade_identity(run, old, req(["archipelago", "apexrl"]), judge, "pass", set())
+    assert arch["archipelago"] == "/old/arch"  # the run's checkout...
+    given = req(["archipelago"], archipelago="/new/arch")
+    assert regrade_identity(run, old, given, judge, "pass", set())["archipelago"] == "/new/arch"
+
+    # a new folder, nested: made, and the claim written (indented, one line at the end)
+    out = tmp_path / "new" / "deep" / "out"
+    claim_output(out, ident)
+    marker = out / "regrade.json"
+    assert marker.read_bytes() == orjson.dumps(ident, option=orjson.OPT_INDENT_2) + b"\n"
+    claim_output(out, ident)  # the same claim again: accepted
+    other = {**ident, "reward": "pass", "judge": "openai/k"}
+    with pytest.raises(UsageError) as e:
+        claim_output(out, other)
+    assert e.value.message.endswith(
+        "holds a regrade of another run, judge or options "
+        "(judge: 'openai/j' -> 'openai/k'; reward: 'score' -> 'pass')"
+    )
+    assert e.value.hint == (
+        "pick a new -o NEW_RUN (its grades would otherwise be mixed with these)"
+    )
+    marker.write_bytes(b"{not json")  # a broken claim holds nothing: every field differs
+    with pytest.raises(UsageError) as e:
+        claim_output(out, {**ident, "archipelago": "x"})
+    assert re.search(r"\(source: None -> .*; archipelago: None -> 'x'\)$", e.value.message)
+    # an existing empty folder may be claimed; a file or a folder with things may not
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    claim_output(empty, ident)
+    assert (empty / "regrade.json").is_file()
+    for bad in (tmp_path / "a-file", tmp_path / "full"):
+        if bad.name == "a-file":
+            bad.write_text("x")
+        else:
+            bad.mkdir()
+            (bad / "x").write_text("x")
+        with pytest.raises(UsageError) as e:
+            claim_output(bad, ident)
+        assert e.value.message.endswith("holds no regrade.json: not a folder `eval regrade` wrote")
+        assert e.value.hint == "pick a new or empty -o NEW_RUN"
+
+
+def test_archipelagos_grader_needs_a_judge(task_dirs, tmp_path):
+    old = load_config(source_run(task_dirs, tmp_path / "a"))
+    assert old.judge in (None, "none")
+    with pytest.raises(UsageError) as e:
+        judge_settings(RegradeRequest(run_dir=tmp_path, out=tmp_path, graders=["archipelago"]), old)
+    assert e.value.message == "archipelago's grader judges every criterion: it needs --judge"
+    assert e.value.hint == "pass --judge openai/NAME --judge-api-base URL (or a provider model)"
+    apexrl_only = RegradeRequest(run_dir=tmp_path, out=tmp_path, graders=["apexrl"])
+    assert judge_settings(apexrl_only, old) is None  # apexrl's grader: unjudged criteria

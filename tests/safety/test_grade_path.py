@@ -176,3 +176,116 @@ def test_database_criteria_are_told_apart():
     assert not grader._is_db_criterion({"verifier_values": {"expected_file_type": "Documents"}})
     assert not grader._is_db_criterion({"verifier_values": "x", "expected_file_type": None})
     assert not grader._is_db_criterion({})
+
+
+def test_checks_read_the_trials_files_and_computed_cells(tmp_path, fake):
+    """File checks look in the trial's fs_root, and a formula no app computed (a file a
+    library wrote) is evaluated on the host; a broken check is unmet with its reason."""
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    wb.active["A1"] = "=2+3"
+    wb.save(tmp_path / "book.xlsx")
+    (tmp_path / "memo.txt").write_text("hello")
+    cell = {"kind": "sheet_cell", "path": "book.xlsx", "cell": "A1", "value": 5}
+    crit = [
+        {
+            "verifier_id": "f",
+            "criteria": "memo",
+            "check": {"kind": "file_exists", "path": "memo.txt"},
+        },
+        {"verifier_id": "c", "criteria": "cell", "check": cell},
+        {"verifier_id": "b", "criteria": "broken", "check": {"kind": "nope"}},
+    ]
+    r = _grade(tmp_path, crit)
+    by = {v.verifier_id: v for v in r.verdicts}
+    assert by["f"].met is True and by["c"].met is True
+    assert (by["f"].criteria, by["c"].criteria, by["b"].criteria) == ("memo", "cell", "broken")
+    assert by["b"].met is False and by["b"].source == "deterministic"
+    assert by["b"].error == "ValueError: unknown check kind 'nope'"
+    assert by["f"].error is None
+
+
+def test_defaults_and_the_reward_setting(tmp_path, fake, monkeypatch):
+    async def slow(judge, *a, **k):
+        await asyncio.sleep(0.05)
+        return await fake(judge, *a, **k)
+
+    monkeypatch.setattr(grader.Judge, "judge", lambda self, *a, **k: slow(self, *a, **k))
+    r = asyncio.run(grader.grade(CRIT, answer="x", fs_root=tmp_path, judge=JUDGE))
+    assert r.task_id == ""
+    assert [(c["task"], c["shown"]) for c in fake.calls] == [("", ""), ("", "")]
+    assert 0.05 <= r.duration_s < 30  # measured, not a default
+    assert {v.criteria for v in r.verdicts if v.source == "judge"} == {
+        "judge says MET", "judge says no"
+    }  # fmt: skip
+    with pytest.raises(ValueError, match=r"^reward must be one of \('pass', 'score'\), not 'x'$"):
+        _grade(tmp_path, reward="x")
+    with pytest.raises(ValueError) as e:
+        grader.check_options(["bad"])
+    assert str(e.value) == f"unknown grader option 'bad': one of {', '.join(grader.GRADER_OPTIONS)}"
+
+
+def _item(path: str, text: str, **kw) -> object:
+    from apexrl.grading.evidence import FileEvidence
+
+    return FileEvidence(change="created", path=path, text=text, **kw)
+
+
+def test_file_criteria_see_their_file_types_only(tmp_path, fake):
+    """Each criterion is shown the files of its expected type (with evidence caps: the
+    rendered text); a criterion whose type has no file fails without the judge, and the
+    ones after it are still judged; an unknown-case label is refused unless lenient."""
+    files = [_item("a.docx", "DOCX-BODY"), _item("b.xlsx", "XLSX-BODY")]
+    crit = [
+        {"verifier_id": "p", "criteria": "pdf MET", "expected_file_type": "PDF Documents (.pdf)"},
+        {"verifier_id": "s", "criteria": "sheet MET",
+         "expected_file_type": "Spreadsheets (.xlsx, .xls, .xlsm)"},
+    ]  # fmt: skip
+    r = _grade(tmp_path, crit, judge=JUDGE, files=files, options=frozenset({"evidence_caps"}))
+    by = {v.verifier_id: v for v in r.verdicts}
+    assert (by["p"].met, by["p"].criteria) == (False, "pdf MET")
+    assert by["p"].rationale == (
+        "no created or changed file of the expected type (.pdf): not met without asking the judge"
+    )
+    assert [c["criterion"] for c in fake.calls] == ["sheet MET"]
+    shown = fake.calls[0]["shown"]
+    assert "XLSX-BODY" in shown and "DOCX-BODY" not in shown
+    assert by["s"].met is True
+    lower = [{"verifier_id": "l", "criteria": "MET", "expected_file_type": "pdf documents (.pdf)"}]
+    from apexrl.artifacts.file_types import UnknownFileType
+
+    with pytest.raises(UnknownFileType):
+        _grade(tmp_path, lower, judge=JUDGE, files=files)
+    r = _grade(tmp_path, lower, judge=JUDGE, files=files,
+               options=frozenset({"lenient_file_types"}))  # fmt: skip
+    assert r.verdicts[0].rationale.startswith("no created or changed file of the expected type")
+
+
+def test_database_criteria_go_to_the_database_judge(tmp_path, fake, monkeypatch):
+    """A 'Database Files (.db)' criterion with files known is judged on the databases
+    (archipelago's tool judge), unless `db_as_file`; the criteria after it still go on."""
+    from apexrl.grading import db_judge
+
+    seen = []
+
+    async def judge_databases(j, criterion, files):
+        seen.append((j.settings, criterion, files))
+        return JudgeVerdict(met=True, rationale="db", attempts=3)
+
+    monkeypatch.setattr(db_judge, "judge_databases", judge_databases)
+    files = [_item(".apps_data/app/x.db", "")]
+    crit = [
+        {"verifier_id": "d", "criteria": "db MET", "expected_file_type": db_judge.DB_LABEL},
+        {"verifier_id": "a", "criteria": "answer MET", "evaluation_scope": "answer"},
+    ]
+    r = _grade(tmp_path, crit, judge=JUDGE, files=files, options=frozenset({"evidence_caps"}))
+    assert seen == [(JUDGE, "db MET", files)]
+    by = {v.verifier_id: v for v in r.verdicts}
+    assert (by["d"].met, by["d"].rationale, by["d"].attempts) == (True, "db", 3)
+    assert [c["criterion"] for c in fake.calls] == ["answer MET"]
+    r = _grade(tmp_path, crit, judge=JUDGE, files=files,
+               options=frozenset({"evidence_caps", "db_as_file"}))  # fmt: skip
+    assert len(seen) == 1 and [c["criterion"] for c in fake.calls[1:]] == ["db MET", "answer MET"]
+    r = _grade(tmp_path, crit, judge=JUDGE)  # no files known: no database judge either
+    assert len(seen) == 1
