@@ -242,6 +242,18 @@ EQUIVALENT.update(
             )
             for n in ns.split()
         },
+        **{
+            "apexrl.grading.judge.x_parse_verdict__mutmut_" + n: why
+            for ns, why in (
+                ("12", "text left where the reasoning was is cut away by the brace search"),
+                ("14", "no reply and 'XXXX' both hold no JSON object"),
+                ("23", "a 'json' tag left in the fenced text is cut away by the brace search"),
+                ("38 39", "this branch has no '{' at 0: find gives -1 or >= 1"),
+                ("40", "'{' and '}' are never at one index: equal only when both are -1"),
+                ("52 53 54 55", "the text parsed starts with '{': an object or a JSON error"),
+            )
+            for n in ns.split()
+        },
         _T + "x_first_mismatch__mutmut_15": "one more bisection step: the scan finds the same",
         _T + "x_first_mismatch__mutmut_16": "one bisection step fewer: the scan finds the same",
         _T + "x_first_mismatch__mutmut_26": "a[:lo] == b[:lo]: a scan from 0 finds the same",

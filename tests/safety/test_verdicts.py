@@ -51,3 +51,35 @@ def test_a_criterion_whose_check_is_null_is_never_a_deterministic_pass(tmp_path)
         ("v1", False, "unjudged"), ("v2", False, "unjudged")
     ]  # fmt: skip
     assert res.reward == 0.0
+
+
+@pytest.mark.parametrize(
+    "reply,met",
+    [  # reasoning over several lines, holding a verdict of its own: never read
+     ('<think>\n{"is_criteria_true": true, "rationale": "t"}\n</think>\n'
+      '{"is_criteria_true": false, "rationale": "r"}', False),
+     # a fenced verdict across lines wins over braces outside the fence
+     ('Note {x}\n```json\n{"is_criteria_true": true,\n "rationale": "r"}\n```\nthen {y}', True),
+     # the object from the first "{" to the last "}", braces in its strings included
+     ('so: {"is_criteria_true": true, "rationale": "a {b} c"} ok', True),
+     ('so: {"is_criteria_true": false, "rationale": "r"}done', False)],
+)  # fmt: skip
+def test_where_the_verdict_is_read_from(reply, met):
+    assert parse_verdict(reply)[0] is met
+
+
+@pytest.mark.parametrize(
+    "reply,message",
+    [("no braces here", "no JSON object in the reply"),
+     ("only a closing } brace", "no JSON object in the reply"),
+     ('{"is_criteria_true": true, "rationale": "r"} and more', "not JSON (Extra data)"),
+     ('{"is_criteria_true": "yes", "rationale": "x"}',
+      "is_criteria_true is missing or not true/false"),
+     ('{"is_criteria_true": true, "rationale": 3}', "rationale is missing or not a string")],
+)  # fmt: skip
+def test_each_bad_verdict_says_what_is_wrong(reply, message):
+    """A reply that starts as an object is read whole (text after it is an error, not a
+    second guess); each refusal names its reason exactly."""
+    with pytest.raises(ValueError) as e:
+        parse_verdict(reply)
+    assert str(e.value) == message
