@@ -219,6 +219,7 @@ EQUIVALENT: dict[str, str] = {
 
 
 _MC = "apexrl.envs.local.memcg."
+_A = "apexrl.artifacts.archive_extract."
 _T = "apexrl.tito.verify."
 _FIELDS = "mountinfo lines have 6+ fields before ' - ' (id, parent, dev, root, mount, options)"
 EQUIVALENT.update(
@@ -254,6 +255,10 @@ EQUIVALENT.update(
             )
             for n in ns.split()
         },
+        _A + "x_check_name__mutmut_9": "a name starting with 'X' takes the slow path: the same",
+        _A + "x_extract_members__mutmut_148": "write_file never reads its limits",
+        _A + "xǁ_Treeǁdir_path__mutmut_3": "'base/' and 'base' name one folder",
+        _A + "xǁ_Treeǁdir_path__mutmut_24": "a cache only: each folder is lstat-checked anew",
         _T + "x_first_mismatch__mutmut_15": "one more bisection step: the scan finds the same",
         _T + "x_first_mismatch__mutmut_16": "one bisection step fewer: the scan finds the same",
         _T + "x_first_mismatch__mutmut_26": "a[:lo] == b[:lo]: a scan from 0 finds the same",

@@ -387,3 +387,84 @@ def test_hard_links_resolve_from_the_root_and_skipping_goes_on(tmp_path):
                              links="in_tree", skip_refused=True)  # fmt: skip
     assert [r.name for r in res.refused] == ["../x", "d/h"]
     assert (res.n_dirs, res.n_files, res.bytes) == (2, 3, 7)  # the members after go on
+
+
+# --- archive extraction: what mutation testing found untested (round 4, second pass) ---
+
+
+def _file(name: str, data: bytes = b"x", label: str = "") -> ax.Member:
+    return ax.Member(name=name, kind="file", size=len(data), data=data, label=label)
+
+
+def test_links_are_refused_unless_the_caller_allows_them(tmp_path):
+    """The default link policy is none: a symlink member is refused, never written."""
+    link = ax.Member(name="l", kind="symlink", linkname="f")
+    with pytest.raises(BadRecordError, match="links are not allowed here"):
+        ax.extract_members([_file("f"), link], tmp_path / "o", where="t")
+    assert not (tmp_path / "o").exists()
+
+
+def test_skipped_refusals_are_recorded_by_label_and_the_rest_goes_on(tmp_path):
+    """With skip_refused every refusal is recorded under the member's own spelling and
+    extraction goes on with the members after it."""
+    out = tmp_path / "o"
+    members = [
+        _file("../up", label="L-up"),  # a bad name
+        _file("a1"),
+        ax.Member(name="esc", kind="symlink", linkname="../../x", label="L-esc"),  # leaves
+        _file("a2"),
+        _file("big", b"0123456789A", label="L-big"),  # over the member limit
+        _file("a3"),
+        ax.Member(name="d", kind="dir"),
+        _file("d", label="L-clash"),  # a file where a folder is: refused when written
+        _file("e"),
+        ax.Member(name="e", kind="dir"),  # no label: its name
+        _file("a4", b"0123456789"),  # exactly at the limit: fine
+    ]
+    got = ax.extract_members(
+        members, out, where="t", links="in_tree", skip_refused=True,
+        bad=[("dev/null", "device refused")], limits=ax.Limits(max_member_bytes=10),
+    )  # fmt: skip
+    assert [(r.name, r.reason) for r in got.refused] == [
+        ("dev/null", "device refused"),
+        ("L-up", "path traversal ('..') refused"),
+        ("L-esc", "link to '../../x' leaves the tree"),
+        ("L-big", "member of 11 bytes exceeds the 10-byte limit"),
+        ("L-clash", "a file and a folder share this name"),
+        ("e", "path goes through a link or a file ('e')"),
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["a1", "a2", "a3", "a4", "d", "e"]
+    assert (out / "a4").read_bytes() == b"0123456789" and got.n_files == 5
+
+
+def test_errors_name_the_archive(tmp_path):
+    with pytest.raises(BadRecordError) as e:
+        ax.extract_members([_file("a", b"12345"), _file("b", b"12345")], tmp_path / "o",
+                           where="w.zip", limits=ax.Limits(max_total_bytes=8))  # fmt: skip
+    assert str(e.value).startswith("w.zip: refused: expands to more than 8 bytes")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(BadRecordError) as e:
+        ax.extract_members([_file("a")], tmp_path / "link", where="w.zip")
+    assert str(e.value).startswith("w.zip: destination ")
+    assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_no_ratio_check_without_a_compressed_size(tmp_path):
+    """The compression-ratio limit applies when the caller knows the compressed size;
+    a member list from memory (no size known) is bounded by the byte limits only."""
+    big = bytes(17 * 1024 * 1024)  # past the ratio floor
+    got = ax.extract_members([_file("z", big)], tmp_path / "o", where="t")
+    assert got.bytes == len(big)
+    with pytest.raises(BadRecordError, match="ratio"):
+        ax.extract_members([_file("z", big)], tmp_path / "p", where="t", compressed_size=1)
+
+
+def test_folders_are_made_0755_whatever_the_umask(tmp_path):
+    old = os.umask(0o002)
+    try:
+        ax.extract_members([_file("a/b/c")], tmp_path / "o", where="t")
+    finally:
+        os.umask(old)
+    for d in ("a", "a/b"):
+        assert stat.S_IMODE(os.stat(tmp_path / "o" / d).st_mode) == 0o755, d
