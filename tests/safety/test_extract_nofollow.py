@@ -468,3 +468,38 @@ def test_folders_are_made_0755_whatever_the_umask(tmp_path):
         os.umask(old)
     for d in ("a", "a/b"):
         assert stat.S_IMODE(os.stat(tmp_path / "o" / d).st_mode) == 0o755, d
+
+
+def test_scrub_goes_on_when_a_link_vanishes_mid_scrub(tmp_path, monkeypatch):
+    """Another process removing a link between scrub's lstat and its readlink or unlink,
+    or a refused-links record that cannot be written, never stops the scrub."""
+    root = tmp_path / "r"
+    root.mkdir()
+    for n in ("a", "b", "c"):
+        (root / n).symlink_to("/etc/passwd")
+    real_readlink, real_unlink = os.readlink, Path.unlink
+
+    def readlink(p, *a, **k):
+        if Path(p).name == "a":
+            raise FileNotFoundError(2, "vanished", str(p))
+        return real_readlink(p, *a, **k)
+
+    def unlink(self, *a, **k):
+        if self.name == "b":
+            real_unlink(self)
+            raise FileNotFoundError(2, "vanished", str(self))
+        return real_unlink(self, *a, **k)
+
+    def write_text(self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "readlink", readlink)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    monkeypatch.setattr(Path, "write_text", write_text)
+    removed = nf.scrub(root)
+    assert removed == [
+        {"path": "a", "kind": "link"},  # its target could not be read any more
+        {"path": "b", "link_to": "/etc/passwd", "kind": "link"},
+        {"path": "c", "link_to": "/etc/passwd", "kind": "link"},
+    ]
+    assert list(root.iterdir()) == []  # all gone; the record could not be written
