@@ -420,6 +420,10 @@ def test_skipped_refusals_are_recorded_by_label_and_the_rest_goes_on(tmp_path):
         _file("e"),
         ax.Member(name="e", kind="dir"),  # no label: its name
         _file("a4", b"0123456789"),  # exactly at the limit: fine
+        ax.Member(name="abs", kind="symlink", linkname="/etc", label="L-abs"),  # absolute
+        _file("a5"),
+        ax.Member(name="./", kind="dir"),  # the root itself: nothing to write
+        _file("a6"),
     ]
     got = ax.extract_members(
         members, out, where="t", links="in_tree", skip_refused=True,
@@ -430,11 +434,13 @@ def test_skipped_refusals_are_recorded_by_label_and_the_rest_goes_on(tmp_path):
         ("L-up", "path traversal ('..') refused"),
         ("L-esc", "link to '../../x' leaves the tree"),
         ("L-big", "member of 11 bytes exceeds the 10-byte limit"),
+        ("L-abs", "link to '/etc' leaves the tree"),  # static refusals first, then writes
         ("L-clash", "a file and a folder share this name"),
         ("e", "path goes through a link or a file ('e')"),
     ]
-    assert sorted(p.name for p in out.iterdir()) == ["a1", "a2", "a3", "a4", "d", "e"]
-    assert (out / "a4").read_bytes() == b"0123456789" and got.n_files == 5
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["a1", "a2", "a3", "a4", "a5", "a6", "d", "e"]
+    assert (out / "a4").read_bytes() == b"0123456789" and got.n_files == 7
 
 
 def test_errors_name_the_archive(tmp_path):
