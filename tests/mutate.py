@@ -261,6 +261,8 @@ EQUIVALENT.update(
         _A + "xǁ_Treeǁdir_path__mutmut_24": "a cache only: each folder is lstat-checked anew",
         _M + "x_bootstrap__mutmut_43": "low <= point <= max: the upper clip of low never binds",
         _M + "x_bootstrap__mutmut_53": "high >= point >= min: the lower clip of high never binds",
+        _T + "x_replay_one__mutmut_102": "max(2, n) differs from max(1, n) only for a 1-token "
+        "stream, which holds no prompt and reply",
         _T + "x_first_mismatch__mutmut_15": "one more bisection step: the scan finds the same",
         _T + "x_first_mismatch__mutmut_16": "one bisection step fewer: the scan finds the same",
         _T + "x_first_mismatch__mutmut_26": "a[:lo] == b[:lo]: a scan from 0 finds the same",

@@ -120,8 +120,10 @@ def test_a_files_criterion_without_such_a_file_fails_without_the_judge(tmp_path,
     r = _grade(tmp_path, crit, judge=JUDGE, files=[])
     v = r.verdicts[0]
     assert (v.met, v.source, v.judge_model) == (False, "judge", "openai/j")
-    assert v.rationale.startswith("no created or changed file of the expected type (")
-    assert v.rationale.endswith("): not met without asking the judge")
+    assert v.rationale == (
+        "no created or changed file of the expected type (.xlsx, .xls, .xlsm): "
+        "not met without asking the judge"
+    )
     assert fake.calls == [] and r.judge_calls == 0
     # without the file list (no evidence collected) the judge is asked
     r = _grade(tmp_path, crit, judge=JUDGE)
