@@ -567,10 +567,19 @@ def regrade(
     if s.trials_ungraded:  # infrastructure errors a regrade cannot grade: never exit 0
         from apexrl.eval.report import ungraded_names
 
+        n_task = sum(s.task_errors.values())
+        fixes = []
+        if s.trials_ungraded > n_task:
+            fixes.append(f"run them again with `apexrl eval run ... -o {run_dir} --retry-errors`")
+        if n_task:  # rerunning a broken task unchanged fails the same way
+            why = ", ".join(f"{k} {v}" for k, v in s.task_errors.items())
+            fixes.append(
+                f"{n_task} are broken tasks' (task errors: {why}): fix the task or its world, "
+                f"then `apexrl eval run ... -o {run_dir} --retry-task-errors`"
+            )
         output.error(
             f"{s.trials_ungraded} trial(s) stay ungraded (their agent did not finish: "
-            f"{ungraded_names(s)}); run them again with `apexrl eval run ... -o {run_dir} "
-            "--retry-errors`, then regrade"
+            f"{ungraded_names(s)}); {'; '.join(fixes)}, then regrade"
         )
         raise typer.Exit(s.exit_code)
 

@@ -71,3 +71,8 @@ def test_the_reason_reaches_summary_and_report(example_dirs, tmp_path):
     assert any(f"{law}.zip" in m and "not a readable zip" in m for m in msgs), msgs
     md = CliRunner().invoke(app, ["eval", "report", str(run_dir), "-f", "md"]).stdout
     assert "not a readable zip" in md
+    # a regrade cannot grade it (the agent never ran) and says it is the task's to fix
+    res = CliRunner().invoke(app, ["eval", "regrade", str(run_dir), "-o", str(tmp_path / "rg")])
+    assert res.exit_code == 5, res.output
+    assert "broken tasks' (task errors: bad_record 1)" in res.stderr
+    assert "--retry-task-errors" in res.stderr and "--retry-errors`" not in res.stderr
