@@ -68,17 +68,27 @@ class ImageCache:
 
     def image(self, file_path: str, key: str) -> Any:
         """The kept image as MCP image content, None when none is kept under the key."""
-        import base64
-
-        from mcp.types import ImageContent
-
         with self._lock:
             data = self._jpegs.get((file_path, key))
-        if data is None:
-            return None
-        return ImageContent(
-            type="image", data=base64.b64encode(data).decode(), mimeType="image/jpeg"
-        )
+        return None if data is None else image_content(data, "image/jpeg")
+
+
+def image_content(data: bytes, mime: str) -> Any:
+    """An image's bytes as MCP image content."""
+    import base64
+
+    from mcp.types import ImageContent
+
+    return ImageContent(type="image", data=base64.b64encode(data).decode(), mimeType=mime)
+
+
+def encoded(img: Any, fmt: str, **options: Any) -> bytes:
+    """A PIL image's bytes in `fmt` ('PNG', 'JPEG')."""
+    import io
+
+    out = io.BytesIO()
+    img.save(out, format=fmt, **options)
+    return out.getvalue()
 
 
 def jpeg(blob: bytes) -> bytes:
@@ -90,9 +100,7 @@ def jpeg(blob: bytes) -> bytes:
     img = Image.open(io.BytesIO(blob))
     if img.mode != "RGB":
         img = img.convert("RGB")
-    out = io.BytesIO()
-    img.save(out, format="JPEG", quality=JPEG_QUALITY, optimize=True)
-    return out.getvalue()
+    return encoded(img, "JPEG", quality=JPEG_QUALITY, optimize=True)
 
 
 def vpath(world: World, p: Path) -> str:

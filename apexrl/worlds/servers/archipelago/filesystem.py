@@ -15,7 +15,7 @@ from pydantic import Field
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import files as _files
 from apexrl.worlds.servers import Failed, Server, Style, caps
-from apexrl.worlds.servers.archipelago import vpath
+from apexrl.worlds.servers.archipelago import image_content, vpath
 from apexrl.worlds.world import World
 
 SERVER = Server("filesystem", app="files", aliases=("file_system", "file_browser"))
@@ -205,10 +205,6 @@ def list_files(world: World, path: PathArg = "/") -> str:
 @SERVER.tool
 def read_image_file(world: World, file_path: PathArg):
     """Read an image file (png, jpg, jpeg, gif, webp) and return it as an image."""
-    import base64
-
-    from mcp.types import ImageContent
-
     _file(world, file_path)
     ext = file_path.lower().rsplit(".", 1)[-1]
     if ext not in IMAGE_FORMATS:
@@ -222,8 +218,7 @@ def read_image_file(world: World, file_path: PathArg):
     size = p.stat().st_size
     if 0 < caps.image_max_bytes() < size:
         return caps.image_note(size)  # never read: the reply could not carry it
-    data = base64.b64encode(p.read_bytes()).decode("ascii")
-    return ImageContent(type="image", data=data, mimeType=IMAGE_FORMATS[ext])
+    return image_content(p.read_bytes(), IMAGE_FORMATS[ext])
 
 
 @SERVER.tool

@@ -3,8 +3,6 @@ extract an embedded image, create a PDF."""
 
 from __future__ import annotations
 
-import base64
-import io
 import re
 from typing import Annotated
 
@@ -13,7 +11,7 @@ from pydantic import BaseModel, Field
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import pdf as _pdf
 from apexrl.worlds.servers import Server
-from apexrl.worlds.servers.archipelago import file_arg, path_problem, vpath
+from apexrl.worlds.servers.archipelago import encoded, file_arg, image_content, path_problem, vpath
 from apexrl.worlds.world import World
 
 SERVER = Server("pdfs", app="pdf")
@@ -197,8 +195,6 @@ def read_image(
     annotation: Annotated[str, Field(description="Key from read_pdf_pages, e.g. 'page1_img0'.")],
 ):
     """Return an image embedded in a PDF, by the annotation key read_pdf_pages listed."""
-    from mcp.types import ImageContent
-
     m = re.fullmatch(r"@?page(\d+)_img(\d+)", annotation.strip())
     if not m:
         raise ApexError(f"annotation {annotation!r} is not of the form 'page{{N}}_img{{M}}'")
@@ -209,12 +205,7 @@ def read_image(
     imgs = r.pages[pno - 1].images
     if ino >= len(imgs):
         raise ApexError(f"page {pno} has {len(imgs)} embedded image(s); no {annotation}")
-    im = imgs[ino]
-    buf = io.BytesIO()
-    im.image.convert("RGB").save(buf, format="PNG")
-    return ImageContent(
-        type="image", data=base64.b64encode(buf.getvalue()).decode(), mimeType="image/png"
-    )
+    return image_content(encoded(imgs[ino].image.convert("RGB"), "PNG"), "image/png")
 
 
 @SERVER.tool
@@ -224,8 +215,6 @@ def read_page_as_image(
     page_number: Annotated[int, Field(description="Page to render, 1-based.")],
 ):
     """Render one PDF page as a JPEG image (144 DPI)."""
-    from mcp.types import ImageContent
-
     try:
         import pypdfium2 as pdfium
     except ImportError:
@@ -249,11 +238,7 @@ def read_page_as_image(
         img = doc[page_number - 1].render(scale=RENDER_DPI / 72).to_pil().convert("RGB")
     finally:
         doc.close()
-    buf = io.BytesIO()
-    img.save(buf, format="JPEG", quality=85)
-    return ImageContent(
-        type="image", data=base64.b64encode(buf.getvalue()).decode(), mimeType="image/jpeg"
-    )
+    return image_content(encoded(img, "JPEG", quality=85), "image/jpeg")
 
 
 @SERVER.tool
