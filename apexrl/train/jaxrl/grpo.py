@@ -493,8 +493,9 @@ def _one_step(
 
 
 def engine_parity(url: str, model: str, datum, trainer_logprobs: list[float]) -> float:
-    """max |engine - trainer| logprob over the datum's targets: the engine's prompt
-    logprobs for the whole sequence, asked under `model` (404 unless it serves it)."""
+    """max |engine - trainer| logprob over the datum's trained targets (the trainer
+    computes those only: apexrl.train.jaxrl.gather): the engine's prompt logprobs for the
+    whole sequence, asked under `model` (404 unless it serves it)."""
     import httpx
 
     seq = [*datum.input_ids, datum.targets[-1]]
@@ -511,6 +512,7 @@ def engine_parity(url: str, model: str, datum, trainer_logprobs: list[float]) ->
     diffs = [
         abs(plp[k + 1][str(t)]["logprob"] - trainer_logprobs[k])
         for k, t in enumerate(datum.targets)
+        if datum.weights[k]
     ]
     return max(diffs)
 

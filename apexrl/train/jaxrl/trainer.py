@@ -8,7 +8,8 @@ the backend's Tinker-style calls on apexrl datums:
   `cross_entropy`) and its gradients, accumulated in the backend; returns the mean
   loss and per-datum target logprobs under the current weights.
 - `optim_step()`: one AdamW step with the accumulated gradients (grad norm back).
-- `logprobs(datums)`: a forward pass only.
+- `logprobs(datums)`: a forward pass only (the trained targets' logprobs; 0 at the
+  others with `gather_logits`, the default).
 - `save_adapter(path)`: the adapter as a PEFT `adapter.tar.gz` (what an engine loads).
 - `save_state(dir)` / `load_state(dir)`: adapter + optimizer state (resume).
 
@@ -49,6 +50,9 @@ class JaxSettings(BaseModel):
     eps: float = 1e-8
     weight_decay: float = 0.0
     micro_batch: int = 8  # sequences per forward/backward (gradients accumulate)
+    # the output layer at the trained positions only (apexrl.train.jaxrl.gather); the
+    # untrained positions' logprobs are then 0
+    gather_logits: bool = True
 
 
 def adapter_settings(recipe: Any) -> dict[str, Any]:
@@ -94,6 +98,10 @@ class JaxPolicy:
 
         self.T = T
         self.settings = settings
+        if settings.gather_logits:
+            from apexrl.train.jaxrl.gather import install
+
+            install()
         self.model_dir = Path(model_dir)
         self.backend = JaxBackend(
             str(self.model_dir),
@@ -116,6 +124,13 @@ class JaxPolicy:
         self._n = 0
 
     # --- batches -----------------------------------------------------------------------
+    def _targets(self, d: Datum) -> list[int]:
+        if not self.settings.gather_logits:
+            return d.targets
+        from apexrl.train.jaxrl.gather import encode_targets
+
+        return encode_targets(d.targets, d.weights)
+
     def _batch(self, datums: list[Datum], loss: str) -> Any:
         T = self.T
         self._n += 1
@@ -128,7 +143,7 @@ class JaxPolicy:
             all_model_inputs=[
                 T.ModelInput(chunks=[T.EncodedTextChunk(tokens=d.input_ids)]) for d in datums
             ],
-            all_targets=[d.targets for d in datums],
+            all_targets=[self._targets(d) for d in datums],
             all_token_weights=[d.weights for d in datums],
             all_sampling_logprobs=[d.sampling_logprobs for d in datums],
             all_advantages=[d.advantages for d in datums],
