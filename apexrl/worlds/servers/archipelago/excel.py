@@ -22,7 +22,6 @@ from pydantic import BaseModel, Field
 
 from apexrl.errors import ApexError
 from apexrl.worlds.apps import sheets as _sheets
-from apexrl.worlds.formulas import Evaluator
 from apexrl.worlds.servers import Failed, Server
 from apexrl.worlds.servers.archipelago import (
     file_arg,
@@ -210,6 +209,8 @@ def _grid(
     """Shown values of `cells` (rows of formula-workbook cells) and their formulas; a
     formula without a cached value is empty unless computed (`compute`, for a file this
     server wrote, or the compute option)."""
+    from apexrl.worlds.formulas import Evaluator  # openpyxl: not needed to read SERVER
+
     cws = cached[title]
     ev = Evaluator(wb) if (compute or _compute_uncached()) else None
     grid, formulas = [], {}
