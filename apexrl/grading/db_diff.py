@@ -241,71 +241,45 @@ MAX_TOOL_REPLY = 10_000  # characters of one tool result
 DEFAULT_ROWS = 20
 MAX_SEARCH = 50
 
+
+def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
+    """One tool in the OpenAI function-calling form the judge is sent."""
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+_TABLE = {"table_name": {"type": "string"}}
+_CHANGE = {"change_type": {"type": "string", "enum": list(CHANGE_TYPES)}}
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "inspect_table",
-            "description": "A changed table's columns and its counts of added, deleted and "
-            "modified rows.",
-            "parameters": {
-                "type": "object",
-                "properties": {"table_name": {"type": "string"}},
-                "required": ["table_name"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_rows",
-            "description": "A page of a table's added, deleted or modified rows (a modified "
-            "row as its before and after values). Only the first 100 of each kind are kept.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "table_name": {"type": "string"},
-                    "change_type": {"type": "string", "enum": list(CHANGE_TYPES)},
-                    "offset": {"type": "integer"},
-                    "limit": {"type": "integer"},
-                },
-                "required": ["table_name", "change_type"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "search_rows",
-            "description": "Every added, deleted or modified row of a table containing a "
-            "text (any column, case-insensitive), over all its changed rows.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "table_name": {"type": "string"},
-                    "change_type": {"type": "string", "enum": list(CHANGE_TYPES)},
-                    "contains": {"type": "string"},
-                    "limit": {"type": "integer"},
-                },
-                "required": ["table_name", "change_type", "contains"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "submit_verdict",
-            "description": "Your verdict on the criterion; ends the grading.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "result": {"type": "integer", "enum": [0, 1]},
-                    "reason": {"type": "string"},
-                },
-                "required": ["result", "reason"],
-            },
-        },
-    },
+    _tool(
+        "inspect_table",
+        "A changed table's columns and its counts of added, deleted and modified rows.",
+        _TABLE,
+        ["table_name"],
+    ),
+    _tool(
+        "get_rows",
+        "A page of a table's added, deleted or modified rows (a modified row as its before "
+        "and after values). Only the first 100 of each kind are kept.",
+        {**_TABLE, **_CHANGE, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
+        ["table_name", "change_type"],
+    ),
+    _tool(
+        "search_rows",
+        "Every added, deleted or modified row of a table containing a text (any column, "
+        "case-insensitive), over all its changed rows.",
+        {**_TABLE, **_CHANGE, "contains": {"type": "string"}, "limit": {"type": "integer"}},
+        ["table_name", "change_type", "contains"],
+    ),
+    _tool(
+        "submit_verdict",
+        "Your verdict on the criterion; ends the grading.",
+        {"result": {"type": "integer", "enum": [0, 1]}, "reason": {"type": "string"}},
+        ["result", "reason"],
+    ),
 ]
 
 

@@ -10,6 +10,7 @@ an exception.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable
 from typing import Any
@@ -200,6 +201,20 @@ class Evaluator:
             return "#VALUE!"
 
 
+def _divide(x: float, y: float) -> float:
+    if y == 0:
+        raise FormulaError("#DIV/0!")
+    return x / y
+
+
+# Excel's arithmetic precedence, loosest first: + -, then * /, then ^.
+_ARITH: tuple[dict[str, Callable[[Any, Any], Any]], ...] = (
+    {"+": operator.add, "-": operator.sub},
+    {"*": operator.mul, "/": _divide},
+    {"^": operator.pow},
+)
+
+
 class _Parser:
     def __init__(self, toks: list[tuple[str, str]], ev: Evaluator, sheet: str) -> None:
         self.t, self.i, self.ev, self.sheet = toks, 0, ev, sheet
@@ -232,39 +247,24 @@ class _Parser:
         return a
 
     def concat(self) -> Any:
-        a = self.add()
+        a = self.arith()
         while self._is("&"):
             self.take()
-            b = self.add()
+            b = self.arith()
             a = _text(self.scalar(a)) + _text(self.scalar(b))
         return a
 
-    def add(self) -> Any:
-        a = self.mul()
-        while self._is("+", "-"):
+    def arith(self, level: int = 0) -> Any:
+        """The arithmetic operators of _ARITH from `level` on, each level left-associative
+        and binding tighter than the one before it."""
+        if level == len(_ARITH):
+            return self.unary()
+        ops = _ARITH[level]
+        a = self.arith(level + 1)
+        while self._is(*ops):
             op = self.take()[1]
-            b = self.mul()
-            x, y = _num(self.scalar(a)), _num(self.scalar(b))
-            a = x + y if op == "+" else x - y
-        return a
-
-    def mul(self) -> Any:
-        a = self.power()
-        while self._is("*", "/"):
-            op = self.take()[1]
-            b = self.power()
-            x, y = _num(self.scalar(a)), _num(self.scalar(b))
-            if op == "/" and y == 0:
-                raise FormulaError("#DIV/0!")
-            a = x * y if op == "*" else x / y
-        return a
-
-    def power(self) -> Any:
-        a = self.unary()
-        while self._is("^"):
-            self.take()
-            b = self.unary()
-            a = _num(self.scalar(a)) ** _num(self.scalar(b))
+            b = self.arith(level + 1)
+            a = ops[op](_num(self.scalar(a)), _num(self.scalar(b)))
         return a
 
     def unary(self) -> Any:
