@@ -594,31 +594,51 @@ static PyObject *outcome_value(int rc, const outcome_t *o, PyObject *dest_obj) {
     return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, dest_obj);
 }
 
-static PyObject *fasttar_extract(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer raw;
+/* extract() and extract_gz(): the same arguments but the last (extract's caller names the
+   compressed size; extract_gz's blob is it) and the same outcome; `gz` inflates the blob
+   first, within gunzip's bound, without the GIL like the extraction. */
+static PyObject *extract_blob(PyObject *args, int gz) {
+    Py_buffer blob;
     PyObject *dest_obj = NULL, *lim_obj;
     const char *strip = NULL;
     Py_ssize_t strip_len = 0;
-    long long compressed_size;
+    long long compressed_size = 0;
     limits_t lim;
-    if (!PyArg_ParseTuple(args, "y*O&z#O!L", &raw, PyUnicode_FSConverter, &dest_obj, &strip,
-                          &strip_len, &PyTuple_Type, &lim_obj, &compressed_size))
-        return NULL;
+    int parsed = gz ? PyArg_ParseTuple(args, "y*O&z#O!", &blob, PyUnicode_FSConverter,
+                                       &dest_obj, &strip, &strip_len, &PyTuple_Type, &lim_obj)
+                    : PyArg_ParseTuple(args, "y*O&z#O!L", &blob, PyUnicode_FSConverter,
+                                       &dest_obj, &strip, &strip_len, &PyTuple_Type, &lim_obj,
+                                       &compressed_size);
+    if (!parsed) return NULL;
+    if (gz) compressed_size = (long long)blob.len;
     PyObject *result = NULL;
     if (parse_limits(lim_obj, &lim) == 0) {
         outcome_t o = {0, 0, 0, 0};
-        int rc;
+        int rc = DONE;
         const char *dest = PyBytes_AS_STRING(dest_obj);
         Py_BEGIN_ALLOW_THREADS
-        rc = extract_core((const unsigned char *)raw.buf, (size_t)raw.len, dest, strip,
-                          (size_t)strip_len, &lim, compressed_size, &o);
+        const unsigned char *raw = (const unsigned char *)blob.buf;
+        size_t raw_len = (size_t)blob.len;
+        unsigned char *inflated = NULL;
+        if (gz) {
+            rc = inflate_gz(raw, raw_len, gz_bound(&lim, blob.len), &inflated, &raw_len);
+            raw = inflated;
+        }
+        if (rc == DONE)
+            rc = extract_core(raw, raw_len, dest, strip, (size_t)strip_len, &lim,
+                              compressed_size, &o);
+        free(inflated);
         Py_END_ALLOW_THREADS
         result = outcome_value(rc, &o, dest_obj);
     }
-    PyBuffer_Release(&raw);
+    PyBuffer_Release(&blob);
     Py_XDECREF(dest_obj);
     return result;
+}
+
+static PyObject *fasttar_extract(PyObject *self, PyObject *args) {
+    (void)self;
+    return extract_blob(args, 0);
 }
 
 /* members(raw, strip=None, limits=None) -> [(name, is_dir, exec, data_offset, size)] | None:
@@ -667,35 +687,7 @@ static PyObject *fasttar_members(PyObject *self, PyObject *args) {
 
 static PyObject *fasttar_extract_gz(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer blob;
-    PyObject *dest_obj = NULL, *lim_obj;
-    const char *strip = NULL;
-    Py_ssize_t strip_len = 0;
-    limits_t lim;
-    if (!PyArg_ParseTuple(args, "y*O&z#O!", &blob, PyUnicode_FSConverter, &dest_obj, &strip,
-                          &strip_len, &PyTuple_Type, &lim_obj))
-        return NULL;
-    PyObject *result = NULL;
-    if (parse_limits(lim_obj, &lim) == 0) {
-        outcome_t o = {0, 0, 0, 0};
-        int rc;
-        const char *dest = PyBytes_AS_STRING(dest_obj);
-        Py_BEGIN_ALLOW_THREADS
-        unsigned char *raw = NULL;
-        size_t raw_len = 0;
-        rc = inflate_gz((const unsigned char *)blob.buf, (size_t)blob.len,
-                        gz_bound(&lim, blob.len), &raw, &raw_len);
-        if (rc == DONE) {
-            rc = extract_core(raw, raw_len, dest, strip, (size_t)strip_len, &lim,
-                              (long long)blob.len, &o);
-            free(raw);
-        }
-        Py_END_ALLOW_THREADS
-        result = outcome_value(rc, &o, dest_obj);
-    }
-    PyBuffer_Release(&blob);
-    Py_XDECREF(dest_obj);
-    return result;
+    return extract_blob(args, 1);
 }
 
 /* --- many tasks in one call, on threads of its own ------------------------------------ */
