@@ -95,41 +95,16 @@ def resolve_local_model(model: str) -> Path:
     raise UsageError(f"model {model!r}: no such checkpoint directory and not an HF id")
 
 
-def start_engine(
-    model: str,
-    *,
-    engine: EngineKind = "auto",
-    host: str = "127.0.0.1",
-    port: int = 0,
-    served_model_name: str | None = None,
-    max_model_len: int | None = None,
-    tensor_parallel_size: int | None = None,
-    threads: int | None = None,
-    log_path: Path | None = None,
-    ready_timeout_s: float = 1800.0,
-    extra_args: list[str] | None = None,
-    vllm_python: str | None = None,
-) -> RunningEngine:
+def start_engine(model: str, *, engine: EngineKind = "auto", **options: Any) -> RunningEngine:
     """Start the engine `engine` names (auto: choose_engine) through its registry entry
-    (apexrl.engine.registry.ENGINES): its `launch` returns a started Engine."""
+    (apexrl.engine.registry.ENGINES): its `launch` returns a started Engine. `options` are
+    StartOptions' fields (host, port, served_model_name, max_model_len, log_path, ...)."""
     from apexrl.engine.protocol import StartOptions
     from apexrl.engine.registry import get_engine
     from apexrl.importpath import load
 
-    kind = choose_engine(engine, vllm_python=vllm_python)
-    opts = StartOptions(
-        model=model,
-        host=host,
-        port=port,
-        served_model_name=served_model_name,
-        max_model_len=max_model_len,
-        tensor_parallel_size=tensor_parallel_size,
-        threads=threads,
-        log_path=log_path,
-        ready_timeout_s=ready_timeout_s,
-        extra_args=list(extra_args or []),
-        vllm_python=vllm_python,
-    )
+    opts = StartOptions(model=model, **options)
+    kind = choose_engine(engine, vllm_python=opts.vllm_python)
     running = load(get_engine(kind).launch)(opts)
     caps = running.capabilities()
     log = getattr(running, "log_path", None)
