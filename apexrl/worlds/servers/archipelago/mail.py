@@ -329,6 +329,34 @@ def _date_arg(value: str, end_of_day: bool) -> datetime | None:
     return d
 
 
+def _send_checked(
+    world: World,
+    sender: str,
+    recipients: tuple[Addresses, Addresses | None, Addresses | None],
+    subject: str,
+    body: str,
+    attachments: list[str],
+    body_format: str,
+    **threading: Any,
+) -> str:
+    """_send of a mail whose sender and recipients (to, cc, bcc: an address or a list)
+    the model chose: checked first the way archipelago's request model checks them."""
+    to, cc, bcc = (_as_list(v) for v in recipients)
+    _check_send(sender, to, cc, bcc, subject)
+    return _send(
+        world,
+        sender=sender,
+        to=to,
+        subject=subject,
+        body=body,
+        cc=cc,
+        bcc=bcc,
+        attachments=attachments,
+        body_format=body_format,
+        **threading,
+    )
+
+
 def _reply(
     world: World, original_mail_id: str, body: str, attachments, body_format, reply_all: bool
 ):
@@ -442,18 +470,14 @@ def send_mail(
     references: list[str] | None = None,
 ) -> Any:
     """Send a new email (stored in the world's mailbox). Returns its mail_id."""
-    to, cc_l, bcc_l = _as_list(to_email), _as_list(cc), _as_list(bcc)
-    _check_send(from_email, to, cc_l, bcc_l, subject)
-    return _send(
+    return _send_checked(
         world,
-        sender=from_email,
-        to=to,
-        subject=subject,
-        body=body,
-        cc=cc_l,
-        bcc=bcc_l,
-        attachments=list(attachments or []),
-        body_format=body_format,
+        from_email,
+        (to_email, cc, bcc),
+        subject,
+        body,
+        list(attachments or []),
+        body_format,
         thread_id=thread_id,
         in_reply_to=in_reply_to,
         references=references,
@@ -517,18 +541,14 @@ def forward_mail(
         head.append(f"CC: {', '.join(orig['cc'])}")
     text = "\n".join([*head, "", orig["body"]])
     sender = orig["to"][0] if orig["to"] else "user@example.com"
-    to, cc_l, bcc_l = _as_list(to_email), _as_list(cc), _as_list(bcc)
-    _check_send(sender, to, cc_l, bcc_l, subj)
-    return _send(
+    return _send_checked(
         world,
-        sender=sender,
-        to=to,
-        subject=subj,
-        body=text,
-        cc=cc_l,
-        bcc=bcc_l,
-        attachments=[*orig["attachments"], *(attachments or [])],
-        body_format=body_format,
+        sender,
+        (to_email, cc, bcc),
+        subj,
+        text,
+        [*orig["attachments"], *(attachments or [])],
+        body_format,
     )
 
 
