@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -95,17 +96,12 @@ def file_content(path: Path) -> str:
     paragraphs and tables of a document, texts of a deck's slides; the bytes' hash of
     anything else. Two writers that save the same content compare equal."""
     ext = path.suffix.lower()
-    try:
-        if ext in (".xlsx", ".xlsm"):
-            return _xlsx_content(path)
-        if ext == ".docx":
-            return _docx_content(path)
-        if ext == ".pptx":
-            return _pptx_content(path)
-        if ext == ".pdf":
-            return _pdf_content(path)
-    except Exception as e:  # unreadable: compare the reader's complaint
-        return f"<unreadable {type(e).__name__}>"
+    reader = _READERS.get(ext)
+    if reader is not None:
+        try:
+            return reader(path)
+        except Exception as e:  # unreadable: compare the reader's complaint
+            return f"<unreadable {type(e).__name__}>"
     if ext in _TEXT_DATA or path.name == "mbox":
         try:  # app data the servers write: compared as text, so "now" and new ids
             return path.read_text("utf-8")  # pass through `normalise`
@@ -162,6 +158,16 @@ def _pdf_content(path: Path) -> str:
         lines.append(f"[page {i} {round(float(box.width))}x{round(float(box.height))}]")
         lines.append(" ".join((page.extract_text() or "").split()))
     return "\n".join(lines)
+
+
+# The office formats compared by what they hold (file_content), by extension.
+_READERS: dict[str, Callable[[Path], str]] = {
+    ".xlsx": _xlsx_content,
+    ".xlsm": _xlsx_content,
+    ".docx": _docx_content,
+    ".pptx": _pptx_content,
+    ".pdf": _pdf_content,
+}
 
 
 def file_digest(path: Path) -> str:
