@@ -85,7 +85,6 @@ from apexrl.envs.local.pool import (  # noqa: F401  (the warm pool's names, re-e
     SPAWNER,
     Slot,
     _proc_start,
-    _tail,
     new_slot,
     peer_binds,
     prewarm_count,
@@ -98,6 +97,7 @@ from apexrl.envs.local.sandbox import (
     pass_env_from_environment,
     resolve_allowed,
 )
+from apexrl.envs.local.warm import log_tail
 from apexrl.tasks import envnames
 from apexrl.worlds.store import (
     TaskWorld,
@@ -674,7 +674,7 @@ class LocalEnvironment(BaseEnvironment):
                 kind="gateway",
             ) from None
         if not rec or "url" not in rec:
-            tail = _tail(log)
+            tail = log_tail(log)
             raise SandboxError(
                 f"world {tw.world_id}: the gateway did not start (exit {slot.proc.poll()}): {tail}",
                 kind="gateway",

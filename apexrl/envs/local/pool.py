@@ -41,13 +41,6 @@ def _proc_start(pid: int) -> str | None:
         return None
 
 
-def _tail(path: Path, n: int = 1500) -> str:
-    try:
-        return path.read_text("utf-8", "replace")[-n:].strip()
-    except OSError:
-        return "(no log)"
-
-
 def prewarm_count() -> int:
     """Warm sandboxes kept ready for the next trials: $APEXRL_LOCAL_PREWARM (default 2, 0 = off)."""
     raw = os.environ.get("APEXRL_LOCAL_PREWARM", "2").strip().lower()
@@ -90,9 +83,9 @@ class Slot:
         ready = self.read_json()
         if not ready or not ready.get("warm"):
             if isinstance(self.proc, warm.ForkedGateway):  # the next trials start fresh ones
-                warm.disable(self.root.parent, _tail(self.root / GATEWAY_LOG, 300))
+                warm.disable(self.root.parent, warm.log_tail(self.root / GATEWAY_LOG, 300))
             raise SandboxError(
-                f"the gateway sandbox did not start: {_tail(self.root / GATEWAY_LOG)}",
+                f"the gateway sandbox did not start: {warm.log_tail(self.root / GATEWAY_LOG)}",
                 kind="gateway",
             )
         told = {"world_id": world_id, "token": token, "code_network": code_network}

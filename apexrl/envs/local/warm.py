@@ -139,7 +139,7 @@ class ForkServer:
             if not line or not json.loads(line).get("ready"):
                 self.close()
                 raise ForkServerError(
-                    f"the gateway fork server did not start: {_tail(Path(log_path))}"
+                    f"the gateway fork server did not start: {log_tail(Path(log_path))}"
                 )
         finally:
             os.unlink(log_path)
@@ -240,7 +240,8 @@ class ForkServer:
                 proc.wait(timeout=5)
 
 
-def _tail(path: Path, n: int = 1500) -> str:
+def log_tail(path: Path, n: int = 1500) -> str:
+    """The last `n` characters of a log (the pool's and the fork server's start errors)."""
     try:
         return path.read_text("utf-8", "replace")[-n:].strip()
     except OSError:
