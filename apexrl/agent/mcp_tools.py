@@ -41,7 +41,6 @@ OPEN_ATTEMPT_S = 120.0
 
 
 DEFAULT_REPLY_MAX_BYTES = 16 * 1024 * 1024
-_SSL: Any = None
 
 
 class GatewayNotReady(Exception):
@@ -297,16 +296,6 @@ def _content_text(content: list | None) -> str:
     return "\n".join(parts)
 
 
-def _ssl_context() -> Any:
-    """One default SSL context per process (loading the CA bundle costs ~60 ms)."""
-    global _SSL
-    if _SSL is None:
-        import ssl
-
-        _SSL = ssl.create_default_context()
-    return _SSL
-
-
 @functools.cache
 def _capped_transport_class() -> type:
     """httpx2's own transport, each POST's response body counted as it streams in: past
@@ -314,6 +303,8 @@ def _capped_transport_class() -> type:
     says so). A compressed body is refused too: its size on the wire says nothing of its
     size read. (A class made on first use: httpx2 is imported lazily.)"""
     import httpx2
+
+    from apexrl.host import ssl_context
 
     class ReplyTooLarge(httpx2.StreamError):
         """Raised inside the body stream: the MCP client's JSON and SSE readers end the
@@ -343,7 +334,7 @@ def _capped_transport_class() -> type:
     class CappedTransport(httpx2.AsyncBaseTransport):
         def __init__(self, box: ToolBox, inner: Any = None) -> None:
             self._box = box
-            self._inner = inner or httpx2.AsyncHTTPTransport(verify=_ssl_context())
+            self._inner = inner or httpx2.AsyncHTTPTransport(verify=ssl_context())
 
         async def handle_async_request(self, request: Any) -> Any:
             response = await self._inner.handle_async_request(request)

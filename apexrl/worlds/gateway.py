@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from apexrl.errors import ApexError, ExitCode
+from apexrl.host import ssl_context
 from apexrl.worlds.models import ServerStatus
 from apexrl.worlds.servers import guard
 from apexrl.worlds.surface import Surface, get_surface
@@ -293,20 +294,6 @@ def urls(host: str, port: int, token: str | None = None) -> tuple[str, str]:
     h = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
     base = f"http://{h}:{port}" + (f"/{token}" if token else "")
     return base + MCP_PATH, base + "/health"
-
-
-_SSL: Any = None
-
-
-def ssl_context() -> Any:
-    """One default SSL context per process: the readiness check's HTTP clients need one
-    (even for http://), and loading the CA bundle costs ~60 ms each time."""
-    global _SSL
-    if _SSL is None:
-        import ssl
-
-        _SSL = ssl.create_default_context()
-    return _SSL
 
 
 async def wait_ready(

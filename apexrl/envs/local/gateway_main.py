@@ -67,7 +67,8 @@ def _preload(serve_once: bool = False) -> None:
     import tempfile
     from pathlib import Path
 
-    from apexrl.worlds.gateway import build_gateway, ssl_context
+    from apexrl.host import ssl_context
+    from apexrl.worlds.gateway import build_gateway
 
     ssl_context()
     from apexrl.worlds.world import open_world
