@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from apexrl.artifacts.atomic import write_text_atomic
+
+if TYPE_CHECKING:
+    from apexrl.train.recipe import LoadedRecipe
 
 MANIFEST_NAME = "apexrl_manifest.json"
 LATEST = "latest_ckpt_global_step.txt"
@@ -29,6 +33,28 @@ def latest_step(ckpt_dir: Path) -> int | None:
     except ValueError:
         return None
     return step if (Path(ckpt_dir) / f"global_step_{step}" / "state.json").is_file() else None
+
+
+class RunFolder:
+    """Where a run (RL or warm start) checkpoints: the recipe's checkpoint.path with
+    {run_name} filled in (`ckpt_dir`), the folder above it (`root`), and whether this
+    start resumes from what is there."""
+
+    def __init__(self, loaded: LoadedRecipe, *, resume: bool) -> None:
+        self.loaded = loaded
+        self.run_name = loaded.recipe.resolved_run_name
+        path = loaded.recipe.checkpoint.path.format(run_name=self.run_name)
+        self.ckpt_dir = Path(path).expanduser().resolve()
+        self.root = self.ckpt_dir.parent
+        self.resume = resume
+
+    def latest_step(self) -> int | None:
+        return latest_step(self.ckpt_dir)
+
+    def check_resume(self) -> str:
+        from apexrl.train.launch import resume_line
+
+        return resume_line(str(self.ckpt_dir), self.latest_step(), self.resume)
 
 
 def write_checkpoint(ckpt_dir: Path, policy, step: int, state: dict, *, keep: int) -> Path:

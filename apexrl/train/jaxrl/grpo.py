@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apexrl.artifacts.atomic import write_text_atomic
 from apexrl.errors import UsageError
-from apexrl.train.jaxrl.checkpoints import MANIFEST_NAME, latest_step, write_checkpoint
+from apexrl.train.jaxrl.checkpoints import MANIFEST_NAME, RunFolder, write_checkpoint
 from apexrl.train.recipe import LoadedRecipe
 
 SYNTHETIC = "synthetic:letters"
@@ -68,11 +68,7 @@ class StepRecord(BaseModel):
     step_s: float
 
 
-def _expand(path: str, run_name: str) -> Path:
-    return Path(path.format(run_name=run_name)).expanduser().resolve()
-
-
-class JaxRun:
+class JaxRun(RunFolder):
     """The folders, the data and the model of one run (nothing started yet)."""
 
     def __init__(
@@ -83,26 +79,12 @@ class JaxRun:
         model: str | None = None,
         resume: bool = False,
     ) -> None:
-        r = loaded.recipe
-        self.loaded = loaded
-        self.recipe = r
-        self.run_name = r.resolved_run_name
-        self.ckpt_dir = _expand(r.checkpoint.path, self.run_name)
-        self.root = self.ckpt_dir.parent
-        self.resume = resume
+        super().__init__(loaded, resume=resume)
+        r = self.recipe = loaded.recipe
         self.data_spec = data or r.data.train
         self.model_spec = model or r.model.path
         if not self.data_spec:
             raise UsageError("no training data", hint="pass --data TASKS_DIR or set data.train")
-
-    # --- checkpoints ----------------------------------------------------------------------
-    def latest_step(self) -> int | None:
-        return latest_step(self.ckpt_dir)
-
-    def check_resume(self) -> str:
-        from apexrl.train.launch import resume_line
-
-        return resume_line(str(self.ckpt_dir), self.latest_step(), self.resume)
 
     # --- inputs ---------------------------------------------------------------------------
     def prepare(self) -> tuple[Path, Path | None, Path]:

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 
 from apexrl.artifacts.atomic import write_text_atomic
 from apexrl.errors import BadRecordError, UsageError
-from apexrl.train.jaxrl.checkpoints import MANIFEST_NAME, latest_step, write_checkpoint
+from apexrl.train.jaxrl.checkpoints import MANIFEST_NAME, RunFolder, write_checkpoint
 from apexrl.train.recipe import LoadedRecipe, SftSection
 
 PROBE_SIZE = 16
@@ -55,10 +55,6 @@ class SftStepRecord(BaseModel):
     tokens: int  # input tokens of the batch
     trained_tokens: int
     step_s: float
-
-
-def _expand(path: str, run_name: str) -> Path:
-    return Path(path.format(run_name=run_name)).expanduser().resolve()
 
 
 def sft_section(loaded: LoadedRecipe) -> SftSection:
@@ -84,25 +80,12 @@ def sft_settings(loaded: LoadedRecipe):
     )
 
 
-class SftRun:
+class SftRun(RunFolder):
     """The folders of one warm start (nothing written yet)."""
 
     def __init__(self, loaded: LoadedRecipe, *, resume: bool = False) -> None:
-        r = loaded.recipe
-        self.loaded = loaded
         self.section = sft_section(loaded)
-        self.run_name = r.resolved_run_name
-        self.ckpt_dir = _expand(r.checkpoint.path, self.run_name)
-        self.root = self.ckpt_dir.parent
-        self.resume = resume
-
-    def latest_step(self) -> int | None:
-        return latest_step(self.ckpt_dir)
-
-    def check_resume(self) -> str:
-        from apexrl.train.launch import resume_line
-
-        return resume_line(str(self.ckpt_dir), self.latest_step(), self.resume)
+        super().__init__(loaded, resume=resume)
 
     def check_same_run(self, identity: str) -> None:
         """Refuse a folder whose manifest is another run's (model, adapter, data or
