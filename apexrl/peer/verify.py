@@ -4,8 +4,10 @@ copies of one world; a record per case and a summary by server."""
 from __future__ import annotations
 
 import asyncio
+import math
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,6 +84,26 @@ def prepare_copies(world: Path, work: Path) -> tuple[Path, Path]:
     return copies[0], copies[1]
 
 
+# apps whose writes are stamped to the second ("now") and listed newest first, ties in
+# file order: mail (Date), chat (post time), calendar (created/updated)
+SECOND_STAMPED = frozenset({"mail", "chat", "calendar"})
+
+
+async def next_second(last_write_end: float | None, clock=time.time, sleep=asyncio.sleep):
+    """Wait until a new wall-clock second has begun since the last write ended.
+
+    Each write case runs on apexrl's side, then the peer's, some milliseconds apart.
+    When a second boundary falls between the two, one side's new item ties (same
+    second) with an earlier write and the other's does not, so a newest-first listing
+    orders them differently on the two sides although both servers sort alike. Every
+    write starting in a second of its own makes the order the case order on both."""
+    if last_write_end is None:
+        return
+    wait = math.floor(last_write_end) + 1 - clock()
+    if wait > 0:
+        await sleep(wait)
+
+
 def _same(a: Side, p: Side, now: datetime) -> bool:
     na = [normalise(t, now=now) for t in a.content]
     np_ = [normalise(t, now=now) for t in p.content]
@@ -100,11 +122,16 @@ async def _run_server(
     from apexrl.peer.sessions import apexrl_session, peer_session
 
     same = 0
+    last_write: float | None = None
     async with peer_session(rt, p_root) as peer, apexrl_session(name, a_root) as ours:
         for case in cases:
             before = (tree_state(a_root), tree_state(p_root)) if case.writes else None
+            if case.writes and name in SECOND_STAMPED:
+                await next_second(last_write)
             ra: Reply = await ours.call(case.tool, case.args)
             rp: Reply = await peer.call(case.tool, case.args)
+            if case.writes:
+                last_write = time.time()
             fa = fp = {}
             if before is not None:
                 fa = changes(before[0], tree_state(a_root))

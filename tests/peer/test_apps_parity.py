@@ -172,7 +172,8 @@ def test_more_cases_identical(server, example_worlds, checkout, tmp_path):
     a_root, p_root = prepare_copies(example_worlds[0], tmp_path)
     cases = cases_for(a_root, [server]) + EXTRA[server](a_root)
     records = []
-    asyncio.run(_run_server(server, cases, rt, a_root, p_root, records.append, datetime.now(UTC)))
+    start = datetime.now(UTC)
+    asyncio.run(_run_server(server, cases, rt, a_root, p_root, records.append, start))
     assert len(records) == len(cases)
     # the writes were made and compared by content
     assert any(r.peer.files for r in records) and any(r.peer.error for r in records)
@@ -191,3 +192,25 @@ def test_more_cases_identical(server, example_worlds, checkout, tmp_path):
         if not r.same
     ]
     assert diff == []
+    if server == "mail":  # each new mail in a second of its own, on both sides
+        for root in (a_root, p_root):
+            seconds = _new_mail_seconds(root, since=start)
+            assert len(seconds) == sum(r.apexrl.files != {} for r in records)
+            assert len(set(seconds)) == len(seconds), seconds
+
+
+def _new_mail_seconds(root: Path, since: datetime) -> list[datetime]:
+    """Date headers (to the second) of the mails written since `since`."""
+    import mailbox
+    from email.utils import parsedate_to_datetime
+
+    out = []
+    for box in sorted((root / ".apps_data" / "mail").rglob("*.mbox")):
+        for msg in mailbox.mbox(str(box)):
+            try:
+                when = parsedate_to_datetime(str(msg["Date"]))
+            except (TypeError, ValueError):
+                continue  # the world's own mails, whatever their dates
+            if when.tzinfo is not None and when >= since.replace(microsecond=0):
+                out.append(when)
+    return out

@@ -34,3 +34,26 @@ def test_pdfs_compare_by_pages_and_words_not_bytes(tmp_path):
     broken = tmp_path / "e.pdf"
     broken.write_bytes(b"%PDF-1.4 not really")
     assert file_content(broken).startswith("<unreadable ")
+
+
+def test_each_second_stamped_write_starts_in_a_second_of_its_own():
+    """A write case runs on apexrl's side then the peer's, milliseconds apart; a second
+    boundary between the two made one side's new mail tie with the previous write and
+    the other's not, so newest-first listings differed (the mail parity flake). The
+    harness waits for a new second after each write; never longer than needed."""
+    import asyncio
+
+    from apexrl.peer.verify import next_second
+
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(round(s, 3))
+
+    def at(t: float):
+        return lambda: t
+
+    asyncio.run(next_second(None, clock=at(100.2), sleep=sleep))  # first write: no wait
+    asyncio.run(next_second(99.95, clock=at(99.99), sleep=sleep))  # same second: to 100.0
+    asyncio.run(next_second(99.95, clock=at(100.3), sleep=sleep))  # a new second already
+    assert slept == [0.01]
