@@ -658,6 +658,17 @@ def zip_members(zf: Any, where: str) -> tuple[list[Member], list[tuple[str, str]
     return members, bad
 
 
+def open_zip(path: Path, where: str) -> Any:
+    """The zipfile.ZipFile of `path`, or a BadRecordError naming `where` when it is not
+    a zip that can be read."""
+    import zipfile
+
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise BadRecordError(where, f"not a readable zip: {e}") from None
+
+
 def extract_zip(
     path: Path,
     dest: Path,
@@ -670,11 +681,7 @@ def extract_zip(
     import zipfile
 
     where = where or str(path)
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise BadRecordError(where, f"not a readable zip: {e}") from None
-    with zf:
+    with open_zip(path, where) as zf:
         members, bad = zip_members(zf, where)
         try:
             return extract_members(

@@ -212,12 +212,10 @@ def safe_member_name(name: str, where: str) -> str:
 
 
 def _zip_world(path: Path, world_id: str, meta: dict[str, Any] | None = None) -> WorldSource:
+    from apexrl.artifacts.archive_extract import open_zip
+
     where = str(path)
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise BadRecordError(where, f"not a readable zip: {e}") from None
-    with zf:
+    with open_zip(path, where) as zf:
         infos = zf.infolist()
     members: list[tuple[str, zipfile.ZipInfo]] = []
     for info in infos:
