@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -186,6 +187,12 @@ GroupMetrics = create_model(
     __doc__="The metric table's metrics (apexrl/eval/metric_table.py) over a set of tasks.",
     **_metric_fields(),
 )
+
+
+def run_label(run_dir: Path, config: EvalRunConfig | None) -> str:
+    """How reports and the viewer name a run: its folder, and the model when recorded."""
+    model = config.model.name if config else None
+    return f"{run_dir.name} ({model})" if model else run_dir.name
 
 
 def plan_ids(config: EvalRunConfig | None) -> set[str] | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from apexrl.eval import resume
 from apexrl.eval.metric_table import Metric, MetricCI, report_metrics
 from apexrl.eval.metrics import Columns, compare, summarize
-from apexrl.eval.models import EvalRunConfig, EvalSummary, plan_ids, planned_trials
+from apexrl.eval.models import EvalRunConfig, EvalSummary, plan_ids, planned_trials, run_label
 
 
 @dataclass
@@ -35,8 +35,7 @@ class LoadedRun:
 
     @property
     def label(self) -> str:
-        model = self.config.model.name if self.config else None
-        return f"{self.run_dir.name} ({model})" if model else self.run_dir.name
+        return run_label(self.run_dir, self.config)
 
 
 def load_run(run_dir: Path) -> LoadedRun:

@@ -23,7 +23,7 @@ import orjson
 
 from apexrl.eval import resume
 from apexrl.eval.metrics import Columns, summarize
-from apexrl.eval.models import EvalRunConfig, plan_ids, planned_trials
+from apexrl.eval.models import EvalRunConfig, plan_ids, planned_trials, run_label
 from apexrl.eval.transcript import DEFAULT_CAP, read_trial
 
 VIEW_FILE = "viewer.html"
@@ -74,8 +74,7 @@ class ViewRun:
 
     @property
     def label(self) -> str:
-        model = self.config.model.name if self.config else None
-        return f"{self.run_dir.name} ({model})" if model else self.run_dir.name
+        return run_label(self.run_dir, self.config)
 
 
 def _task_name(trial_id: str) -> str:
