@@ -11,6 +11,7 @@ Reading spaces, messages and users, and the readiness check.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +58,23 @@ def _messages(d: Path) -> list[dict[str, Any]]:
     return msgs
 
 
+def user_infos(users_dir: Path) -> Iterator[tuple[str, Any]]:
+    """(folder name, its user_info.json's user) of each user under `users_dir`, by name."""
+    if not users_dir.is_dir():
+        return
+    for u in sorted(users_dir.iterdir()):
+        f = u / "user_info.json"
+        if f.is_file():
+            data = _read_json(f)
+            yield u.name, data.get("user", data) if isinstance(data, dict) else {}
+
+
 def users(world: World) -> list[dict[str, str]]:
-    d = _chat_folder(world, "Users")
     out = []
-    if d.is_dir():
-        for u in sorted(d.iterdir()):
-            f = u / "user_info.json"
-            if f.is_file():
-                data = _read_json(f)
-                info = data.get("user", data) if isinstance(data, dict) else {}
-                if isinstance(info, dict) and info.get("email"):
-                    name = str(info.get("name") or info["email"])
-                    out.append({"name": name, "email": str(info["email"])})
+    for _, info in user_infos(_chat_folder(world, "Users")):
+        if isinstance(info, dict) and info.get("email"):
+            name = str(info.get("name") or info["email"])
+            out.append({"name": name, "email": str(info["email"])})
     return out
 
 

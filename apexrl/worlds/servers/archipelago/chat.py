@@ -439,27 +439,21 @@ def _person(u: dict[str, Any]) -> dict[str, Any]:
 
 
 def _users(world: World) -> list[dict[str, Any]]:
-    d = world.apps_path(f"{_chat.CHAT_DIR}/Users")
     out = []
-    if d.is_dir():
-        for u in sorted(d.iterdir()):
-            f = u / "user_info.json"
-            if f.is_file():
-                data = _chat._read_json(f)
-                info = data.get("user", data) if isinstance(data, dict) else {}
-                if isinstance(info, dict):
-                    out.append(
-                        {
-                            "user_id": u.name,
-                            "name": info.get("name"),
-                            "email": info.get("email"),
-                            **{
-                                k: v
-                                for k, v in info.items()
-                                if k not in ("name", "email") and isinstance(v, str | int)
-                            },
-                        }
-                    )
+    for user_id, info in _chat.user_infos(world.apps_path(f"{_chat.CHAT_DIR}/Users")):
+        if isinstance(info, dict):
+            out.append(
+                {
+                    "user_id": user_id,
+                    "name": info.get("name"),
+                    "email": info.get("email"),
+                    **{
+                        k: v
+                        for k, v in info.items()
+                        if k not in ("name", "email") and isinstance(v, str | int)
+                    },
+                }
+            )
     return out
 
 
