@@ -22,7 +22,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from apexrl.errors import ApexError, AuthError, ExitCode, RemoteError
@@ -76,12 +76,19 @@ def _install_timeouts() -> None:
     set_client_factory(factory)
 
 
-def _http_status(e: BaseException) -> tuple[int | None, str, str | None, bool]:
-    """(status, Hub message, Retry-After, is_transport_error) found along the cause chain."""
+def _causes(e: BaseException) -> Iterator[BaseException]:
+    """`e`, then what it was raised from or while handling, and so on (each once)."""
     seen = set()
     cur: BaseException | None = e
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def _http_status(e: BaseException) -> tuple[int | None, str, str | None, bool]:
+    """(status, Hub message, Retry-After, is_transport_error) found along the cause chain."""
+    for cur in _causes(e):
         resp = getattr(cur, "response", None)
         status = getattr(resp, "status_code", None)
         if isinstance(status, int):
@@ -100,7 +107,6 @@ def _http_status(e: BaseException) -> tuple[int | None, str, str | None, bool]:
         )  # fmt: skip
         if transport or isinstance(cur, ConnectionError | TimeoutError):
             return None, f"{name}: {cur}", None, True
-        cur = cur.__cause__ or cur.__context__
     return None, "", None, False
 
 
@@ -108,16 +114,12 @@ def _dns_failure(e: BaseException) -> str | None:
     """ "no such name", "resolver failed" (maybe transient: one retry), or None."""
     import socket
 
-    seen = set()
-    cur: BaseException | None = e
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
+    for cur in _causes(e):
         text = str(cur)
         if "Name or service not known" in text or "nodename nor servname" in text:
             return "no such name"
         if isinstance(cur, socket.gaierror) or "name resolution" in text:
             return "resolver failed"
-        cur = cur.__cause__ or cur.__context__
     return None
 
 
