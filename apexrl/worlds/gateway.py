@@ -347,18 +347,27 @@ class RunningGateway:
     n_tools: int = 0
 
 
-@contextlib.contextmanager
-def serve_in_thread(
-    gateway: Gateway, *, host: str = "127.0.0.1", port: int = 0, ready_timeout_s: float = 30.0
-) -> Iterator[RunningGateway]:
-    """Run the gateway in a background thread (tests, in-process agents); stops on exit."""
+def _uvicorn_server(
+    gateway: Gateway, host: str, port: int
+) -> tuple[Any, socket.socket, RunningGateway]:
+    """A uvicorn server for `gateway` (not started), the socket it will serve (bound now:
+    port 0 picks a free one) and where it will answer."""
     import uvicorn
 
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
     url, health_url = urls(host, port, gateway.token)
     config = uvicorn.Config(gateway.starlette_app(host=host), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    return uvicorn.Server(config), sock, RunningGateway(gateway, host, port, url, health_url)
+
+
+@contextlib.contextmanager
+def serve_in_thread(
+    gateway: Gateway, *, host: str = "127.0.0.1", port: int = 0, ready_timeout_s: float = 30.0
+) -> Iterator[RunningGateway]:
+    """Run the gateway in a background thread (tests, in-process agents); stops on exit."""
+    server, sock, running = _uvicorn_server(gateway, host, port)
+    port = running.port
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="apexrl-gateway", daemon=True
     )
@@ -371,10 +380,11 @@ def serve_in_thread(
                     f"gateway on {host}:{port} did not start within {ready_timeout_s:.0f}s"
                 )
             time.sleep(0.02)
-        running = RunningGateway(gateway, host, port, url, health_url)
         if gateway.ok:
             running.n_tools = asyncio.run(
-                wait_ready(url, health_url, gateway.tool_names, timeout_s=ready_timeout_s)
+                wait_ready(
+                    running.url, running.health_url, gateway.tool_names, timeout_s=ready_timeout_s
+                )
             )
         yield running
     finally:
@@ -387,13 +397,8 @@ async def serve_forever(
     gateway: Gateway, *, host: str, port: int, on_ready, ready_timeout_s: float = 30.0
 ) -> None:
     """Serve until cancelled (Ctrl-C); call `on_ready(RunningGateway)` once tools answer."""
-    import uvicorn
-
-    sock = bind_socket(host, port)
-    port = sock.getsockname()[1]
-    url, health_url = urls(host, port, gateway.token)
-    config = uvicorn.Config(gateway.starlette_app(host=host), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    server, sock, running = _uvicorn_server(gateway, host, port)
+    port = running.port
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         deadline = time.monotonic() + ready_timeout_s
@@ -406,8 +411,10 @@ async def serve_forever(
                     f"gateway on {host}:{port} did not start within {ready_timeout_s:.0f}s"
                 )
             await asyncio.sleep(0.02)
-        n = await wait_ready(url, health_url, gateway.tool_names, timeout_s=ready_timeout_s)
-        on_ready(RunningGateway(gateway, host, port, url, health_url, n))
+        running.n_tools = await wait_ready(
+            running.url, running.health_url, gateway.tool_names, timeout_s=ready_timeout_s
+        )
+        on_ready(running)
         await task
     finally:
         server.should_exit = True
