@@ -68,6 +68,15 @@ class JudgeNeeds:
     def needed(self) -> bool:
         return self.n_judge_criteria > 0
 
+    def count(self, rubric: list[dict], name: str) -> None:
+        """Add one task's rubric (`name`: how tasks_needing names the task)."""
+        n = sum(1 for c in rubric if criterion_needs_judge(c))
+        self.n_tasks += 1
+        self.n_criteria += len(rubric)
+        self.n_judge_criteria += n
+        if n:
+            self.tasks_needing.append(name)
+
 
 def judge_needs(task_dirs: Iterable[Path], *, missing_ok: bool = False) -> JudgeNeeds:
     """missing_ok: a task without tests/verifiers.json counts as no criteria (its own
@@ -76,13 +85,7 @@ def judge_needs(task_dirs: Iterable[Path], *, missing_ok: bool = False) -> Judge
     for d in task_dirs:
         if missing_ok and not (Path(d) / "tests" / "verifiers.json").exists():
             continue
-        rubric = rubric_of(Path(d))
-        n = sum(1 for c in rubric if criterion_needs_judge(c))
-        out.n_tasks += 1
-        out.n_criteria += len(rubric)
-        out.n_judge_criteria += n
-        if n:
-            out.tasks_needing.append(Path(d).name)
+        out.count(rubric_of(Path(d)), Path(d).name)
     return out
 
 
@@ -135,12 +138,7 @@ def dataset_judge_needs(source: str) -> JudgeNeeds | None:
     out = JudgeNeeds()
     for where, row in iter_rows(text):
         rubric = _rubric_from_blob(row.get("task_binary") or b"", where)
-        n = sum(1 for c in rubric if criterion_needs_judge(c))
-        out.n_tasks += 1
-        out.n_criteria += len(rubric)
-        out.n_judge_criteria += n
-        if n:
-            out.tasks_needing.append(str(row.get("path") or where))
+        out.count(rubric, str(row.get("path") or where))
     return out
 
 
