@@ -7,18 +7,22 @@ import subprocess
 from pathlib import Path
 
 
-def checkout_commit(root: Path) -> str | None:
-    """`git rev-parse HEAD` in ROOT; None when it is no git checkout or git is missing."""
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    """`git -C ROOT ARGS`; None when git is missing or does not answer within 10 s."""
     try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def checkout_commit(root: Path) -> str | None:
+    """`git rev-parse HEAD` in ROOT; None when it is no git checkout or git is missing."""
+    out = _git(root, "rev-parse", "HEAD")
+    if out is None or out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
 
 
 def checkout_revision(root: Path) -> tuple[str | None, bool | None]:
@@ -26,13 +30,7 @@ def checkout_revision(root: Path) -> tuple[str | None, bool | None]:
     commit = checkout_commit(root)
     if commit is None:
         return None, None
-    try:
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+    if dirty is None:
         return None, None
     return commit, bool(dirty.stdout.strip())
