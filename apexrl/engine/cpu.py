@@ -261,6 +261,22 @@ def _window_max_tokens(max_tokens: Any, n_prompt: int, window: int) -> int:
         raise _BadRequest(str(e)) from e
 
 
+def _check_model(engine: LocalEngine, body: dict) -> None:
+    """A request naming another model is refused as vLLM refuses it (404)."""
+    model = body.get("model")
+    if model is not None and model != engine.name:
+        raise _BadRequest(f"The model `{model}` does not exist.", status=404)
+
+
+def _temperature_top_p(body: dict) -> tuple[float, float]:
+    try:
+        temperature = float(body.get("temperature", sampling.TEMPERATURE))
+        top_p = float(body.get("top_p", sampling.TOP_P))
+    except (TypeError, ValueError) as e:
+        raise _BadRequest("temperature and top_p must be numbers") from e
+    return temperature, top_p
+
+
 def _completion_request(engine: LocalEngine, body: dict) -> dict:
     prompt = body.get("prompt")
     if isinstance(prompt, str):
@@ -278,15 +294,9 @@ def _completion_request(engine: LocalEngine, body: dict) -> dict:
     bad = [t for t in prompt if t < 0 or t >= engine.vocab_size]
     if bad:
         raise _BadRequest(f"token id {bad[0]} is out of vocabulary (size {engine.vocab_size})")
-    model = body.get("model")
-    if model is not None and model != engine.name:
-        raise _BadRequest(f"The model `{model}` does not exist.", status=404)
+    _check_model(engine, body)
     max_tokens = _window_max_tokens(body.get("max_tokens", 16), len(prompt), engine.max_model_len)
-    try:
-        temperature = float(body.get("temperature", sampling.TEMPERATURE))
-        top_p = float(body.get("top_p", sampling.TOP_P))
-    except (TypeError, ValueError) as e:
-        raise _BadRequest("temperature and top_p must be numbers") from e
+    temperature, top_p = _temperature_top_p(body)
     seed = body.get("seed")
     stop_ids = body.get("stop_token_ids") or []
     logprobs = body.get("logprobs")
@@ -363,9 +373,7 @@ def _chat_request(engine: LocalEngine, body: dict) -> dict:
         raise _BadRequest("stream is not supported by the local engine")
     if int(body.get("n") or 1) != 1:
         raise _BadRequest("n must be 1")
-    model = body.get("model")
-    if model is not None and model != engine.name:
-        raise _BadRequest(f"The model `{model}` does not exist.", status=404)
+    _check_model(engine, body)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise _BadRequest("messages must be a non-empty list")
@@ -398,11 +406,7 @@ def _chat_request(engine: LocalEngine, body: dict) -> dict:
             f"{max_tokens} in the completion). Please reduce the length of the messages or "
             "completion."
         )
-    try:
-        temperature = float(body.get("temperature", sampling.TEMPERATURE))
-        top_p = float(body.get("top_p", sampling.TOP_P))
-    except (TypeError, ValueError) as e:
-        raise _BadRequest("temperature and top_p must be numbers") from e
+    temperature, top_p = _temperature_top_p(body)
     stop_ids = [i for i in (tok.eos_token_id, tok.token_to_id("<|im_end|>")) if i is not None]
     r = engine.generate(
         prompt,
