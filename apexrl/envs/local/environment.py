@@ -454,11 +454,19 @@ class LocalEnvironment(BaseEnvironment):
         (or names '..'). Links inside are the caller's to refuse (they may point out)."""
         if not str(sandbox_path).startswith("/") or ".." in PurePosixPath(sandbox_path).parts:
             return None
+        mount = self._mount_of(sandbox_path)
+        if mount is None:
+            return None
+        target, source = mount
+        return source.joinpath(*PurePosixPath(sandbox_path).relative_to(target).parts)
+
+    def _mount_of(self, sandbox_path: str) -> tuple[PurePosixPath, Path] | None:
+        """(sandbox folder, host folder) of the first writable mount holding the path."""
         p = PurePosixPath(sandbox_path)
         for target, source in self._mounts_rw():
             t = PurePosixPath(target)
             if p == t or p.is_relative_to(t):
-                return Path(source).joinpath(*p.relative_to(t).parts)
+                return t, Path(source)
         return None
 
     def world_state(self) -> WorldState:
@@ -571,13 +579,9 @@ class LocalEnvironment(BaseEnvironment):
 
     def _inside_mount(self, host: Path, sandbox_path: str) -> None:
         """Refuse a host path that resolves out of its mount (through a planted link)."""
-        p = PurePosixPath(sandbox_path)
-        for target, source in self._mounts_rw():
-            t = PurePosixPath(target)
-            if p == t or p.is_relative_to(t):
-                if host.resolve().is_relative_to(Path(source).resolve()):
-                    return
-                break
+        mount = self._mount_of(sandbox_path)
+        if mount is not None and host.resolve().is_relative_to(mount[1].resolve()):
+            return
         raise PermissionError(f"{sandbox_path} leads out of the sandbox (a link)")
 
     def _readable(self, sandbox_path: str) -> Path:
