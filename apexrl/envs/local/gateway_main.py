@@ -17,6 +17,7 @@ import contextlib
 import json
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 
 WARM_IMPORTS = (
     "base64",
@@ -100,6 +101,23 @@ def _say(obj: dict) -> None:
     sys.stdout.flush()
 
 
+def _say_ready(r) -> None:
+    """The one JSON line the local environment waits for (a RunningGateway's address)."""
+    _say({"url": r.url, "health_url": r.health_url, "port": r.port, "n_tools": r.n_tools})
+
+
+def _until_sigterm(serve: Callable[[], Awaitable[None]]) -> None:
+    """Run `serve()` until it ends or SIGTERM cancels it."""
+
+    async def run() -> None:
+        task = asyncio.current_task()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await serve()
+
+    asyncio.run(run())
+
+
 def serve(world_dir: str, world_id: str, timeout: float, token: str | None = None) -> None:
     from apexrl.worlds.gateway import build_gateway, serve_forever
     from apexrl.worlds.world import open_world
@@ -108,19 +126,11 @@ def serve(world_dir: str, world_id: str, timeout: float, token: str | None = Non
     gw = build_gateway(world, strict=True)
     gw.token = token  # told on stdin: never in argv or the environment
 
-    def on_ready(r) -> None:
-        _say({"url": r.url, "health_url": r.health_url, "port": r.port, "n_tools": r.n_tools})
-
-    async def run() -> None:
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-        with contextlib.suppress(asyncio.CancelledError):
-            await serve_forever(
-                gw, host="127.0.0.1", port=0, on_ready=on_ready, ready_timeout_s=timeout
-            )
-
-    asyncio.run(run())
+    _until_sigterm(
+        lambda: serve_forever(
+            gw, host="127.0.0.1", port=0, on_ready=_say_ready, ready_timeout_s=timeout
+        )
+    )
 
 
 def serve_peer(
@@ -135,26 +145,19 @@ def serve_peer(
     world = open_world(world_dir, world_id=world_id)
     plan = for_apps(told_plan(told), world.apps)
 
-    def on_ready(r) -> None:
-        _say({"url": r.url, "health_url": r.health_url, "port": r.port, "n_tools": r.n_tools})
-
-    async def run() -> None:
-        task = asyncio.current_task()
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        with contextlib.suppress(asyncio.CancelledError):
-            await serve_servers(
-                world,
-                plan,
-                mode="nested",
-                network=told.get("code_network") is not False,
-                host="127.0.0.1",
-                port=0,
-                on_ready=on_ready,
-                token=token,
-                ready_timeout_s=timeout,
-            )
-
-    asyncio.run(run())
+    _until_sigterm(
+        lambda: serve_servers(
+            world,
+            plan,
+            mode="nested",
+            network=told.get("code_network") is not False,
+            host="127.0.0.1",
+            port=0,
+            on_ready=_say_ready,
+            token=token,
+            ready_timeout_s=timeout,
+        )
+    )
 
 
 def wait_and_serve(world_dir: str, timeout: float) -> int:
