@@ -18,6 +18,7 @@ Needs the `jax` extra (`pip install 'apexrl[jax]'`): skyrl==0.4.0, jax, flax, op
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,25 @@ def require_jax() -> None:
         ) from None
 
 
+def refuse_unembed_on_tied(model_dir: str | Path, train_unembed: bool) -> None:
+    """An output-layer adapter needs an output layer of its own: a model that ties its
+    embeddings has none (SkyRL's backend would fail deep inside with a ValueError)."""
+    if not train_unembed:
+        return
+    cfg = Path(model_dir) / "config.json"
+    try:
+        tied = json.loads(cfg.read_text()).get("tie_word_embeddings", False)
+    except (OSError, ValueError):
+        return  # the backend reports an unreadable model itself
+    if tied:
+        raise UsageError(
+            f"jax.train_unembed = true needs untied embeddings, and {model_dir} ties them "
+            "(config.json tie_word_embeddings = true)",
+            hint="set jax.train_unembed=false, or train a model made with "
+            "`apexrl engine make-tiny --untied`",
+        )
+
+
 class JaxPolicy:
     def __init__(self, model_dir: str | Path, settings: JaxSettings) -> None:
         if settings.loss not in LOSSES:
@@ -91,6 +111,7 @@ class JaxPolicy:
                 f"policy loss {settings.loss!r} is not one the JAX backend has",
                 hint=f"set algorithm.policy_loss to one of {', '.join(LOSSES)}",
             )
+        refuse_unembed_on_tied(model_dir, settings.train_unembed)
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
         require_jax()
         from skyrl.backends.jax import JaxBackend, JaxBackendConfig
