@@ -77,6 +77,10 @@ complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l seed -x -d 'Weight ini
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l hidden-size -x
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l layers -x
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l window -x -d 'Context window (max_position_embeddings), tokens.'
+complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l heads -x -d 'Attention heads.'
+complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l kv-heads -x -d 'Key/value heads (divides --heads).'
+complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l head-dim -x -d 'Size of one head (vLLMs CPU build needs 32 or more).'
+complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l intermediate-size -x -d 'MLP width.'
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -F
 complete -c apexrl -n '__apexrl_is "engine serve"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "engine serve"' -l model -s m -x -d 'Same as MODEL.'

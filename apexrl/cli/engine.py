@@ -9,6 +9,7 @@ import typer
 from apexrl.cli import output
 from apexrl.cli.options import HOST
 from apexrl.engine.registry import engine_choices
+from apexrl.errors import UsageError
 
 app = typer.Typer(
     help="Inference engines: vLLM (GPU, or its CPU build from `make vllm`), a local CPU "
@@ -29,6 +30,12 @@ def make_tiny(
     window: int = typer.Option(
         32768, "--window", min=16, help="Context window (max_position_embeddings), tokens."
     ),
+    heads: int = typer.Option(4, "--heads", min=1, help="Attention heads."),
+    kv_heads: int = typer.Option(2, "--kv-heads", min=1, help="Key/value heads (divides --heads)."),
+    head_dim: int = typer.Option(
+        32, "--head-dim", min=32, help="Size of one head (vLLM's CPU build needs 32 or more)."
+    ),
+    intermediate_size: int = typer.Option(128, "--intermediate-size", min=1, help="MLP width."),
     untied: bool = typer.Option(
         False,
         "--untied",
@@ -43,12 +50,21 @@ def make_tiny(
     from apexrl.engine.tiny import make_tiny_checkpoint
 
     output.refuse_dash(out, "OUT", "a checkpoint folder")
+    if heads % kv_heads:
+        raise UsageError(
+            f"--kv-heads {kv_heads} does not divide --heads {heads}",
+            hint="each key/value head serves a whole group of heads: e.g. --heads 8 --kv-heads 4",
+        )
     path = make_tiny_checkpoint(
         out,
         tokenizer=tokenizer,
         seed=seed,
         hidden_size=hidden_size,
         num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate_size,
         max_position_embeddings=window,
         tie_word_embeddings=not untied,
     )
@@ -100,7 +116,6 @@ def serve(
     import threading
 
     from apexrl.engine.serve import start_engine
-    from apexrl.errors import UsageError
 
     model = model_arg or model_opt
     if not model:

@@ -21,3 +21,24 @@ def test_make_tiny_untied_writes_separate_embeddings(runner, tmp_path):
         with safe_open(str(out / "model.safetensors"), "pt") as f:
             names = set(f.keys())
         assert ("lm_head.weight" in names) is (name == "untied")
+
+
+def test_make_tiny_shape_options_reach_the_config(runner, tmp_path):
+    out = tmp_path / "wide"
+    shape = ["--hidden-size", "96", "--heads", "4", "--kv-heads", "2", "--head-dim", "48"]
+    args = ["engine", "make-tiny", str(out), "--layers", "1", "--window", "256", *shape]
+    args += ["--intermediate-size", "160"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    cfg = json.loads((out / "config.json").read_text())
+    got = {k: cfg[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads")}
+    assert got == {"hidden_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2}
+    assert (cfg["head_dim"], cfg["intermediate_size"]) == (48, 160)
+
+
+def test_make_tiny_refuses_kv_heads_that_do_not_divide_heads(runner, tmp_path):
+    r = runner.invoke(
+        app, ["engine", "make-tiny", str(tmp_path / "x"), "--heads", "4", "--kv-heads", "3"]
+    )
+    assert r.exit_code == 2 and "--kv-heads 3 does not divide --heads 4" in r.output
+    assert not (tmp_path / "x").exists()
