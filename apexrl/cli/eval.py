@@ -552,24 +552,33 @@ def regrade(
         "reused": rep.reused,
         "kept": rep.kept,
         "missing": rep.missing,
+        "task_errors": sorted(rep.task_errors),
         "judge_calls": rep.judge_calls,
         "criteria_compared": rep.criteria,
         "criteria_same": rep.same,
         "summary": s.model_dump(mode="json"),
     }
     output.emit_records([record], json_out=True)
+    if rep.task_errors:  # named before the partial exit below: the author fixes the task
+        shown = list(rep.task_errors.items())[:5]
+        more = f" and {len(rep.task_errors) - 5} more" if len(rep.task_errors) > 5 else ""
+        output.error(
+            f"{len(rep.task_errors)} trial(s) not graded, their task is broken: "
+            + "; ".join(f"{tid}: {why}" for tid, why in shown)
+            + f"{more}; fix the task (`apexrl tasks validate`), then regrade again"
+        )
     if rep.missing:
         output.warn(
             f"{len(rep.missing)} completed trial(s) kept no grading inputs (first: "
             f"{rep.missing[0]}); their rows are copied unchanged"
         )
         raise typer.Exit(int(ExitCode.PARTIAL))
-    if s.trials_ungraded:  # infrastructure errors a regrade cannot grade: never exit 0
+    if s.trials_ungraded > len(rep.task_errors):  # trials a regrade cannot grade
         from apexrl.eval.report import ungraded_names
 
-        n_task = sum(s.task_errors.values())
+        n_task = sum(s.task_errors.values()) - len(rep.task_errors)
         fixes = []
-        if s.trials_ungraded > n_task:
+        if s.trials_ungraded - len(rep.task_errors) > n_task:
             fixes.append(f"run them again with `apexrl eval run ... -o {run_dir} --retry-errors`")
         if n_task:  # rerunning a broken task unchanged fails the same way
             why = ", ".join(f"{k} {v}" for k, v in s.task_errors.items())
@@ -578,9 +587,10 @@ def regrade(
                 f"then `apexrl eval run ... -o {run_dir} --retry-task-errors`"
             )
         output.error(
-            f"{s.trials_ungraded} trial(s) stay ungraded (their agent did not finish: "
-            f"{ungraded_names(s)}); {'; '.join(fixes)}, then regrade"
+            f"{s.trials_ungraded - len(rep.task_errors)} trial(s) stay ungraded (their agent "
+            f"did not finish: {ungraded_names(s)}); {'; '.join(fixes)}, then regrade"
         )
+    if s.trials_ungraded:  # never exit 0: 5 when only broken tasks, else the infra code
         raise typer.Exit(s.exit_code)
 
 

@@ -12,6 +12,11 @@ whose judge was unavailable (status `no_verifier_result`, its evidence kept befo
 judge was asked) is graded now. Trials whose agent did not finish keep their rows
 (the model's failures score 0; infrastructure errors stay ungraded): nothing to grade.
 
+A trial whose task is broken since its run (its rubric or gold output no longer reads)
+is recorded ungraded with the task's error class (`bad_task_rubric`, apexrl.eval.infra)
+and the others are graded: the regrade is partial (exit 5), and once the task is fixed
+the same regrade grades it.
+
 Resumable: NEW_RUN/regrade.json records what the folder holds (the source run, graders,
 judge and its URL, reward, options); a rerun with the same ones reuses each trial's
 `grades/<grader>/<trial>.json`, and one with others is refused, so grades of another
@@ -45,6 +50,13 @@ COMPARISON_FILE = "comparison.jsonl"
 GRADERS = ("apexrl", "archipelago")
 
 
+class BrokenTaskError(ApexError):
+    """The task of a trial cannot be graded (its rubric or gold output does not read):
+    the task's fault, recorded on that trial; the regrade goes on with the others."""
+
+    error_class = "bad_task_rubric"
+
+
 @dataclass
 class RegradeRequest:
     run_dir: Path
@@ -63,6 +75,7 @@ class RegradeReport:
     reused: int = 0  # trials whose grade was already in OUT
     kept: int = 0  # trials that did not complete: rows kept as they were
     missing: list[str] = field(default_factory=list)  # completed trials with no evidence kept
+    task_errors: dict[str, str] = field(default_factory=dict)  # trial -> why its task is broken
     judge_calls: int = 0
     criteria: int = 0  # criteria compared (two graders)
     same: int = 0
@@ -117,28 +130,45 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
             report.missing.append(tid)
             new_rows[tid] = row
             continue
-        for g in req.graders:
-            target = out / GRADES_DIR / g / f"{tid}.json"
-            if target.is_file():
-                grades[g][tid] = GradeResult.model_validate_json(target.read_bytes())
-                report.reused += 1
-                continue
-            log(f"regrade {tid} with {g}")
-            result = grade_trial(
-                g,
-                folder,
-                task.path,
-                judge=judge,
-                reward=reward,
-                checkout=checkout,
-                cache=cache,
-                worlds_dir=old.worlds_dir,
-                options=options,
+        try:
+            for g in req.graders:
+                target = out / GRADES_DIR / g / f"{tid}.json"
+                if target.is_file():
+                    grades[g][tid] = GradeResult.model_validate_json(target.read_bytes())
+                    report.reused += 1
+                    continue
+                log(f"regrade {tid} with {g}")
+                result = grade_trial(
+                    g,
+                    folder,
+                    task.path,
+                    judge=judge,
+                    reward=reward,
+                    checkout=checkout,
+                    cache=cache,
+                    worlds_dir=old.worlds_dir,
+                    options=options,
+                )
+                report.judge_calls += result.judge_calls or 0
+                write_bytes_atomic(target, result.model_dump_json(indent=1).encode())
+                grades[g][tid] = result
+                report.graded += 1
+        except BrokenTaskError as e:  # this task's to fix; the other trials are graded
+            log(f"regrade {tid}: its task is broken: {e}")
+            report.task_errors[tid] = str(e)
+            for g in req.graders:
+                grades[g].pop(tid, None)
+            new_rows[tid] = row.model_copy(
+                update={
+                    "status": "error",
+                    "error_class": BrokenTaskError.error_class,
+                    "error_message": str(e),
+                    "reward": 0.0,
+                    "criteria_met": 0,
+                    "criteria_unjudged": 0,
+                }
             )
-            report.judge_calls += result.judge_calls or 0
-            write_bytes_atomic(target, result.model_dump_json(indent=1).encode())
-            grades[g][tid] = result
-            report.graded += 1
+            continue
         first = grades[req.graders[0]][tid]
         new_rows[tid] = row.model_copy(
             update={
@@ -241,7 +271,7 @@ def grade_trial(
     try:
         criteria, gold = task_rubric(task_dir / "tests", task_dir / "solution")
     except RubricError as e:
-        raise ApexError(str(e)) from None
+        raise BrokenTaskError(str(e)) from None
     return grade_kept(
         grader,
         inputs,
