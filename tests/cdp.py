@@ -9,6 +9,7 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -50,6 +51,8 @@ class Browser:
         self._profile = tempfile.mkdtemp(prefix="apexrl-chromium-")
         self.proc = subprocess.Popen(
             [CHROMIUM, *FLAGS, f"--user-data-dir={self._profile}", "about:blank"],
+            # its singleton socket folders (left by the kill below) go under the profile
+            env={**os.environ, "TMPDIR": self._profile},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -74,6 +75,22 @@ def write_apex(root: Path, tasks: list[dict], worlds: list[dict] = WORLDS) -> Pa
             zf.writestr("filesystem/readme.txt", f"world {w['world_name']}\n")
             zf.writestr(".apps_data/mail/inbox.mbox", "")
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_world_cache(tmp_path_factory):
+    """Worlds extracted from zips are cached under the session's temp folder (removed
+    with it), not in ~/.cache/apexrl/worlds: each test's fresh zip (a new mtime) is a
+    new entry there, and nothing prunes them (~850 entries after a day of runs on one
+    machine). A test or a caller that sets APEXRL_WORLD_CACHE keeps its own."""
+    if os.environ.get("APEXRL_WORLD_CACHE"):
+        yield
+        return
+    os.environ["APEXRL_WORLD_CACHE"] = str(tmp_path_factory.mktemp("world-cache"))
+    try:
+        yield
+    finally:
+        os.environ.pop("APEXRL_WORLD_CACHE", None)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ unless the user states their right to train on it, which the run manifest record
 from __future__ import annotations
 
 import json
+import shutil
 import tomllib
 
 from apexrl.cli.app import app
@@ -172,8 +173,9 @@ def test_the_job_gets_a_manifest_with_the_statement(runner, tmp_path, monkeypatc
         pass
 
     def capture(spec, manifest):
-        d = real(spec, manifest)
+        d = real(spec, manifest)  # a temp folder the job would have removed: removed here
         seen.append(json.loads((d / launch.MANIFEST_NAME).read_text()))
+        shutil.rmtree(d)
         raise Stop
 
     monkeypatch.setattr(launch, "job_dir", capture)

@@ -276,7 +276,14 @@ def test_killed_upload_resumes(runner, hub_env, ckpt, tmp_path):
     hub = hub_env
     hub.faults.append(Fault(r"POST /api/models/acme/tiny/commit/", -1, times=1, skip=1))
     args = ["model", str(ckpt), "--repo", "acme/tiny", "--commit-size", "0.000001"]
-    env = {**os.environ, "HF_HUB_DISABLE_XET": "1", "NO_COLOR": "1"}
+    # SIGKILL leaves the killed publish's staged copy in its temp folder: under tmp_path
+    (tmp_path / "tmp").mkdir()
+    env = {
+        **os.environ,
+        "HF_HUB_DISABLE_XET": "1",
+        "NO_COLOR": "1",
+        "TMPDIR": str(tmp_path / "tmp"),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "apexrl", "publish", *args],
         env=env,
