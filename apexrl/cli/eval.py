@@ -197,7 +197,7 @@ def run(
     retry_task_errors: bool = typer.Option(
         False,
         "--retry-task-errors",
-        help="Rerun the trials of broken tasks (task errors), once the task or its world is fixed.",
+        help="Rerun the trials of broken tasks (task errors), once the task is fixed.",
     ),
     pass_env: list[str] = typer.Option(
         None, "--pass-env", help="Host env var a task's ${NAME} may read (repeatable)."
@@ -583,7 +583,7 @@ def regrade(
         if n_task:  # rerunning a broken task unchanged fails the same way
             why = ", ".join(f"{k} {v}" for k, v in s.task_errors.items())
             fixes.append(
-                f"{n_task} are broken tasks' (task errors: {why}): fix the task or its world, "
+                f"{n_task} are broken tasks' (task errors: {why}): fix the task, "
                 f"then `apexrl eval run ... -o {run_dir} --retry-task-errors`"
             )
         output.error(

@@ -12,12 +12,16 @@ write (`unparsed_tool_call`), and the oracle's gold output failing (`oracle_fail
 Any other ending with status `error` or `no_verifier_result` is infrastructure: an
 unknown class is never taken for a score.
 
-A broken task (its rubric or gold output unreadable, a world zip or task file that is
-not a readable record, a task.toml setting apexrl refuses) is no infrastructure failure
-either: kind `task`. Its trials are ungraded too, but counted apart (`task_errors`), not
-rerun by `--retry-errors` (the same task fails the same way), and a run whose only
-ungraded trials are the tasks' exits 5 (partial, as `tasks convert` and `tasks pack` do
-on a bad task): the task's author fixes it (`apexrl tasks validate`).
+A broken task (its rubric or gold output unreadable, a task file that is not a readable
+record, a task.toml setting apexrl refuses) is no infrastructure failure either: kind
+`task`. Its trials are ungraded too, but counted apart (`task_errors`), not rerun by
+`--retry-errors` (the same task fails the same way), and a run whose only ungraded
+trials are the tasks' exits 5 (partial, as `tasks convert` and `tasks pack` do on a bad
+task): the task's author fixes it (`apexrl tasks validate`).
+
+A world store that cannot give the task's world (its zip missing or corrupt) is the
+environment's failure, not the task's: class `world_store`, kind `world`, counted with
+the infrastructure (exit 4) and rerun by `--retry-errors` once the store is fixed.
 """
 
 from __future__ import annotations
@@ -51,18 +55,21 @@ KINDS = {
     "no_reward": "grader",
     "no_reward_file": "grader",
     "bad_reward_file": "grader",
-    # the task's own fault: its rubric or gold output, a world or task file that is not
-    # a readable record (BadRecordError), a task.toml environment apexrl refuses
+    # the task's own fault: its rubric or gold output, a task file that is not a readable
+    # record (BadRecordError), a task.toml environment apexrl refuses
     "bad_task_rubric": "task",
     "bad_record": "task",
     "task_env_refused": "task",
+    # the world store could not give the world (its zip missing or corrupt): the
+    # environment's failure, rerun by --retry-errors once the store is fixed
+    "world_store": "world",
     "runner_exception": "apexrl",
     "internal": "apexrl",
 }
 
 
 def infra_kind(status: str | None, error_class: str | None) -> str | None:
-    """judge | engine | sandbox | grader | apexrl | other for an infrastructure ending,
+    """judge | engine | sandbox | world | grader | apexrl | other for an infrastructure ending,
     task for a broken task; None for a graded trial (complete, or a model failure)."""
     if status in (None, "complete") and not error_class:
         return None

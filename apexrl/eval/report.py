@@ -93,9 +93,9 @@ def ungraded_line(s: EvalSummary, run_dir: Path) -> str:
         parts.append(
             f"{n_task} trial(s) ended in a task error ({why}): their task is broken, not the "
             "infrastructure, so they are not scored and --retry-errors does not rerun them; "
-            "fix what the messages name (`apexrl tasks validate` checks a task): a fixed "
-            "world store, then rerun them with --retry-task-errors; a fixed task changes the "
-            "dataset, so the run starts over with --force"
+            "fix what the messages name (`apexrl tasks validate` checks a task), then rerun "
+            "them with --retry-task-errors; a fix that changes the dataset starts the run over "
+            "with --force"
         )
     return "; ".join(parts)
 

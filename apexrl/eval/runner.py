@@ -194,7 +194,7 @@ def plan_trials(
 ) -> tuple[list[PlannedTrial], int]:
     """Trials still to run (attempt-major order, so Pass@1 fills in first) and the
     total number planned. A broken task's trials (kind `task`) are rerun only with
-    `retry_task_errors` (after its author fixed the task or its world): rerunning them
+    `retry_task_errors` (after its author fixed the task): rerunning them
     unchanged fails the same way."""
     todo = []
     for a in range(attempts):

@@ -51,6 +51,7 @@ ERROR_CLASSES = {
     "EnvironmentStartTimeoutError": "sandbox_start_timeout",
     "AgentSetupTimeoutError": "agent_setup_timeout",
     "RefusedEnvError": "task_env_refused",
+    "WorldStoreError": "world_store",  # the store's zip missing or corrupt: not the task's
 }
 RETRYABLE = {"sandbox_start", "sandbox_gateway", "sandbox_start_timeout"}
 AGENT_STATUSES = {"complete", "agent_timeout", "context_length", "length", "error"}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apexrl.artifacts.nofollow import open_regular
-from apexrl.errors import BadRecordError, UsageError
+from apexrl.errors import BadRecordError, ExitCode, UsageError
 
 # --- layout -------------------------------------------------------------------------------
 
@@ -132,6 +132,18 @@ def task_world(task_dir: Path) -> TaskWorld:
     )
 
 
+class WorldStoreError(BadRecordError):
+    """The world store cannot give a world: its zip is missing, unreadable or holds no
+    world. The environment's failure, neither the task's (its own files are sound) nor
+    the model's: a trial that meets one ends with class `world_store` (apexrl.eval.infra,
+    kind `world`), rerun by `eval run --retry-errors` once the store is fixed."""
+
+    def __init__(self, where: str, message: str, *, hint: str | None = None, code=None) -> None:
+        super().__init__(where, message, hint=hint)
+        if code is not None:
+            self.code = code
+
+
 class WorldStore:
     def __init__(self, root: Path, cache_dir: Path | None = None) -> None:
         self.root = Path(root)
@@ -173,10 +185,17 @@ class WorldStore:
         if folder is not None:
             return folder
         if zpath is not None:
-            return self._extracted(zpath, world_id)
-        raise UsageError(
-            f"world {world_id} is not in the world store {self.root}",
+            try:
+                return self._extracted(zpath, world_id)
+            except BadRecordError as e:  # a corrupt zip, or one that holds no world
+                raise WorldStoreError(
+                    e.where, e.detail, hint=f"replace {zpath.name} in the world store {self.root}"
+                ) from None
+        raise WorldStoreError(
+            str(self.root),
+            f"world {world_id} is not in the world store",
             hint=f"add {world_id}/ or {world_id}.zip to the store",
+            code=ExitCode.USAGE,
         )
 
     def _extracted(self, zpath: Path, world_id: str) -> Path:
