@@ -569,7 +569,7 @@ def regrade(
         )
     if rep.missing:
         output.warn(
-            f"{len(rep.missing)} completed trial(s) kept no grading inputs (first: "
+            f"{len(rep.missing)} finished trial(s) kept no readable grading inputs (first: "
             f"{rep.missing[0]}); their rows are copied unchanged"
         )
         raise typer.Exit(int(ExitCode.PARTIAL))

@@ -50,6 +50,11 @@ COMPARISON_FILE = "comparison.jsonl"
 GRADERS = ("apexrl", "archipelago")
 
 
+class UnreadableEvidenceError(ApexError):
+    """A trial's kept grading inputs do not read (the sandbox's side wrote them: never
+    trusted): that trial's row is kept as it was, as one that kept none."""
+
+
 class BrokenTaskError(ApexError):
     """The task of a trial cannot be graded (its rubric or gold output does not read):
     the task's fault, recorded on that trial; the regrade goes on with the others."""
@@ -74,7 +79,7 @@ class RegradeReport:
     graded: int = 0  # trials graded now (per grader)
     reused: int = 0  # trials whose grade was already in OUT
     kept: int = 0  # trials that did not complete: rows kept as they were
-    missing: list[str] = field(default_factory=list)  # completed trials with no evidence kept
+    missing: list[str] = field(default_factory=list)  # finished trials with no readable evidence
     task_errors: dict[str, str] = field(default_factory=dict)  # trial -> why its task is broken
     judge_calls: int = 0
     criteria: int = 0  # criteria compared (two graders)
@@ -153,6 +158,13 @@ def regrade(req: RegradeRequest, *, log: Callable[[str], None] = lambda m: None)
                 write_bytes_atomic(target, result.model_dump_json(indent=1).encode())
                 grades[g][tid] = result
                 report.graded += 1
+        except UnreadableEvidenceError as e:  # as a trial that kept none: row unchanged
+            log(f"regrade {tid}: {e}")
+            report.missing.append(tid)
+            for g in req.graders:
+                grades[g].pop(tid, None)
+            new_rows[tid] = row
+            continue
         except BrokenTaskError as e:  # this task's to fix; the other trials are graded
             log(f"regrade {tid}: its task is broken: {e}")
             report.task_errors[tid] = str(e)
@@ -267,7 +279,9 @@ def grade_trial(
     try:
         inputs, before, after = read_inputs(folder)
     except (OSError, ValueError) as e:
-        raise ApexError(f"{folder}: the kept grading inputs are unreadable: {e}") from None
+        raise UnreadableEvidenceError(
+            f"{folder}: the kept grading inputs are unreadable: {e}"
+        ) from None
     try:
         criteria, gold = task_rubric(task_dir / "tests", task_dir / "solution")
     except RubricError as e:

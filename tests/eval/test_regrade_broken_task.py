@@ -47,3 +47,21 @@ def test_a_broken_rubric_is_recorded_and_the_others_are_graded(task_dirs, tmp_pa
     rec = orjson.loads(res.stdout.splitlines()[-1])
     assert (rec["graded"], rec["reused"], rec["task_errors"]) == (1, 1, [])
     assert _rows(out)[bad_tid]["status"] == "complete"
+
+
+def test_unreadable_kept_evidence_keeps_that_row_and_grades_the_others(task_dirs, tmp_path):
+    """A trial's kept inputs.json is written beside the sandbox: a corrupt one is that
+    trial's problem (its row kept as it was, exit 5), not the end of the regrade."""
+    run = source_run(task_dirs, tmp_path / "run")
+    (bad_tid, bad_row), (good_tid, _) = sorted(_rows(run).items())
+    inputs = run / "logs" / bad_tid / "verifier" / "inputs" / "inputs.json"
+    assert inputs.is_file()
+    inputs.write_text("{ not json")
+    out = tmp_path / "rg"
+    res = eval_runner(passing_trial).invoke(app, ["eval", "regrade", str(run), "-o", str(out)])
+    assert res.exit_code == 5, res.output
+    rec = orjson.loads(res.stdout.splitlines()[-1])
+    assert rec["graded"] == 1 and rec["missing"] == [bad_tid] and rec["task_errors"] == []
+    assert "kept no readable grading inputs" in res.stderr
+    new = _rows(out)
+    assert new[bad_tid] == bad_row and new[good_tid]["status"] == "complete"
