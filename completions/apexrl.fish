@@ -81,6 +81,7 @@ complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l heads -x -d 'Attention
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l kv-heads -x -d 'Key/value heads (divides --heads).'
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l head-dim -x -d 'Size of one head (vLLMs CPU build needs 32 or more).'
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l intermediate-size -x -d 'MLP width.'
+complete -c apexrl -n '__apexrl_is "engine make-tiny"' -l embed-std -x -d 'Standard deviation of the (input) embeddings random init (default: the'
 complete -c apexrl -n '__apexrl_is "engine make-tiny"' -F
 complete -c apexrl -n '__apexrl_is "engine serve"' -l help -s h -d 'Show help and exit.'
 complete -c apexrl -n '__apexrl_is "engine serve"' -l model -s m -x -d 'Same as MODEL.'
@@ -120,7 +121,7 @@ complete -c apexrl -n '__apexrl_is "eval run"' -l shuffle -d 'Select in a random
 complete -c apexrl -n '__apexrl_is "eval run"' -l extend -d 'Add this selection (tasks, -k) to the RUN_DIRs plan.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l no-judge -d 'Run without a judge: free-text criteria unjudged (unmet).'
 complete -c apexrl -n '__apexrl_is "eval run"' -l retry-errors -d 'Rerun the trials that ended in an infrastructure error (judge, engine,'
-complete -c apexrl -n '__apexrl_is "eval run"' -l retry-task-errors -d 'Rerun the trials of broken tasks (task errors), once the task or its w'
+complete -c apexrl -n '__apexrl_is "eval run"' -l retry-task-errors -d 'Rerun the trials of broken tasks (task errors), once the task is fixed'
 complete -c apexrl -n '__apexrl_is "eval run"' -l force -d 'Discard a RUN_DIR of another config.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l json -d 'Print the summary as JSON.'
 complete -c apexrl -n '__apexrl_is "eval run"' -l help -s h -d 'Show help and exit.'

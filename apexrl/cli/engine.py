@@ -36,6 +36,13 @@ def make_tiny(
         32, "--head-dim", min=32, help="Size of one head (vLLM's CPU build needs 32 or more)."
     ),
     intermediate_size: int = typer.Option(128, "--intermediate-size", min=1, help="MLP width."),
+    embed_std: float = typer.Option(
+        None,
+        "--embed-std",
+        min=0.0,
+        help="Standard deviation of the (input) embeddings' random init (default: the "
+        "architecture's 0.02). Tied embeddings need a larger one for sharp logits.",
+    ),
     untied: bool = typer.Option(
         False,
         "--untied",
@@ -65,6 +72,7 @@ def make_tiny(
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         intermediate_size=intermediate_size,
+        embed_std=embed_std,
         max_position_embeddings=window,
         tie_word_embeddings=not untied,
     )

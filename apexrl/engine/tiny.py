@@ -73,6 +73,7 @@ def random_qwen3(
     intermediate_size: int = 128,
     max_position_embeddings: int = 32768,
     head_dim: int = 32,
+    embed_std: float | None = None,
 ):
     """A random-weight Qwen3ForCausalLM (float32, eval mode) over the tokenizer's vocabulary;
     the same arguments give the same weights. The defaults are servable by vLLM's CPU build
@@ -100,7 +101,15 @@ def random_qwen3(
         pad_token_id=tk.token_to_id("<|endoftext|>"),
     )
     torch.manual_seed(seed)
-    return Qwen3ForCausalLM(config).to(torch.float32).eval()
+    model = Qwen3ForCausalLM(config).to(torch.float32).eval()
+    if embed_std is not None:
+        # Tied embeddings at the default scale (0.02) cap the logit a final-normed hidden
+        # state can give one token at ~|h|*|e| (a few nats over a 151k vocabulary); a larger
+        # scale lifts that cap. Drawn from a stream of its own so the rest is unchanged.
+        g = torch.Generator().manual_seed(seed + 1)
+        with torch.no_grad():
+            model.model.embed_tokens.weight.normal_(0.0, embed_std, generator=g)
+    return model
 
 
 def save_checkpoint(

@@ -42,3 +42,23 @@ def test_make_tiny_refuses_kv_heads_that_do_not_divide_heads(runner, tmp_path):
     )
     assert r.exit_code == 2 and "--kv-heads 3 does not divide --heads 4" in r.output
     assert not (tmp_path / "x").exists()
+
+
+def test_make_tiny_embed_std_scales_the_embeddings_only(runner, tmp_path):
+    from safetensors import safe_open
+
+    def weights(name, *extra):
+        out = tmp_path / name
+        args = ["engine", "make-tiny", str(out), "--layers", "1", "--window", "256", *extra]
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, r.output
+        with safe_open(str(out / "model.safetensors"), "pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not iterable)
+
+    plain, wide = weights("plain"), weights("wide", "--embed-std", "0.1")
+    emb = "model.embed_tokens.weight"
+    assert abs(plain[emb].std().item() - 0.02) < 0.002
+    assert abs(wide[emb].std().item() - 0.1) < 0.002
+    assert all((plain[k] == wide[k]).all() for k in plain if k != emb)
+    again = weights("again", "--embed-std", "0.1")
+    assert (again[emb] == wide[emb]).all()  # the same seed gives the same weights
