@@ -183,6 +183,7 @@ class SftSection(_S):
     seed: int = 0  # the order of the trajectories in each epoch
     max_seq_len: int | None = Field(None, ge=2)  # longer streams are cut (None: kept whole)
     weight_decay: float = 0.0
+    warmup_steps: int = Field(0, ge=0)  # lr rises linearly over the first steps (0: none)
 
 
 class AsyncSection(_S):

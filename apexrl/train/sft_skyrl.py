@@ -84,6 +84,8 @@ def sft_overrides(loaded: LoadedRecipe, dataset: str, *, resume: bool = False) -
         o["num_epochs"] = s.epochs
     if s.max_seq_len:
         o["max_length"] = s.max_seq_len
+    if s.warmup_steps:  # SkyRL's default scheduler is constant_with_warmup: the same shape
+        o["optimizer_config.num_warmup_steps"] = s.warmup_steps
     if tr.adam_betas:
         o["optimizer_config.adam_betas"] = list(tr.adam_betas)
     if tr.max_grad_norm is not None:

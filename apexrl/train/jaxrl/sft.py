@@ -168,6 +168,15 @@ def batch_indices(n: int, step: int, batch: int, seed: int) -> tuple[list[int], 
     return [int(x) for x in names], (step - 1) * batch // n + 1
 
 
+def warmup_lr(lr: float, warmup_steps: int, step: int) -> float:
+    """The rate at `step` (1-based): rising linearly to `lr` over the first warmup_steps.
+    Adam's first steps move every weight by about the full rate, so a large rate without a
+    warm-up can undo a warm-started model in one step (docs/training.md, Follow-up 4)."""
+    if warmup_steps <= 0 or step >= warmup_steps:
+        return lr
+    return lr * step / warmup_steps
+
+
 def total_steps(section: SftSection, n: int) -> int:
     batch = min(section.batch_size, n)
     return section.max_steps or math.ceil(section.epochs * n / batch)
@@ -261,7 +270,10 @@ def run_sft(
         f"data         {n} trajectories kept ({kept}); {sum(e.n_trained for e in examples)} "
         "trained tokens"
     )
-    say(f"model        {model_dir} (LoRA r={r.jax.lora_rank}, cross-entropy, lr {section.lr})")
+    warm = f", warm-up {section.warmup_steps} steps" if section.warmup_steps else ""
+    say(
+        f"model        {model_dir} (LoRA r={r.jax.lora_rank}, cross-entropy, lr {section.lr}{warm})"
+    )
 
     quiet_loggers()
     t0 = time.monotonic()
@@ -289,7 +301,7 @@ def run_sft(
         datums = [to_datum(examples[i]) for i in idx]
         _, lps = policy.forward_backward(datums)
         loss = -token_mean_logprob(datums, lps)
-        opt = policy.optim_step()
+        opt = policy.optim_step(warmup_lr(section.lr, section.warmup_steps, step))
         rec = SftStepRecord(
             step=step,
             epoch=epoch,

@@ -202,14 +202,16 @@ class JaxPolicy:
     def logprobs(self, datums: list[Datum]) -> list[list[float]]:
         return self._run(datums, "cross_entropy", backward=False)[1]
 
-    def optim_step(self) -> dict[str, float]:
+    def optim_step(self, lr: float | None = None) -> dict[str, float]:
+        """One Adam step at `lr` (default: the settings' rate)."""
         T = self.T
         s = self.settings
+        lr = s.lr if lr is None else lr
         out = self.backend.optim_step(
             MODEL_ID,
             T.OptimStepInput(
                 adam_params=T.AdamParams(
-                    learning_rate=s.lr,
+                    learning_rate=lr,
                     beta1=s.adam_betas[0],
                     beta2=s.adam_betas[1],
                     eps=s.eps,
@@ -220,7 +222,7 @@ class JaxPolicy:
         m = out.metrics or {}
         return {
             "grad_norm": float(m.get("skyrl.ai/grad_norm", float("nan"))),
-            "lr": float(m.get("skyrl.ai/learning_rate", s.lr)),
+            "lr": float(m.get("skyrl.ai/learning_rate", lr)),
         }
 
     # --- weights -----------------------------------------------------------------------
