@@ -4,41 +4,16 @@ The gateway is chosen here: apexrl's own servers (`apexrl.worlds.gateway`), or, 
 runtime "archipelago", the checkout's own servers each in bubblewrap behind apexrl's
 gateway (`apexrl.peer.gateway`). The image profile gives the default port, the
 snapshot endpoint and what /health says.
-
-SIGTERM stops it as Ctrl-C does: a world served from a zip is extracted into a temp
-folder, which an abrupt end would leave behind (a whole world per `docker stop`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from apexrl.worlds.models import ServeRecord
 
 
-@contextlib.contextmanager
-def _term_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt here (main thread only: a library caller in
-    another thread keeps its own signal handling)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-@_term_as_interrupt()
 def serve_world(
     world: Path,
     *,

@@ -208,29 +208,3 @@ def test_serve_world_is_a_library_call(example):
         serve_world(src, runtime="nobody", on_ready=lambda rec: None)
     with pytest.raises(UsageError):
         serve_world(src, profile="nobody", on_ready=lambda rec: None)
-
-
-def test_sigterm_removes_the_extracted_world(example, tmp_path):
-    """`world serve ZIP` extracts the world into a temp folder; stopped by SIGTERM (docker
-    stop, a supervisor, a test's teardown) it used to die at once and leave the whole
-    world there (a real world: hundreds of MB per stop). It stops as on Ctrl-C now."""
-    out, world = example
-    zpath = out / "world_files_zipped" / f"{world['world_id']}.zip"
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    env = {**os.environ, "NO_COLOR": "1", "TMPDIR": str(tmp)}
-    cmd = [sys.executable, "-m", "apexrl", "world", "serve", str(zpath), "-p", "0"]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
-    )
-    try:
-        rec = json.loads(_read_line(proc, 120))
-        extracted = Path(rec["world_dir"])
-        assert extracted.is_dir() and extracted.is_relative_to(tmp)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0, proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert not extracted.exists() and list(tmp.iterdir()) == []
