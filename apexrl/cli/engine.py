@@ -43,6 +43,11 @@ def make_tiny(
         help="Standard deviation of the (input) embeddings' random init (default: the "
         "architecture's 0.02). Tied embeddings need a larger one for sharp logits.",
     ),
+    arch: str = typer.Option(
+        "qwen3",
+        "--arch",
+        help="qwen3, or llama (no norm on queries and keys: heads a LoRA adapter can sharpen).",
+    ),
     untied: bool = typer.Option(
         False,
         "--untied",
@@ -50,13 +55,17 @@ def make_tiny(
         "output layer: [jax] train_unembed).",
     ),
 ) -> None:
-    """Write a random-weight Qwen3-architecture checkpoint (for tests and smoke runs).
+    """Write a random-weight Qwen3- or Llama-architecture checkpoint (for tests and smoke runs).
 
     The defaults are servable by both the local engine and vLLM's CPU build (head size
     32), with a window that holds the example tasks' prompts for several turns."""
     from apexrl.engine.tiny import make_tiny_checkpoint
 
     output.refuse_dash(out, "OUT", "a checkpoint folder")
+    from apexrl.engine.tiny import ARCHS
+
+    if arch not in ARCHS:
+        raise UsageError(f"--arch {arch}: not one of {', '.join(ARCHS)}", hint="--arch llama")
     if heads % kv_heads:
         raise UsageError(
             f"--kv-heads {kv_heads} does not divide --heads {heads}",
@@ -73,6 +82,7 @@ def make_tiny(
         head_dim=head_dim,
         intermediate_size=intermediate_size,
         embed_std=embed_std,
+        arch=arch,
         max_position_embeddings=window,
         tie_word_embeddings=not untied,
     )

@@ -36,6 +36,9 @@ def _tokenizer_dir(spec: str) -> Path:
     raise UsageError(f"tokenizer {spec!r}: pass a directory with tokenizer.json or 'qwen3'")
 
 
+ARCHS = ("qwen3", "llama")
+
+
 def make_tiny_checkpoint(
     out_dir: str | Path,
     *,
@@ -74,17 +77,27 @@ def random_qwen3(
     max_position_embeddings: int = 32768,
     head_dim: int = 32,
     embed_std: float | None = None,
+    arch: str = "qwen3",
 ):
-    """A random-weight Qwen3ForCausalLM (float32, eval mode) over the tokenizer's vocabulary;
-    the same arguments give the same weights. The defaults are servable by vLLM's CPU build
-    (its attention needs a head size of at least 32) and the window (32,768) holds the
-    example tasks' first prompt (~6k tokens) with room for several turns."""
+    """A random-weight Qwen3ForCausalLM, or LlamaForCausalLM with `arch="llama"` (float32,
+    eval mode), over the tokenizer's vocabulary; the same arguments give the same weights.
+    The defaults are servable by vLLM's CPU build (its attention needs a head size of at
+    least 32) and the window (32,768) holds the example tasks' first prompt (~6k tokens)
+    with room for several turns."""
     torch = _torch()
     from tokenizers import Tokenizer as TK
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
+    if arch not in ARCHS:
+        raise ValueError(f"arch {arch!r}: not one of {', '.join(ARCHS)}")
+    # Llama is Qwen3 without the per-head RMSNorm on queries and keys. That norm fixes
+    # |q| and |k| (its gains are not trained by a LoRA adapter), which bounds how sharply a
+    # head can attend: a random-init model then has to learn to copy without sharp heads.
+    config_cls, model_cls = (
+        (Qwen3Config, Qwen3ForCausalLM) if arch == "qwen3" else (LlamaConfig, LlamaForCausalLM)
+    )
     tk = TK.from_file(str(tokenizer_dir / "tokenizer.json"))
-    config = Qwen3Config(
+    config = config_cls(
         vocab_size=tk.get_vocab_size(with_added_tokens=True),
         hidden_size=hidden_size,
         intermediate_size=intermediate_size,
@@ -101,7 +114,7 @@ def random_qwen3(
         pad_token_id=tk.token_to_id("<|endoftext|>"),
     )
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config).to(torch.float32).eval()
+    model = model_cls(config).to(torch.float32).eval()
     if embed_std is not None:
         # Tied embeddings at the default scale (0.02) cap the logit a final-normed hidden
         # state can give one token at ~|h|*|e| (a few nats over a 151k vocabulary); a larger

@@ -62,3 +62,34 @@ def test_make_tiny_embed_std_scales_the_embeddings_only(runner, tmp_path):
     assert all((plain[k] == wide[k]).all() for k in plain if k != emb)
     again = weights("again", "--embed-std", "0.1")
     assert (again[emb] == wide[emb]).all()  # the same seed gives the same weights
+
+
+def test_make_tiny_llama_has_no_query_key_norm_and_generates(runner, tmp_path):
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "llama"
+    args = ["engine", "make-tiny", str(out), "--arch", "llama", "--layers", "1", "--window", "256"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert (cfg["architectures"], cfg["model_type"]) == (["LlamaForCausalLM"], "llama")
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        names = set(f.keys())
+    assert "model.layers.0.self_attn.q_proj.weight" in names
+    assert not any("q_norm" in n or "k_norm" in n for n in names)
+    qwen = tmp_path / "qwen"
+    assert runner.invoke(app, [*args[:2], str(qwen), *args[5:]]).exit_code == 0
+    with safe_open(str(qwen / "model.safetensors"), "pt") as f:
+        assert "model.layers.0.self_attn.q_norm.weight" in set(f.keys())
+    model = AutoModelForCausalLM.from_pretrained(str(out)).eval()
+    with torch.no_grad():
+        ids = model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=3, do_sample=False)
+    assert ids.shape == (1, 6)
+
+
+def test_make_tiny_refuses_an_unknown_arch(runner, tmp_path):
+    r = runner.invoke(app, ["engine", "make-tiny", str(tmp_path / "x"), "--arch", "gpt2"])
+    assert r.exit_code == 2 and "--arch gpt2" in r.output and "llama" in r.output
+    assert not (tmp_path / "x").exists()
