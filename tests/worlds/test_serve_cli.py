@@ -208,3 +208,32 @@ def test_serve_world_is_a_library_call(example):
         serve_world(src, runtime="nobody", on_ready=lambda rec: None)
     with pytest.raises(UsageError):
         serve_world(src, profile="nobody", on_ready=lambda rec: None)
+
+
+def test_sigterm_after_a_session_removes_the_extracted_world(example, tmp_path):
+    """`docker stop` sends SIGTERM: the gateway shuts down, the world a zip was extracted
+    to is removed, and the process still ends by that signal (it used to die before any
+    cleanup, leaving a whole world in the temp folder per stop)."""
+    out, world = example
+    zpath = out / "world_files_zipped" / f"{world['world_id']}.zip"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "NO_COLOR": "1", "TMPDIR": str(tmp)}
+    args = [sys.executable, "-m", "apexrl", "world", "serve", str(zpath), "--port", "0"]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        rec = json.loads(_read_line(proc, 60))
+        root = Path(rec["world_dir"])
+        assert root.is_dir() and tmp in root.parents
+        assert Session(rec["url"]).tools()  # a whole MCP session first (the exit once hung)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+    assert rc == -signal.SIGTERM, proc.stderr.read()
+    assert "stopped (SIGTERM)" in proc.stderr.read()
+    assert not root.exists() and not [p for p in tmp.iterdir() if p.name.startswith("apexrl-world")]
