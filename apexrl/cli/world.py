@@ -66,7 +66,8 @@ def serve(
     """Serve the world's MCP tools over streamable HTTP at /mcp/ (with /health).
 
     Prints one JSON line (url, health_url, servers, n_tools) once every server answers,
-    then serves until Ctrl-C. A server that cannot come up fails the command (exit 1)."""
+    then serves until Ctrl-C or SIGTERM (a zip's extracted world is removed either way).
+    A server that cannot come up fails the command (exit 1)."""
     from apexrl.envs.serve import serve_world
 
     def on_ready(rec) -> None:
