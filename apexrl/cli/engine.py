@@ -62,10 +62,6 @@ def make_tiny(
     from apexrl.engine.tiny import make_tiny_checkpoint
 
     output.refuse_dash(out, "OUT", "a checkpoint folder")
-    from apexrl.engine.tiny import ARCHS
-
-    if arch not in ARCHS:
-        raise UsageError(f"--arch {arch}: not one of {', '.join(ARCHS)}", hint="--arch llama")
     if heads % kv_heads:
         raise UsageError(
             f"--kv-heads {kv_heads} does not divide --heads {heads}",

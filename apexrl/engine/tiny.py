@@ -44,11 +44,15 @@ def make_tiny_checkpoint(
     *,
     tokenizer: str = "qwen3",
     seed: int = 0,
-    **shape: int | bool,
+    **shape: int | float | bool | str | None,
 ) -> Path:
     """Write a random-weight Qwen3 checkpoint (safetensors + config + tokenizer files);
     `shape` as random_qwen3 takes it (hidden_size, num_layers, max_position_embeddings...)."""
     from tokenizers import Tokenizer as TK
+
+    arch = shape.get("arch", "qwen3")
+    if arch not in ARCHS:
+        raise UsageError(f"--arch {arch}: not one of {', '.join(ARCHS)}", hint="--arch llama")
 
     tdir = _tokenizer_dir(tokenizer)
     cfg_json = (
@@ -88,14 +92,13 @@ def random_qwen3(
     from tokenizers import Tokenizer as TK
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-    if arch not in ARCHS:
-        raise ValueError(f"arch {arch!r}: not one of {', '.join(ARCHS)}")
     # Llama is Qwen3 without the per-head RMSNorm on queries and keys. That norm fixes
     # |q| and |k| (its gains are not trained by a LoRA adapter), which bounds how sharply a
     # head can attend: a random-init model then has to learn to copy without sharp heads.
-    config_cls, model_cls = (
-        (Qwen3Config, Qwen3ForCausalLM) if arch == "qwen3" else (LlamaConfig, LlamaForCausalLM)
-    )
+    config_cls, model_cls = {
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+        "llama": (LlamaConfig, LlamaForCausalLM),
+    }[arch]
     tk = TK.from_file(str(tokenizer_dir / "tokenizer.json"))
     config = config_cls(
         vocab_size=tk.get_vocab_size(with_added_tokens=True),

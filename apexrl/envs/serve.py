@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,8 +48,6 @@ def _sigterm_unwinds() -> Iterator[None]:
 def _end_by_sigterm() -> None:
     """End as SIGTERM's default would (exit status -15 to the parent), after the cleanup:
     not an interpreter exit, which would wait on the servers' worker threads."""
-    import sys
-
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
